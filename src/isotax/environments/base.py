@@ -1,0 +1,128 @@
+"""The environment protocol: how isotax starts, drives and stops an isolation environment.
+
+An Environment is a *kind* of place to run (native, runc, crun, qemu, ...). `start()` gives an
+Instance: one running container or VM, from the shared workload image, that workloads drive
+through `exec()`. Every Instance is stopped by the runner in a `finally`, on success, failure
+and Ctrl-C; `stop()` must be idempotent and must remove every resource the instance created.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from isotax.image.artifacts import ImageArtifacts
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""  # why not, when not ok
+    fix: str = ""  # what the user can do about it
+
+    @classmethod
+    def yes(cls) -> Availability:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str, fix: str = "") -> Availability:
+        return cls(False, reason, fix)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return "available"
+        return f"{self.reason}" + (f" (fix: {self.fix})" if self.fix else "")
+
+
+class Unavailable(Exception):
+    """Raised by start() when an environment turns out not to work; carries the Availability."""
+
+    def __init__(self, availability: Availability) -> None:
+        super().__init__(str(availability))
+        self.availability = availability
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the plan asks of one environment. `options` holds kind-specific settings."""
+
+    name: str  # the plan's label, e.g. "runc-bridge"
+    kind: str  # the registry key, e.g. "runc"
+    image: ImageArtifacts
+    workdir: Path  # private scratch directory for this instance (removed by the runner)
+    vcpus: int | None = None
+    memory_mib: int | None = None
+    network: str = "host"  # "host" or "bridge"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float  # measured by the host around the exec, includes the environment's exec path
+
+    def check(self) -> Completed:
+        """Raise with the command's own words when it failed."""
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
+            raise ExecError(
+                f"{' '.join(self.argv)!s} exited {self.returncode}: " + " | ".join(tail)
+            )
+        return self
+
+
+class ExecError(Exception):
+    pass
+
+
+class Instance(Protocol):
+    """One running environment."""
+
+    address: str  # IP reachable from the load generator ("127.0.0.1" for host networking)
+    milestones: Mapping[str, float]  # startup milestones, seconds since start() was called
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed: ...
+
+    def describe(self) -> Mapping[str, str]: ...
+
+    def pause(self) -> None:
+        """Stop consuming CPU while another environment is measured (no-op where impossible)."""
+
+    def resume(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class Environment(Protocol):
+    kind: ClassVar[str]
+    description: ClassVar[str]
+
+    def available(self) -> Availability: ...
+
+    def start(self, spec: EnvSpec) -> Instance: ...
+
+
+class Stopwatch:
+    """Milestones relative to a start time, for startup reporting."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, name: str) -> float:
+        self.marks[name] = time.monotonic() - self.t0
+        return self.marks[name]
+
+
+REGISTRY: dict[str, type[Environment]] = {}
+
+
+def register(cls: type[Environment]) -> type[Environment]:
+    REGISTRY[cls.kind] = cls
+    return cls

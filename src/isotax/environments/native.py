@@ -1,0 +1,87 @@
+"""native: the host itself, the baseline every other environment is compared with."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Stopwatch,
+    register,
+)
+
+
+def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+             cwd: str | None = None) -> Completed:
+    """Run a host command; a timeout is reported as exit status 124 like coreutils' timeout."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                           env=dict(env) if env is not None else None, cwd=cwd, check=False)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = 124
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = f"timed out after {timeout:.0f} s"
+    except FileNotFoundError as e:
+        rc, out, err = 127, "", str(e)
+    return Completed(tuple(argv), rc, out, err, time.monotonic() - t0)
+
+
+class NativeInstance:
+    """The host. Guest helpers run from the image's /opt/isotax/bin copy is not needed here:
+    native runs use the host's own packages and the helpers built for the image."""
+
+    address = "127.0.0.1"
+
+    def __init__(self, spec: EnvSpec) -> None:
+        sw = Stopwatch()
+        self.spec = spec
+        # The image's static helpers (itx-time, itx-corpus) are the same bits on the host.
+        self.helper_dir = spec.image.rootfs / "opt/isotax/bin"
+        self.env = {**os.environ, "PATH": f"{self.helper_dir}:{os.environ.get('PATH', '')}"}
+        self.scratch = spec.workdir / "tmp"
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        sw.mark("ready")
+        self.milestones = dict(sw.marks)
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        # TMPDIR points workloads at a private scratch directory the runner removes afterwards.
+        return run_host(argv, timeout, env={**self.env, "TMPDIR": str(self.scratch)})
+
+    def describe(self) -> Mapping[str, str]:
+        return {
+            "kind": "native",
+            "kernel": platform.release(),
+            "cpus": str(os.cpu_count()),
+            "network": "host",
+        }
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+@register
+class Native:
+    kind: ClassVar[str] = "native"
+    description: ClassVar[str] = "the host itself: the baseline"
+
+    def available(self) -> Availability:
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return NativeInstance(spec)

@@ -1,0 +1,52 @@
+"""Where a built image lives. Produced by image.build, consumed by every environment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ImageArtifacts:
+    recipe_hash: str
+    root: Path  # the cache directory of this image
+
+    @property
+    def rootfs(self) -> Path:
+        """The unpacked root filesystem (OCI bundles use it read-only)."""
+        return self.root / "rootfs"
+
+    @property
+    def ext4(self) -> Path:
+        """A raw ext4 disk image of the rootfs (VM disks are copy-on-write overlays of it)."""
+        return self.root / "rootfs.ext4"
+
+    @property
+    def tar(self) -> Path:
+        """A tar of the rootfs (container engines import it)."""
+        return self.root / "rootfs.tar"
+
+    @property
+    def kernel(self) -> Path:
+        """The image's own Debian kernel, uncompressed where possible (direct VM boot)."""
+        return self.root / "vmlinux"
+
+    @property
+    def initrd(self) -> Path:
+        return self.root / "initrd.img"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def manifest(self) -> Mapping[str, object]:
+        """Recipe, build time and package versions; written last, so its presence = complete."""
+        return json.loads(self.manifest_path.read_text())
+
+    def package_versions(self) -> Mapping[str, str]:
+        return dict(self.manifest().get("packages", {}))  # type: ignore[arg-type]
+
+    def complete(self) -> bool:
+        return self.manifest_path.exists()

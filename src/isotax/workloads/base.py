@@ -1,0 +1,50 @@
+"""The workload protocol: prepare inside an instance, run once, return samples.
+
+A workload never times itself on the host: it runs the real tool inside the instance and
+parses the tool's own output (or isotax's guest timer, `itx-time`) with a pure parser.
+A run whose output fails its sanity check raises SanityError: the runner stores the failure
+with its reason and no number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from isotax.environments.base import Instance
+from isotax.model import Sample
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter a workload accepts: its type, default and meaning (shown by `workloads`)."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    minimum: float | None = None
+
+
+class Workload(Protocol):
+    name: ClassVar[str]
+    version: ClassVar[str]  # version of isotax's driver for this workload (bump on change)
+    description: ClassVar[str]
+    params: ClassVar[Sequence[ParamSpec]]
+    tools: ClassVar[Mapping[str, Sequence[str]]]  # tool -> argv that prints its version
+
+    def prepare(self, inst: Instance, params: Params) -> None:
+        """Once per instance and parameter set, before warm-ups (e.g. make the corpus)."""
+
+    def run(self, inst: Instance, params: Params) -> list[Sample]: ...
+
+
+REGISTRY: dict[str, type[Workload]] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    REGISTRY[cls.name] = cls
+    return cls
