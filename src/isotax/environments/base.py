@@ -85,9 +85,12 @@ class Instance(Protocol):
     """One running environment."""
 
     address: str  # IP reachable from the load generator ("127.0.0.1" for host networking)
+    scratch: str  # a writable, tmpfs-backed directory *inside* the environment for workload files
     milestones: Mapping[str, float]  # startup milestones, seconds since start() was called
 
-    def exec(self, argv: Sequence[str], timeout: float) -> Completed: ...
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
+        for a failing command (returncode 124 = timeout, 127 = not found)."""
 
     def describe(self) -> Mapping[str, str]: ...
 

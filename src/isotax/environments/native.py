@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.base import (
@@ -37,8 +39,8 @@ def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None 
 
 
 class NativeInstance:
-    """The host. Guest helpers run from the image's /opt/isotax/bin copy is not needed here:
-    native runs use the host's own packages and the helpers built for the image."""
+    """The host. Workload tools come from the host's packages (same versions as the image's,
+    checked in the report); isotax's static helpers come from the image's /opt/isotax/bin."""
 
     address = "127.0.0.1"
 
@@ -48,14 +50,16 @@ class NativeInstance:
         # The image's static helpers (itx-time, itx-corpus) are the same bits on the host.
         self.helper_dir = spec.image.rootfs / "opt/isotax/bin"
         self.env = {**os.environ, "PATH": f"{self.helper_dir}:{os.environ.get('PATH', '')}"}
-        self.scratch = spec.workdir / "tmp"
-        self.scratch.mkdir(parents=True, exist_ok=True)
+        # Scratch lives in tmpfs, like /tmp inside the containers and the VM: in-memory everywhere.
+        self._scratch = Path("/dev/shm") / f"itx-{spec.name}-{os.getpid()}"
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        self.scratch = str(self._scratch)
         sw.mark("ready")
         self.milestones = dict(sw.marks)
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # TMPDIR points workloads at a private scratch directory the runner removes afterwards.
-        return run_host(argv, timeout, env={**self.env, "TMPDIR": str(self.scratch)})
+        return run_host(argv, timeout, env={**self.env, "TMPDIR": self.scratch})
 
     def describe(self) -> Mapping[str, str]:
         return {
@@ -72,7 +76,7 @@ class NativeInstance:
         pass
 
     def stop(self) -> None:
-        pass
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 @register
