@@ -123,6 +123,11 @@ class Stopwatch:
         return self.marks[name]
 
 
+# PATH inside every environment: isotax's helpers first, then Debian's usual directories.
+GUEST_PATH = "/opt/isotax/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+GUEST_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+
+
 REGISTRY: dict[str, type[Environment]] = {}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.base import (
+    GUEST_PATH,
     Availability,
     Completed,
     EnvSpec,
@@ -49,7 +50,9 @@ class NativeInstance:
         self.spec = spec
         # The image's static helpers (itx-time, itx-corpus) are the same bits on the host.
         self.helper_dir = spec.image.rootfs / "opt/isotax/bin"
-        self.env = {**os.environ, "PATH": f"{self.helper_dir}:{os.environ.get('PATH', '')}"}
+        # A defined environment, the same one containers and the VM get: nothing inherited
+        # from the caller's shell may change a workload's behaviour natively only.
+        self.env = {"PATH": f"{self.helper_dir}:{GUEST_PATH}", "HOME": "/root", "LANG": "C.UTF-8"}
         # Scratch lives in tmpfs, like /tmp inside the containers and the VM: in-memory everywhere.
         self._scratch = Path("/dev/shm") / f"itx-{spec.name}-{os.getpid()}"
         self._scratch.mkdir(parents=True, exist_ok=True)

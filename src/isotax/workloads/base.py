@@ -48,3 +48,8 @@ REGISTRY: dict[str, type[Workload]] = {}
 def register(cls: type[Workload]) -> type[Workload]:
     REGISTRY[cls.name] = cls
     return cls
+
+
+def put_text(inst: Instance, path: str, text: str, timeout: float = 30) -> None:
+    """Write a small text file inside an instance (exec has no stdin, so it goes as an arg)."""
+    inst.exec(["sh", "-c", 'printf %s "$1" > "$2"', "sh", text, path], timeout).check()
