@@ -1,0 +1,24 @@
+"""Renderers: each turns a ReportData into text, nothing else. One module per format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from isotax.analysis import ReportData
+from isotax.report import csv_report, json_report, markdown
+
+RENDERERS = {"md": markdown.render, "csv": csv_report.render, "json": json_report.render}
+FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json"}
+
+
+def write_reports(data: ReportData, out_dir: Path, formats: tuple[str, ...] = ("md", "csv",
+                                                                             "json")) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        path = out_dir / FILENAMES[fmt]
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(RENDERERS[fmt](data))
+        tmp.replace(path)  # a reader never sees half a report
+        written.append(path)
+    return written

@@ -1,0 +1,3 @@
+from isotax.cli import main
+
+main()

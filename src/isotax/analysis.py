@@ -1,0 +1,145 @@
+"""From a stored run to what a report shows: summaries, ratios, failures and warnings.
+
+The renderers in report/ only render this; all arithmetic happens here and in stats.py.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from isotax.model import CellStatus
+from isotax.stats import Ratio, Summary, ratio, summarize
+from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
+
+
+class ReportWarning(Enum):
+    """Every warning says what to do next (hyperfine's style)."""
+
+    EMULATED = ("{env} ran under TCG software emulation: its ratios measure the emulator, not "
+                "KVM's overhead. Run on a host with hardware KVM for VM overhead figures.")
+    UNAVAILABLE = "{env} did not run: {reason}"
+    VERSION_MISMATCH = ("{tool} differs between {env} ({other}) and {base} ({version}): "
+                        "install the same package version on the host as in the image.")
+    FAILURES = ("{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
+                "`isotax run --resume` finishes an interrupted run.")
+    HIGH_VARIANCE = ("{env} {workload} {metric}: coefficient of variation {cv:.1%}; quiet the "
+                     "host or add repetitions.")
+    FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
+                       "better 5 or more; raise `repetitions` in the plan.")
+    INCOMPLETE = ("the run is {status}: `isotax run --resume {run}` finishes it.")
+
+    def say(self, **kw: Any) -> str:
+        return str(self.value).format(**kw)
+
+
+HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    params_key: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Cell:
+    values: tuple[float, ...]
+    summary: Summary
+    ratio: Ratio | None  # None for the baseline itself or when the baseline has no values
+
+
+@dataclass
+class ReportData:
+    run: RunRecord
+    plan: Mapping[str, Any]
+    baseline: str
+    environments: list[EnvRecord]
+    columns: list[str]  # environments with results, baseline first
+    rows: list[Row]
+    cells: dict[tuple[Row, str], Cell]
+    failures: list[CellRecord]
+    warnings: list[str] = field(default_factory=list)
+
+    def env(self, name: str) -> EnvRecord | None:
+        return next((e for e in self.environments if e.name == name), None)
+
+    def emulated(self, name: str) -> bool:
+        e = self.env(name)
+        return bool(e and str(e.describe.get("emulated", "")).lower() in ("yes", "true", "1"))
+
+    def label(self, name: str) -> str:
+        return f"{name} (emulated)" if self.emulated(name) else name
+
+
+def analyze(store: Store, run_id: str) -> ReportData:
+    run = store.get_run(run_id)
+    plan = tomllib.loads(run.plan_toml)
+    baseline = plan.get("baseline", "native")
+    envs = store.environments(run.id)
+    records = store.cells(run.id)
+    measured = [c for c in records if not c.key.warmup]
+    values: dict[tuple[Row, str], list[float]] = defaultdict(list)
+    rows: list[Row] = []
+    for c in measured:
+        if c.status is not CellStatus.OK:
+            continue
+        for s in c.samples:
+            row = Row(c.key.workload, c.key.params_key, s.metric, s.unit, s.higher_is_better)
+            if row not in rows:
+                rows.append(row)
+            values[(row, c.key.environment)].append(s.value)
+    order = [e.name for e in envs if e.available]
+    columns = [baseline] + [n for n in order if n != baseline]
+    cells: dict[tuple[Row, str], Cell] = {}
+    for (row, env), vals in values.items():
+        base_vals = values.get((row, baseline))
+        r = None
+        if env != baseline and base_vals:
+            r = ratio(vals, base_vals, row.higher_is_better, seed=int(run.seed))
+        cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
+    failures = [c for c in records if c.status is CellStatus.FAILED]
+    data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures)
+    data.warnings = _warnings(data)
+    return data
+
+
+def _warnings(d: ReportData) -> list[str]:
+    out: list[str] = []
+    if d.run.status != "complete":
+        out.append(ReportWarning.INCOMPLETE.say(status=d.run.status, run=d.run.id))
+    for e in d.environments:
+        if not e.available:
+            out.append(ReportWarning.UNAVAILABLE.say(env=e.name, reason=e.reason))
+        elif d.emulated(e.name):
+            out.append(ReportWarning.EMULATED.say(env=e.name))
+    base = d.env(d.baseline)
+    if base is not None:
+        for e in d.environments:
+            if e.name == d.baseline or not e.available:
+                continue
+            for tool, version in base.tools.items():
+                other = e.tools.get(tool)
+                if other is not None and other != version:
+                    out.append(ReportWarning.VERSION_MISMATCH.say(
+                        tool=tool, env=e.name, other=other, base=d.baseline, version=version))
+    reps = int(d.plan.get("repetitions", 3))
+    if reps < 2:
+        out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))
+    failed: dict[str, int] = defaultdict(int)
+    for c in d.failures:
+        failed[c.key.environment] += 1
+    for env, n in failed.items():
+        out.append(ReportWarning.FAILURES.say(count=n, env=env))
+    for (row, env), cell in d.cells.items():
+        if cell.summary.n >= 2 and cell.summary.cv > HIGH_CV:
+            out.append(ReportWarning.HIGH_VARIANCE.say(env=env, workload=row.workload,
+                                                 metric=row.metric, cv=cell.summary.cv))
+    return out

@@ -1,0 +1,232 @@
+"""isotax command line: run · report · runs · envs · workloads · image · doctor.
+
+`main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
+Every user error is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from isotax import __version__
+
+console = Console(stderr=True, highlight=False)
+DEFAULT_RESULTS = Path(os.environ.get("ISOTAX_RESULTS", "results"))
+results_option = click.option(
+    "--results", "results_dir", type=click.Path(path_type=Path), default=DEFAULT_RESULTS,
+    show_default=True, help="Directory of the result store (isotax.db) and reports.",
+)
+
+
+def fail(message: str) -> NoReturn:
+    """One clear line naming the problem and the fix; exit status 2."""
+    click.echo(f"isotax: {message}", err=True)
+    sys.exit(2)
+
+
+def _open_store(results_dir: Path):
+    from isotax.store.base import StoreError
+    from isotax.store.sqlite import open_store
+
+    try:
+        return open_store(results_dir)
+    except StoreError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"cannot open the store in {results_dir}: {e}; check the path and permissions")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="isotax")
+def main() -> None:
+    """Measure the isolation tax: a workload in a container, sandbox or VM against native."""
+
+
+@main.command()
+@click.argument("plan", required=False)
+@click.option("--resume", "resume_id", metavar="RUN", help="Finish an interrupted run.")
+@results_option
+@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
+def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool) -> None:
+    """Run PLAN (a TOML file, or a built-in plan: quick, full) and write its report."""
+    from isotax.host import fingerprint
+    from isotax.image.build import ensure_image
+    from isotax.plan import PlanError, load_plan, parse_plan
+    from isotax.runner import Runner, new_run_id
+
+    if plan and resume_id:
+        fail("give a PLAN or --resume RUN, not both: a resumed run uses its stored plan")
+    if not plan and not resume_id:
+        fail("give a PLAN (a TOML file, or `quick` / `full`), or --resume RUN")
+    try:
+        if resume_id:
+            store = _open_store(results_dir)
+            record = _get_run(store, resume_id)
+            if record.status == "complete":
+                fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
+            p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
+            run_id = record.id
+        else:
+            p, text = load_plan(plan or "")
+    except PlanError as e:
+        fail(str(e))
+    if os.geteuid() != 0:
+        fail("isotax run needs root (containers, VMs, network namespaces); run it with sudo")
+    if not resume_id:
+        store = _open_store(results_dir)
+    image = ensure_image(log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    if not resume_id:
+        run_id = new_run_id(p.name)
+        store.create_run(run_id, p.name, text, p.seed, fingerprint())
+    console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
+    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
+        status = runner.run(run_id)
+    if not no_report:
+        _write_report(store, run_id, results_dir / run_id)
+    if status == "interrupted":
+        sys.exit(130)
+    if status != "complete":
+        sys.exit(1)
+
+
+def _get_run(store, run_id: str):
+    from isotax.store.base import StoreError
+
+    try:
+        return store.get_run(run_id)
+    except StoreError as e:
+        fail(str(e))
+
+
+def _write_report(store, run_id: str, out_dir: Path) -> None:
+    from isotax.analysis import analyze
+    from isotax.report import write_reports
+    from isotax.report.markdown import table1
+
+    data = analyze(store, run_id)
+    paths = write_reports(data, out_dir)
+    click.echo("\n".join(table1(data)) if data.rows else "no results")
+    for w in data.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print("report: " + ", ".join(str(p) for p in paths))
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN", required=False)
+@results_option
+@click.option("--out", type=click.Path(path_type=Path), help="Directory for the report files.")
+def report(run_id: str | None, results_dir: Path, out: Path | None) -> None:
+    """Write RUN's report (Markdown, CSV, JSON) from the store; the latest run by default."""
+    store = _open_store(results_dir)
+    if run_id is None:
+        runs = store.list_runs()
+        if not runs:
+            fail(f"no runs in {results_dir}; start one with `isotax run quick`")
+        run_id = runs[-1].id
+    record = _get_run(store, run_id)
+    _write_report(store, record.id, out or results_dir / record.id)
+
+
+@main.command("runs")
+@results_option
+def runs_cmd(results_dir: Path) -> None:
+    """List the runs in the store."""
+    store = _open_store(results_dir)
+    t = Table("run", "plan", "status", "cells")
+    for r in store.list_runs():
+        t.add_row(r.id, r.plan_name, r.status, str(len(store.done_cells(r.id))))
+    Console().print(t)
+
+
+@main.command()
+def envs() -> None:
+    """List every environment kind: available here, or why not and the fix."""
+    from isotax.registry import environments
+
+    t = Table("environment", "available", "description / reason")
+    for kind, cls in sorted(environments().items()):
+        a = cls().available()
+        t.add_row(kind, "yes" if a.ok else "no", cls.description if a.ok else str(a))
+    Console().print(t)
+
+
+@main.command()
+def workloads() -> None:
+    """List every workload and its parameters."""
+    from isotax.registry import workloads as all_workloads
+
+    t = Table("workload", "parameter", "default", "meaning")
+    for name, cls in sorted(all_workloads().items()):
+        t.add_row(f"[bold]{name}[/]", "", "", cls.description)
+        for p in cls.params:
+            t.add_row("", p.name, repr(p.default), p.help)
+    Console().print(t)
+
+
+@main.group()
+def image() -> None:
+    """Build, show and remove the workload image."""
+
+
+@image.command("build")
+def image_build() -> None:
+    """Build the workload image (cached by the hash of its recipe)."""
+    from isotax.image.build import ensure_image
+
+    art = ensure_image(log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    click.echo(f"{art.recipe_hash} {art.root}")
+
+
+@image.command("show")
+def image_show() -> None:
+    """Show the cached images."""
+    from isotax.image.build import show_images
+
+    t = Table("hash", "built", "size", "path")
+    for im in show_images():
+        t.add_row(*(str(im.get(k, "")) for k in ("hash", "built", "size", "path")))
+    Console().print(t)
+
+
+@image.command("rm")
+@click.argument("which", default="all")
+def image_rm(which: str) -> None:
+    """Remove a cached image by hash prefix, or all of them."""
+    from isotax.image.build import remove_image
+
+    try:
+        removed = remove_image(which)
+    except (KeyError, ValueError) as e:
+        fail(f"{e}; `isotax image show` lists the cached images")
+    click.echo(f"removed {removed}")
+
+
+@main.command()
+def doctor() -> None:
+    """Check the host: environments available, and nothing left behind by isotax."""
+    from isotax.leaks import find_leaks
+
+    envs.callback()  # type: ignore[misc]
+    leaks = find_leaks()
+    if leaks:
+        click.echo("left behind by isotax (remove by name):\n  " + "\n  ".join(leaks))
+        sys.exit(1)
+    click.echo("no isotax resources left behind")

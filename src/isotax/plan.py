@@ -1,0 +1,196 @@
+"""The plan file: environments x workloads x parameters, in TOML.
+
+A plan is validated into frozen pydantic models. Every problem is reported as ONE line that
+names the place in the file, the problem and the fix (PlanError); the CLI turns it into exit 2.
+
+    name = "quick"
+    seed = 1
+    repetitions = 3          # measured repetitions per cell, interleaved across environments
+    warmups = 1              # unmeasured runs per environment x workload x parameters, first
+    timeout_s = 900          # one workload run
+
+    [[environments]]
+    name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
+    kind = "runc"            # see `isotax envs`
+    network = "bridge"       # host | bridge | none
+    vcpus = 2                # optional; VMs get it as -smp, containers as a cpuset
+    memory_mib = 2048
+    options = { accel = "auto" }   # kind-specific
+
+    [[workloads]]
+    name = "compress"        # see `isotax workloads`
+    params = { level = 2, threads = [1, 2] }   # a list is a sweep axis (cartesian product)
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+BUILTIN_PLANS = ("quick", "full")
+
+
+class PlanError(Exception):
+    """A plan that cannot run; the message is one line: where, what, and the fix."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EnvironmentEntry(_Frozen):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,23}$")
+    kind: str
+    network: Literal["host", "bridge", "none"] = "host"
+    vcpus: int | None = Field(default=None, ge=1, le=1024)
+    memory_mib: int | None = Field(default=None, ge=128)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        from isotax.registry import environment_kinds
+
+        known = environment_kinds()
+        if v not in known:
+            raise ValueError(f"unknown environment kind {v!r}; use one of: {', '.join(known)}")
+        return v
+
+
+class WorkloadEntry(_Frozen):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_workload(self) -> WorkloadEntry:
+        from isotax.registry import workloads
+
+        known = workloads()
+        if self.name not in known:
+            raise ValueError(
+                f"unknown workload {self.name!r}; use one of: {', '.join(sorted(known))}"
+            )
+        specs = {p.name: p for p in known[self.name].params}
+        for key, value in self.params.items():
+            if key not in specs:
+                raise ValueError(
+                    f"workload {self.name!r} has no parameter {key!r}; "
+                    f"its parameters: {', '.join(specs) or 'none'}"
+                )
+            for v in value if isinstance(value, list) else [value]:
+                spec = specs[key]
+                ok = isinstance(v, spec.type) and not (spec.type is int and isinstance(v, bool))
+                if spec.type is float and isinstance(v, int) and not isinstance(v, bool):
+                    ok = True
+                if not ok:
+                    raise ValueError(
+                        f"{self.name}.{key} = {v!r} should be {spec.type.__name__}"
+                    )
+                if spec.minimum is not None and v < spec.minimum:
+                    raise ValueError(f"{self.name}.{key} = {v!r} is below {spec.minimum}")
+            if isinstance(value, list) and not value:
+                raise ValueError(f"{self.name}.{key} is an empty sweep; give at least one value")
+        return self
+
+    def combinations(self) -> list[dict[str, Any]]:
+        """Defaults overlaid with the plan's values, one dict per point of the sweep."""
+        from isotax.registry import workloads
+
+        base = {p.name: p.default for p in workloads()[self.name].params}
+        axes = {k: (v if isinstance(v, list) else [v]) for k, v in self.params.items()}
+        keys = sorted(axes)
+        out = []
+        for values in itertools.product(*(axes[k] for k in keys)):
+            out.append({**base, **dict(zip(keys, values, strict=True))})
+        return out
+
+
+class Plan(_Frozen):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
+    description: str = ""
+    seed: int = 1
+    repetitions: int = Field(default=3, ge=1, le=1000)
+    warmups: int = Field(default=1, ge=0, le=100)
+    timeout_s: float = Field(default=900, gt=0)
+    baseline: str = "native"
+    environments: list[EnvironmentEntry] = Field(min_length=1)
+    workloads: list[WorkloadEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Plan:
+        names = [e.name for e in self.environments]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(
+                f"environment name {sorted(dup)[0]!r} is used twice; names must be unique"
+            )
+        if self.baseline not in names:
+            raise ValueError(
+                f"the baseline {self.baseline!r} is not among the environments; add "
+                f'[[environments]] name = "{self.baseline}" kind = "native", or set baseline'
+            )
+        wl = [w.name for w in self.workloads]
+        dupw = {n for n in wl if wl.count(n) > 1}
+        if dupw:
+            raise ValueError(
+                f"workload {sorted(dupw)[0]!r} is listed twice; sweep its parameters with lists"
+            )
+        return self
+
+
+def _where(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
+    """Turn a pydantic location into the plan's words, e.g. environments[2] (\"vm\").kind."""
+    parts: list[str] = []
+    node: Any = raw
+    for item in loc:
+        if isinstance(item, int):
+            label = ""
+            if isinstance(node, list) and item < len(node) and isinstance(node[item], dict):
+                label = f' ("{node[item].get("name", "")}")' if node[item].get("name") else ""
+            parts[-1] += f"[{item}]{label}"
+            node = node[item] if isinstance(node, list) and item < len(node) else None
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+def parse_plan(text: str, source: str = "plan") -> Plan:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError(f"{source}: not valid TOML ({e}); fix the syntax at that place") from None
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = _where(tuple(err["loc"]), raw)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "is not a plan setting; remove it or check its spelling"
+        elif err["type"] == "missing":
+            msg = "is required; add it"
+        more = f" (and {len(e.errors()) - 1} more problem(s))" if len(e.errors()) > 1 else ""
+        prefix = f"{source}: {where}: " if where else f"{source}: "
+        raise PlanError(f"{prefix}{msg}{more}") from None
+
+
+def load_plan(name_or_path: str) -> tuple[Plan, str]:
+    """A built-in plan name (quick, full) or a path. Returns the plan and its exact text."""
+    path = Path(name_or_path)
+    if name_or_path in BUILTIN_PLANS and not path.exists():
+        text = resources.files("isotax.plans").joinpath(f"{name_or_path}.toml").read_text()
+        return parse_plan(text, f"built-in plan {name_or_path!r}"), text
+    if not path.is_file():
+        raise PlanError(
+            f"plan {name_or_path!r} not found; "
+            f"give a TOML file or one of: {', '.join(BUILTIN_PLANS)}"
+        )
+    text = path.read_text()
+    return parse_plan(text, str(path)), text

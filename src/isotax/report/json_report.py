@@ -1,0 +1,35 @@
+"""JSON: the whole report, versioned (model.FORMAT_VERSION), values included."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from isotax.analysis import ReportData
+from isotax.model import FORMAT_VERSION
+from isotax.report.table import result_rows
+
+
+def render(d: ReportData) -> str:
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "run": {k: v for k, v in asdict(d.run).items() if k not in ("host", "plan_toml")},
+        "host": dict(d.run.host),
+        "plan_toml": d.run.plan_toml,
+        "baseline": d.baseline,
+        "environments": [
+            {"name": e.name, "kind": e.kind, "available": e.available, "reason": e.reason,
+             "emulated": d.emulated(e.name), "describe": dict(e.describe),
+             "tools": dict(e.tools), "milestones": dict(e.milestones)}
+            for e in d.environments
+        ],
+        "results": result_rows(d),
+        "failures": [
+            {"environment": c.key.environment, "workload": c.key.workload,
+             "params": c.key.params_key, "repetition": c.key.repetition,
+             "warmup": c.key.warmup, "reason": c.reason}
+            for c in d.failures
+        ],
+        "warnings": d.warnings,
+    }
+    return json.dumps(doc, indent=2, sort_keys=False) + "\n"

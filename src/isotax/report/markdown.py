@@ -1,0 +1,138 @@
+"""Markdown: the studies' Table 1 form, `mean (Δ% vs native) [sd]`, with the header a reader
+needs to trust it (host, environments, versions, accelerator, exact plan)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from isotax.analysis import ReportData
+
+
+def _esc(text: object) -> str:
+    """Table cells must not break the table: escape pipes, flatten newlines."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(x: float) -> str:
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{min(digits, 6)}f}"
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(_esc(h) for h in header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def table1(d: ReportData) -> list[str]:
+    """Rows are workload metrics, columns environments: mean (Δ% vs baseline) [sd]."""
+    header = ["workload", "parameters", "metric", "unit"] + [d.label(c) for c in d.columns]
+    rows = []
+    for row in d.rows:
+        arrow = "↑" if row.higher_is_better else "↓"
+        line = [row.workload, row.params_key, f"{row.metric} {arrow}", row.unit]
+        for env in d.columns:
+            cell = d.cells.get((row, env))
+            if cell is None:
+                line.append("—")
+                continue
+            s = cell.summary
+            text = _fmt(s.mean)
+            if cell.ratio is not None:
+                text += f" ({cell.ratio.delta_pct:+.1f}%)"
+            text += f" [{_fmt(s.sd)}]"
+            if cell.ratio is not None and cell.ratio.within_noise:
+                text += " ≈"
+            line.append(text)
+        rows.append(line)
+    return _table(header, rows)
+
+
+def ratios(d: ReportData) -> list[str]:
+    others = [c for c in d.columns if c != d.baseline]
+    header = ["workload", "parameters", "metric"] + [d.label(c) for c in others]
+    rows = []
+    for row in d.rows:
+        line = [row.workload, row.params_key, row.metric]
+        for env in others:
+            cell = d.cells.get((row, env))
+            r = cell.ratio if cell else None
+            if r is None:
+                line.append("—")
+            elif r.has_ci:
+                line.append(f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] {r.verdict}")
+            else:
+                line.append(f"{r.ratio:.3f} ({r.verdict})")
+        rows.append(line)
+    return _table(header, rows)
+
+
+def render(d: ReportData) -> str:
+    host = d.run.host
+    out = [f"# isotax report: run {d.run.id}", ""]
+    out += [
+        f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
+        f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
+        f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}.",
+        "",
+        "## Host",
+        "",
+    ]
+    runtimes = host.get("runtimes", {})
+    out += _table(
+        ["host", "kernel", "distribution", "CPU model", "CPUs", "memory", "cgroups"],
+        [[host.get("hostname", "?"), host.get("kernel", "?"), host.get("distro", "?"),
+          host.get("cpu_model", "?"), str(host.get("cpus", "?")),
+          f"{host.get('memory_mib', 0)} MiB", host.get("cgroup", "?")]],
+    )
+    out += ["", "Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()), ""]
+    out += ["## Environments", ""]
+    env_rows = []
+    for e in d.environments:
+        desc = dict(e.describe)
+        accel = desc.get("accelerator", "")
+        if d.emulated(e.name):
+            accel = f"**{accel or 'tcg'}: EMULATED**"
+        details = ", ".join(f"{k}={v}" for k, v in desc.items()
+                            if k not in ("kind", "accelerator", "emulated", "command_line"))
+        ready = e.milestones.get("ready")
+        env_rows.append([
+            e.name, e.kind, "ran" if e.available else f"not run: {e.reason}",
+            accel or "-", f"{ready:.2f}" if isinstance(ready, int | float) else "-", details,
+        ])
+    out += _table(["environment", "kind", "status", "accelerator", "ready (s)", "details"],
+                  env_rows)
+    out += ["", "## Results", "",
+            f"Each cell: mean (Δ% vs {_esc(d.baseline)}) [standard deviation]; ↑ higher is "
+            "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
+            "of the ratio contains 1). Warm-ups are excluded.", ""]
+    out += table1(d) if d.rows else ["No results: every cell failed or none ran."]
+    if d.rows and len(d.columns) > 1:
+        out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
+        out += ratios(d)
+    out += ["", "## Tool versions", ""]
+    tools = sorted({t for e in d.environments for t in e.tools})
+    avail = [e for e in d.environments if e.available]
+    out += _table(["tool"] + [e.name for e in avail],
+                  [[t] + [e.tools.get(t, "—") for e in avail] for t in tools])
+    if d.failures:
+        out += ["", "## Failures", "", "Failed runs store their reason, never a number.", ""]
+        out += _table(["environment", "workload", "parameters", "run", "reason"],
+                      [[c.key.environment, c.key.workload, c.key.params_key,
+                        ("warm-up " if c.key.warmup else "rep ") + str(c.key.repetition),
+                        c.reason] for c in d.failures])
+    if d.warnings:
+        out += ["", "## Warnings", ""] + [f"- {_esc(w)}" for w in d.warnings]
+    out += ["", "## Plan (exact)", "", "```toml", d.run.plan_toml.rstrip().replace("```", "` ` `"),
+            "```", ""]
+    return "\n".join(out)

@@ -1,0 +1,278 @@
+"""The runner: start every environment once, run the matrix in a seeded interleaved order,
+commit each cell the moment it ends, and tear everything down whatever happens.
+
+Order: first the warm-ups (every environment x workload x parameters, `warmups` times, in a
+seeded random order), then `repetitions` rounds; each round runs every environment x workload
+x parameters once, in its own seeded random order. Interleaving spreads slow drifts of the host
+(other tenants, thermal, page cache) over every environment instead of loading them onto one.
+While one environment is measured the others are paused (cgroup freezer, QMP stop), so an idle
+VM's timer ticks don't steal CPU from the measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isotax import registry
+from isotax.environments.base import (
+    Completed,
+    EnvSpec,
+    ExecError,
+    Instance,
+    Unavailable,
+)
+from isotax.host import fingerprint
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellKey, CellStatus, Sample, SanityError
+from isotax.plan import Plan
+from isotax.store.base import EnvRecord, Store
+
+Log = Callable[[str], None]
+
+
+def new_run_id(plan_name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{plan_name}-{secrets.token_hex(2)}"
+
+
+def schedule(plan: Plan, environments: Sequence[str]) -> list[CellKey]:
+    """Every cell of the run in execution order; a pure function of the plan and its seed."""
+    points = [
+        (env, w.name, params)
+        for env in environments
+        for w in plan.workloads
+        for params in w.combinations()
+    ]
+    out: list[CellKey] = []
+    for i in range(plan.warmups):
+        order = list(points)
+        random.Random(f"{plan.seed}:warmup:{i}").shuffle(order)
+        out += [CellKey(e, w, p, i + 1, warmup=True) for e, w, p in order]
+    for rep in range(plan.repetitions):
+        order = list(points)
+        random.Random(f"{plan.seed}:round:{rep}").shuffle(order)
+        out += [CellKey(e, w, p, rep + 1) for e, w, p in order]
+    return out
+
+
+class _Deadline:
+    """An Instance whose exec never runs past the plan's per-run timeout."""
+
+    def __init__(self, inst: Instance, seconds: float) -> None:
+        self._inst = inst
+        self._end = time.monotonic() + seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inst, name)
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        left = self._end - time.monotonic()
+        if left <= 0:
+            return Completed(tuple(argv), 124, "", "the plan's timeout_s ran out", 0.0)
+        return self._inst.exec(argv, min(timeout, left))
+
+
+@dataclass
+class _Started:
+    instance: Instance
+    prepared: dict[str, str | None] = field(default_factory=dict)  # params_key -> error
+
+
+def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
+    """Each workload tool's version inside the environment (same bits => same versions)."""
+    versions: dict[str, str] = {}
+    wls = registry.workloads()
+    for w in plan.workloads:
+        for tool, argv in wls[w.name].tools.items():
+            if tool in versions:
+                continue
+            done = inst.exec(list(argv), timeout=60)
+            first = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+            versions[tool] = first if done.returncode == 0 else f"unavailable ({done.returncode})"
+    return versions
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a run the way Ctrl-C does: through the same teardown."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Teardown must finish: a second Ctrl-C must not leave a VM or a netns behind."""
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+class Runner:
+    def __init__(self, plan: Plan, plan_text: str, store: Store, image: ImageArtifacts,
+                 log: Log, progress: Any = None) -> None:
+        self.plan = plan
+        self.plan_text = plan_text
+        self.store = store
+        self.image = image
+        self.log = log
+        self.progress = progress  # a rich Progress, or None
+        self.started: dict[str, _Started] = {}
+
+    # -- environments ------------------------------------------------------------------
+    def _start_environments(self, run_id: str, workdir: Path) -> None:
+        envs = registry.environments()
+        for entry in self.plan.environments:
+            env = envs[entry.kind]()
+            avail = env.available()
+            record = dict(run_id=run_id, name=entry.name, kind=entry.kind, tools={},
+                          describe={}, milestones={})
+            if not avail.ok:
+                self.log(f"[yellow]{entry.name}: unavailable: {avail}[/]")
+                self.store.put_environment(EnvRecord(available=False, reason=str(avail),
+                                                     **record))
+                continue
+            spec = EnvSpec(
+                name=entry.name, kind=entry.kind, image=self.image,
+                workdir=workdir / entry.name, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
+                network=entry.network, options=dict(entry.options),
+            )
+            spec.workdir.mkdir(parents=True, exist_ok=True)
+            self.log(f"starting {entry.name} ({entry.kind}) ...")
+            try:
+                inst = env.start(spec)
+            except Unavailable as e:
+                self.log(f"[yellow]{entry.name}: unavailable: {e.availability}[/]")
+                self.store.put_environment(EnvRecord(available=False,
+                                                     reason=str(e.availability), **record))
+                continue
+            except (OSError, ExecError, RuntimeError, TimeoutError) as e:
+                self.log(f"[red]{entry.name}: failed to start: {e}[/]")
+                self.store.put_environment(EnvRecord(available=False,
+                                                     reason=f"failed to start: {e}", **record))
+                continue
+            self.started[entry.name] = _Started(inst)
+            ready = inst.milestones.get("ready", float("nan"))
+            self.log(f"{entry.name}: ready in {ready:.2f} s")
+            record.update(describe=dict(inst.describe()), milestones=dict(inst.milestones),
+                          tools=_tool_versions(inst, self.plan))
+            self.store.put_environment(EnvRecord(available=True, reason="", **record))
+            inst.pause()
+
+    def _stop_environments(self) -> None:
+        with _no_interrupts():
+            for name, st in list(self.started.items()):
+                # Teardown goes on whatever one step of it says.
+                with contextlib.suppress(Exception):
+                    st.instance.resume()
+                try:
+                    st.instance.stop()
+                except Exception as e:
+                    self.log(f"[red]{name}: stop failed: {e}[/]")
+            self.started.clear()
+
+    # -- cells ---------------------------------------------------------------------------
+    def _run_cell(self, key: CellKey) -> tuple[CellStatus, str, list[Sample]]:
+        st = self.started[key.environment]
+        workload = registry.workloads()[key.workload]()
+        inst = _Deadline(st.instance, self.plan.timeout_s)
+        pkey = f"{key.workload}|{key.params_key}"
+        if pkey not in st.prepared:
+            try:
+                workload.prepare(inst, key.params)
+                st.prepared[pkey] = None
+            except (SanityError, ExecError, OSError, TimeoutError) as e:
+                st.prepared[pkey] = f"prepare failed: {e}"
+        err = st.prepared[pkey]
+        if err:
+            return CellStatus.FAILED, err, []
+        try:
+            samples = workload.run(inst, key.params)
+        except (SanityError, ExecError, OSError, TimeoutError, ValueError) as e:
+            return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
+        if not samples:
+            return CellStatus.FAILED, "the workload returned no samples", []
+        return CellStatus.OK, "", samples
+
+    def run(self, run_id: str) -> str:
+        """Run (or finish) run_id. Returns the final status."""
+        done = self.store.done_cells(run_id)
+        host = dict(self.store.get_run(run_id).host) or fingerprint()
+        self.store.update_host(run_id, host)
+        workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
+        status = "failed"
+        try:
+            with _sigterm_as_interrupt():
+                self._start_environments(run_id, workdir)
+                if self.plan.baseline not in self.started:
+                    self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
+                             "nothing to compare against[/]")
+                    return "failed"
+                cells = [k for k in schedule(self.plan, list(self.started))
+                         if k.ident not in done]
+                self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
+                self._run_cells(run_id, cells)
+                status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
+        finally:
+            self._stop_environments()
+            shutil.rmtree(workdir, ignore_errors=True)
+            self.store.set_run_status(run_id, status, time.time())
+        return status
+
+    def _run_cells(self, run_id: str, cells: Sequence[CellKey]) -> None:
+        task = self.progress.add_task("cells", total=len(cells)) if self.progress else None
+        active: str | None = None
+        wversions = {n: c.version for n, c in registry.workloads().items()}
+        for key in cells:
+            if active != key.environment:
+                if active is not None:
+                    self.started[active].instance.pause()
+                self.started[key.environment].instance.resume()
+                active = key.environment
+            if self.progress is not None:
+                self.progress.update(task, description=f"{key.environment} {key.workload}")
+            t0 = time.time()
+            status, reason, samples = self._run_cell(key)
+            self.store.commit_cell(run_id, key, wversions[key.workload], status, reason, t0,
+                                   time.time(), samples)
+            self.log(_describe_cell(key, status, reason, samples))
+            if self.progress is not None:
+                self.progress.advance(task)
+        if active is not None:
+            self.started[active].instance.pause()
+
+
+def _describe_cell(key: CellKey, status: CellStatus, reason: str,
+                   samples: Sequence[Sample]) -> str:
+    what = f"{key.environment:>12} {key.workload} {key.params_key} " + (
+        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
+    if status is CellStatus.FAILED:
+        return f"[red]{what}: FAILED: {reason}[/]"
+    first = samples[0]
+    return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
+
+
+def host_summary(host: Mapping[str, Any]) -> str:
+    return f"{host.get('hostname')} {host.get('kernel')} {host.get('cpu_model')}"

@@ -1,0 +1,111 @@
+"""Pure statistics: per-cell summaries and ratios to the baseline with bootstrap CIs.
+
+Constants and their sources:
+- 95% intervals of a mean use Student's t with n-1 degrees of freedom (the usual small-sample
+  interval; the studies report 10-run means).
+- Ratio intervals use the nonparametric bootstrap of the ratio of means, resampling each
+  environment's repetitions independently (Efron & Tibshirani, "An Introduction to the
+  Bootstrap", 1993, ch. 13), via scipy.stats.bootstrap with the percentile method: with the
+  handful of repetitions a benchmark has, BCa's acceleration estimate is itself unstable.
+- "Within noise": the ratio's 95% interval contains 1.0. (A per-host A/A noise floor refines
+  this later; until then the interval is the only evidence.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    mean: float
+    sd: float  # sample standard deviation (n-1); 0.0 when n == 1
+    ci_low: float  # NaN when n < 2
+    ci_high: float
+
+    @property
+    def cv(self) -> float:
+        return self.sd / self.mean if self.mean else math.nan
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    x = np.asarray(values, dtype=float)
+    n = int(x.size)
+    if n == 0:
+        raise ValueError("no values to summarize")
+    mean = float(x.mean())
+    if n < 2:
+        return Summary(n, mean, 0.0, math.nan, math.nan)
+    sd = float(x.std(ddof=1))
+    half = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * sd / math.sqrt(n)
+    return Summary(n, mean, sd, mean - half, mean + half)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """mean(env) / mean(baseline), with its bootstrap interval and what it means."""
+
+    ratio: float
+    ci_low: float  # NaN when either side has fewer than 2 values
+    ci_high: float
+    higher_is_better: bool
+
+    @property
+    def delta_pct(self) -> float:
+        """The study's '(Δ% vs native)': signed change of the mean."""
+        return (self.ratio - 1.0) * 100.0
+
+    @property
+    def has_ci(self) -> bool:
+        return not (math.isnan(self.ci_low) or math.isnan(self.ci_high))
+
+    @property
+    def within_noise(self) -> bool | None:
+        """True when the interval contains 1.0; None when there is no interval."""
+        if not self.has_ci:
+            return None
+        return self.ci_low <= 1.0 <= self.ci_high
+
+    @property
+    def verdict(self) -> str:
+        if self.within_noise is None:
+            return "too few runs"
+        if self.within_noise:
+            return "within noise"
+        better = (self.ratio > 1.0) == self.higher_is_better
+        return "better" if better else "worse"
+
+
+def _ratio_of_means(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(a, axis=axis) / np.mean(b, axis=axis)
+
+
+def ratio(env: Sequence[float], base: Sequence[float], higher_is_better: bool = True,
+          seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> Ratio:
+    a = np.asarray(env, dtype=float)
+    b = np.asarray(base, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("a ratio needs values on both sides")
+    if b.mean() == 0:
+        raise ValueError("the baseline mean is zero; no ratio")
+    r = float(a.mean() / b.mean())
+    if a.size < 2 or b.size < 2:
+        return Ratio(r, math.nan, math.nan, higher_is_better)
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        # Identical repetitions on both sides: the bootstrap distribution is a point.
+        return Ratio(r, r, r, higher_is_better)
+    res = sps.bootstrap(
+        (a, b), _ratio_of_means, n_resamples=resamples, vectorized=True, paired=False,
+        confidence_level=CONFIDENCE, method="percentile", random_state=np.random.default_rng(seed),
+    )
+    ci = res.confidence_interval
+    return Ratio(r, float(ci.low), float(ci.high), higher_is_better)

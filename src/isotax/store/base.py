@@ -1,0 +1,70 @@
+"""The store interface: runs, environments, cells and samples. SQLite is the default backend;
+PostgreSQL will implement the same interface. Reports read only from a store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from isotax.model import CellKey, CellStatus, Sample
+
+SCHEMA_VERSION = 1
+
+
+class StoreError(Exception):
+    """A store problem the user can act on (missing run, newer schema, ...): one line."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    created: float
+    finished: float | None
+    status: str  # running | complete | interrupted | failed
+    plan_name: str
+    plan_toml: str
+    seed: int
+    host: Mapping[str, Any]
+    format_version: int
+
+
+@dataclass(frozen=True)
+class EnvRecord:
+    run_id: str
+    name: str
+    kind: str
+    available: bool
+    reason: str
+    describe: Mapping[str, Any]
+    tools: Mapping[str, str]
+    milestones: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    id: int
+    key: CellKey
+    workload_version: str
+    status: CellStatus
+    reason: str
+    started: float
+    ended: float
+    samples: Sequence[Sample]
+
+
+class Store(Protocol):
+    def create_run(self, run_id: str, plan_name: str, plan_toml: str, seed: int,
+                   host: Mapping[str, Any]) -> RunRecord: ...
+    def get_run(self, run_id: str) -> RunRecord: ...
+    def list_runs(self) -> list[RunRecord]: ...
+    def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None: ...
+    def update_host(self, run_id: str, host: Mapping[str, Any]) -> None: ...
+    def put_environment(self, env: EnvRecord) -> None: ...
+    def environments(self, run_id: str) -> list[EnvRecord]: ...
+    def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
+                    reason: str, started: float, ended: float,
+                    samples: Sequence[Sample]) -> int: ...
+    def done_cells(self, run_id: str) -> set[str]: ...
+    def cells(self, run_id: str) -> list[CellRecord]: ...
+    def close(self) -> None: ...

@@ -1,0 +1,235 @@
+"""SQLite store: one file, WAL journal, one transaction per cell so a crash loses at most the
+cell in flight. Foreign keys cascade, so deleting a run removes all its rows."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
+from isotax.store.base import (
+    SCHEMA_VERSION,
+    CellRecord,
+    EnvRecord,
+    RunRecord,
+    StoreError,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    finished REAL,
+    status TEXT NOT NULL,
+    plan_name TEXT NOT NULL,
+    plan_toml TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    host_json TEXT NOT NULL,
+    format_version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS environments (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    available INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    describe_json TEXT NOT NULL,
+    tools_json TEXT NOT NULL,
+    milestones_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS cells (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    ident TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    workload_version TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL NOT NULL,
+    UNIQUE (run_id, ident)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY,
+    cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    higher_is_better INTEGER NOT NULL,
+    labels_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
+CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
+"""
+
+
+class SQLiteStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+        # executescript commits on its own, so it runs outside a transaction of ours.
+        self.db.executescript(_SCHEMA)
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{path} has schema version {row[0]}, newer than this isotax ({SCHEMA_VERSION});"
+                " upgrade isotax to read it"
+            )
+
+    def _tx(self) -> _Tx:
+        return _Tx(self.db)
+
+    # runs
+    def create_run(self, run_id: str, plan_name: str, plan_toml: str, seed: int,
+                   host: Mapping[str, Any]) -> RunRecord:
+        now = time.time()
+        with self._tx():
+            self.db.execute(
+                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                (run_id, now, None, "running", plan_name, plan_toml, seed,
+                 json.dumps(dict(host)), FORMAT_VERSION),
+            )
+        return self.get_run(run_id)
+
+    def _run(self, row: tuple[Any, ...]) -> RunRecord:
+        return RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                         json.loads(row[7]), row[8])
+
+    def get_run(self, run_id: str) -> RunRecord:
+        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            # Accept a unique prefix, as git does for commits.
+            rows = self.db.execute(
+                "SELECT * FROM runs WHERE id LIKE ? ORDER BY created", (run_id + "%",)
+            ).fetchall()
+            if len(rows) == 1:
+                return self._run(rows[0])
+            known = ", ".join(r.id for r in self.list_runs()[-5:]) or "none yet"
+            why = "is ambiguous" if rows else "is not in"
+            raise StoreError(
+                f"run {run_id!r} {why} {self.path} (recent runs: {known}); "
+                "give a full id from `isotax runs`"
+            )
+        return self._run(row)
+
+    def list_runs(self) -> list[RunRecord]:
+        rows = self.db.execute("SELECT * FROM runs ORDER BY created").fetchall()
+        return [self._run(r) for r in rows]
+
+    def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None:
+        with self._tx():
+            self.db.execute("UPDATE runs SET status=?, finished=? WHERE id=?",
+                            (status, finished, run_id))
+
+    def update_host(self, run_id: str, host: Mapping[str, Any]) -> None:
+        with self._tx():
+            self.db.execute("UPDATE runs SET host_json=? WHERE id=?",
+                            (json.dumps(dict(host)), run_id))
+
+    def delete_run(self, run_id: str) -> None:
+        with self._tx():
+            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+
+    # environments
+    def put_environment(self, env: EnvRecord) -> None:
+        with self._tx():
+            self.db.execute(
+                "INSERT OR REPLACE INTO environments VALUES (?,?,?,?,?,?,?,?)",
+                (env.run_id, env.name, env.kind, int(env.available), env.reason,
+                 json.dumps(dict(env.describe)), json.dumps(dict(env.tools)),
+                 json.dumps(dict(env.milestones))),
+            )
+
+    def environments(self, run_id: str) -> list[EnvRecord]:
+        rows = self.db.execute(
+            "SELECT * FROM environments WHERE run_id=? ORDER BY rowid", (run_id,)
+        ).fetchall()
+        return [EnvRecord(r[0], r[1], r[2], bool(r[3]), r[4], json.loads(r[5]),
+                          json.loads(r[6]), json.loads(r[7])) for r in rows]
+
+    # cells and samples
+    def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
+                    reason: str, started: float, ended: float,
+                    samples: Sequence[Sample]) -> int:
+        if status is CellStatus.FAILED and samples:
+            raise ValueError("a failed cell carries a reason, never numbers")
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"
+                " params_json, repetition, warmup, status, reason, started, ended)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, key.ident, key.environment, key.workload, workload_version,
+                 json.dumps(dict(key.params), sort_keys=True), key.repetition, int(key.warmup),
+                 status.value, reason, started, ended),
+            )
+            cell_id = int(cur.lastrowid or 0)
+            self.db.executemany(
+                "INSERT INTO samples (cell_id, metric, value, unit, higher_is_better,"
+                " labels_json) VALUES (?,?,?,?,?,?)",
+                [(cell_id, s.metric, s.value, s.unit, int(s.higher_is_better),
+                  json.dumps(dict(s.labels), sort_keys=True)) for s in samples],
+            )
+        return cell_id
+
+    def done_cells(self, run_id: str) -> set[str]:
+        rows = self.db.execute("SELECT ident FROM cells WHERE run_id=?", (run_id,)).fetchall()
+        return {r[0] for r in rows}
+
+    def cells(self, run_id: str) -> list[CellRecord]:
+        samples: dict[int, list[Sample]] = {}
+        for cid, metric, value, unit, hib, labels in self.db.execute(
+            "SELECT s.cell_id, s.metric, s.value, s.unit, s.higher_is_better, s.labels_json"
+            " FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id=? ORDER BY s.id",
+            (run_id,),
+        ):
+            samples.setdefault(cid, []).append(
+                Sample(metric, value, unit, bool(hib), json.loads(labels))
+            )
+        out = []
+        for r in self.db.execute(
+            "SELECT id, environment, workload, params_json, repetition, warmup, workload_version,"
+            " status, reason, started, ended FROM cells WHERE run_id=? ORDER BY id", (run_id,)
+        ):
+            key = CellKey(r[1], r[2], json.loads(r[3]), r[4], bool(r[5]))
+            out.append(CellRecord(r[0], key, r[6], CellStatus(r[7]), r[8], r[9], r[10],
+                                  tuple(samples.get(r[0], []))))
+        return out
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (Ctrl-C included)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.db.execute("COMMIT")
+        else:
+            self.db.execute("ROLLBACK")
+
+
+def open_store(results_dir: Path) -> SQLiteStore:
+    return SQLiteStore(results_dir / "isotax.db")

@@ -1,0 +1,83 @@
+"""Plan validation: every bad plan gets one clear line; the CLI exits 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from isotax.plan import PlanError, load_plan, parse_plan
+
+GOOD = """
+name = "t"
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+network = "bridge"
+[[workloads]]
+name = "compress"
+params = { level = 2, threads = [1, 2] }
+"""
+
+
+def test_good_plan_expands_sweeps_over_defaults() -> None:
+    plan = parse_plan(GOOD)
+    combos = plan.workloads[0].combinations()
+    assert [c["threads"] for c in combos] == [1, 2]
+    assert all(c["level"] == 2 and c["corpus_mib"] == 64 for c in combos)
+    assert plan.repetitions == 3 and plan.baseline == "native"
+
+
+@pytest.mark.parametrize("name", ["quick", "full"])
+def test_builtin_plans_are_valid(name: str) -> None:
+    plan, text = load_plan(name)
+    assert plan.name == name and text.strip()
+    assert any(e.kind == "native" for e in plan.environments)
+
+
+BAD = [
+    ("name = ", "not valid TOML"),
+    (GOOD.replace('kind = "runc"', 'kind = "runq"'), "environments[1] (\"runc\").kind: unknown"),
+    (GOOD.replace("level = 2", "levle = 2"), "has no parameter 'levle'"),
+    (GOOD.replace("level = 2", 'level = "two"'), "compress.level = 'two' should be int"),
+    (GOOD.replace("threads = [1, 2]", "threads = []"), "empty sweep"),
+    (GOOD.replace('name = "runc"', 'name = "native"'), "'native' is used twice"),
+    (GOOD.replace('network = "bridge"', 'network = "nat"'), "network"),
+    (GOOD.replace('name = "t"', 'name = "t"\nrepetitions = 0'), "repetitions"),
+    (GOOD.replace('name = "t"', 'name = "t"\nrepetitons = 3'), "repetitons: is not a plan setting"),
+    (GOOD.replace('name = "compress"', 'name = "compres"'), "unknown workload 'compres'"),
+    (GOOD.replace('name = "native"', 'name = "host"'), "baseline 'native' is not among"),
+    ('name = "t"\n[[workloads]]\nname = "compress"', "environments: is required"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BAD)
+def test_bad_plan_one_clear_line(text: str, expected: str) -> None:
+    with pytest.raises(PlanError) as e:
+        parse_plan(text, "p.toml")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("p.toml")
+    assert expected in msg
+
+
+def test_cli_bad_plan_exits_2_with_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BAD[1][0])
+    p = subprocess.run([sys.executable, "-m", "isotax", "run", str(bad),
+                        "--results", str(tmp_path / "r")], capture_output=True, text=True)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown environment kind 'runq'" in lines[0], p.stderr
+    assert not (tmp_path / "r").exists()  # a bad plan touches no store
+
+
+def test_cli_missing_plan_exits_2(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "isotax", "run", str(tmp_path / "nope.toml")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "not found" in p.stderr

@@ -1,0 +1,84 @@
+"""Reports render from the store alone: Table 1 form, ratios, CSV, JSON, warnings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from isotax.analysis import analyze
+from isotax.model import CellKey, CellStatus, Sample
+from isotax.report import csv_report, json_report, markdown, write_reports
+from isotax.store.base import EnvRecord
+from isotax.store.sqlite import SQLiteStore
+
+PLAN = 'name = "t"\nrepetitions = 3\n'
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "isotax.db")
+    s.create_run("r1", "t", PLAN, 1, {"hostname": "box|1", "kernel": "6.1", "runtimes": {}})
+    tools = {"xz-utils": "5.4.1-1"}
+    s.put_environment(EnvRecord("r1", "native", "native", True, "", {}, tools, {"ready": 0.0}))
+    s.put_environment(EnvRecord("r1", "runc", "runc", True, "", {"network": "bridge"},
+                                {"xz-utils": "5.4.1-0.2"}, {"ready": 0.03}))
+    s.put_environment(EnvRecord("r1", "qemu", "qemu", True, "",
+                                {"accelerator": "tcg", "emulated": "yes"}, tools, {"ready": 3.1}))
+    s.put_environment(EnvRecord("r1", "gone", "crun", False, "crun is not installed", {}, {}, {}))
+    data = {"native": [100.0, 101.0, 99.0], "runc": [99.5, 100.5, 100.0], "qemu": [20, 21, 19]}
+    for env, vals in data.items():
+        for i, v in enumerate(vals):
+            key = CellKey(env, "compress", {"level": 2}, i + 1)
+            s.commit_cell("r1", key, "1", CellStatus.OK, "", 0, 1,
+                          [Sample("throughput", v, "MB/s")])
+        s.commit_cell("r1", CellKey(env, "compress", {"level": 2}, 1, warmup=True), "1",
+                      CellStatus.OK, "", 0, 1, [Sample("throughput", 1.0, "MB/s")])
+    s.commit_cell("r1", CellKey("runc", "compress", {"level": 2}, 4), "1", CellStatus.FAILED,
+                  "SanityError: xz output size differs", 0, 1, [])
+    s.set_run_status("r1", "complete", 2.0)
+    return s
+
+
+def test_table1_form_and_verdicts(store: SQLiteStore) -> None:
+    d = analyze(store, "r1")
+    assert d.columns == ["native", "runc", "qemu"]
+    md = markdown.render(d)
+    assert "| compress | level=2 | throughput ↑ | MB/s | 100 [1.00] |" in md
+    assert "-80.0%" in md and "qemu (emulated)" in md and "EMULATED" in md
+    runc_cell = d.cells[(d.rows[0], "runc")]
+    assert runc_cell.ratio is not None and runc_cell.ratio.within_noise
+    assert "within noise" in md and " ≈" in md
+    assert "worse" in md  # qemu's ratio interval excludes 1
+    assert "box\\|1" in md  # host strings cannot break the table
+    assert "crun is not installed" in md
+
+
+def test_warmups_excluded_and_failures_listed(store: SQLiteStore) -> None:
+    d = analyze(store, "r1")
+    assert d.cells[(d.rows[0], "native")].summary.n == 3
+    assert len(d.failures) == 1 and "xz output size differs" in markdown.render(d)
+
+
+def test_warnings_say_what_to_do(store: SQLiteStore) -> None:
+    w = " ".join(analyze(store, "r1").warnings)
+    assert "TCG software emulation" in w and "not KVM's overhead" in w
+    assert "xz-utils differs between runc (5.4.1-0.2) and native (5.4.1-1)" in w
+    assert "gone did not run: crun is not installed" in w
+    assert "1 cell(s) of runc failed" in w
+
+
+def test_csv_and_json(store: SQLiteStore, tmp_path: Path) -> None:
+    d = analyze(store, "r1")
+    rows = list(csv.DictReader(io.StringIO(csv_report.render(d))))
+    assert {r["environment"] for r in rows} == {"native", "runc", "qemu"}
+    q = next(r for r in rows if r["environment"] == "qemu")
+    assert float(q["ratio"]) == pytest.approx(0.2) and q["emulated"] == "True"
+    doc = json.loads(json_report.render(d))
+    assert doc["format_version"] == 1 and doc["baseline"] == "native"
+    assert any(e["emulated"] for e in doc["environments"])
+    paths = write_reports(d, tmp_path / "out")
+    assert sorted(p.name for p in paths) == ["report.md", "results.csv", "results.json"]

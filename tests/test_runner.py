@@ -1,0 +1,133 @@
+"""Runner mechanics on the real native environment with small test workloads: commit per cell,
+failures stored without numbers, interruption and --resume without repeating cells."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from isotax.environments.base import Instance
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellStatus, Sample, SanityError
+from isotax.plan import parse_plan
+from isotax.runner import Runner, new_run_id, schedule
+from isotax.store.sqlite import SQLiteStore
+from isotax.workloads.base import Params, ParamSpec, register
+
+
+class _Counter:
+    calls = 0
+    interrupt_at: int | None = None
+    fail_at: int | None = None
+
+
+@register
+class EchoWorkload:
+    """Runs a real command in the instance and reports its output as a number."""
+
+    name: ClassVar[str] = "test-echo"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "test only"
+    params: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("value", int, 7, "number to echo"),)
+    tools: ClassVar[dict[str, tuple[str, ...]]] = {"sh": ("sh", "-c", "echo dash")}
+
+    def prepare(self, inst: Instance, params: Params) -> None:
+        pass
+
+    def run(self, inst: Instance, params: Params) -> list[Sample]:
+        _Counter.calls += 1
+        if _Counter.interrupt_at == _Counter.calls:
+            raise KeyboardInterrupt
+        if _Counter.fail_at == _Counter.calls:
+            raise SanityError("checksum mismatch")
+        out = inst.exec(["sh", "-c", f"echo {params['value']}"], timeout=10).check()
+        return [Sample("value", float(out.stdout), "units")]
+
+
+PLAN = """
+name = "t"
+seed = 3
+repetitions = 3
+warmups = 1
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "native2"
+kind = "native"
+[[workloads]]
+name = "test-echo"
+params = { value = [1, 2] }
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path):  # noqa: ANN201
+    _Counter.calls, _Counter.interrupt_at, _Counter.fail_at = 0, None, None
+    plan = parse_plan(PLAN)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    image = ImageArtifacts("test", tmp_path / "image")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, PLAN, plan.seed, {"hostname": "h"})
+    yield plan, store, image, run_id
+    store.close()
+
+
+def test_schedule_is_seeded_interleaved_and_complete() -> None:
+    plan = parse_plan(PLAN)
+    cells = schedule(plan, ["native", "native2"])
+    assert schedule(plan, ["native", "native2"]) == cells
+    warm = [c for c in cells if c.warmup]
+    assert len(warm) == 4 and cells[:4] == warm
+    measured = [c for c in cells if not c.warmup]
+    assert len(measured) == 12
+    for rep in (1, 2, 3):  # each round runs every environment x parameter point once
+        rnd = [c for c in measured if c.repetition == rep]
+        assert Counter((c.environment, c.params_key) for c in rnd) == Counter(
+            {(e, f"value={v}"): 1
+             for e in ("native", "native2") for v in (1, 2)})
+    orders = [[(c.environment, c.params_key) for c in measured if c.repetition == r]
+              for r in (1, 2, 3)]
+    assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order each round
+
+
+def test_run_commits_every_cell(setup) -> None:  # noqa: ANN001
+    plan, store, image, run_id = setup
+    status = Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
+    assert status == "complete"
+    cells = store.cells(run_id)
+    assert len(cells) == 16 and all(c.status is CellStatus.OK for c in cells)
+    assert {c.samples[0].value for c in cells} == {1.0, 2.0}
+    envs = {e.name: e for e in store.environments(run_id)}
+    assert envs["native"].available and envs["native"].tools["sh"] == "dash"
+    assert store.get_run(run_id).status == "complete"
+
+
+def test_failed_sanity_is_stored_without_numbers(setup) -> None:  # noqa: ANN001
+    plan, store, image, run_id = setup
+    _Counter.fail_at = 6
+    Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
+    failed = [c for c in store.cells(run_id) if c.status is CellStatus.FAILED]
+    assert len(failed) == 1
+    assert "checksum mismatch" in failed[0].reason and not failed[0].samples
+
+
+def test_interrupt_then_resume_repeats_nothing(setup) -> None:  # noqa: ANN001
+    plan, store, image, run_id = setup
+    _Counter.interrupt_at = 7
+    status = Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
+    assert status == "interrupted"
+    first = store.cells(run_id)
+    assert len(first) == 6 and store.get_run(run_id).status == "interrupted"
+    _Counter.interrupt_at = None
+    status = Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
+    assert status == "complete"
+    after = store.cells(run_id)
+    assert len(after) == 16
+    idents = [(c.key.ident) for c in after]
+    assert len(set(idents)) == 16
+    assert [c.id for c in after[:6]] == [c.id for c in first]  # first part kept as it was
+    assert _Counter.calls == 16 + 1  # the interrupted call, then exactly the missing ones
