@@ -1,0 +1,323 @@
+"""Bridges, network namespaces, veth pairs and taps: created by isotax and always removed.
+
+A Bridge is a Linux bridge with a gateway address on a /24 of 10.213.0.0/16 and a MASQUERADE
+rule, like Docker's default bridge. Containers get a lease on it: their own netns joined to the
+bridge by a veth pair. VMs get a lease too: a persistent tap that QEMU opens by name. Netlink
+work goes through pyroute2; NAT and FORWARD rules through the iptables CLI, each rule tagged
+`-m comment --comment isotax` so that leaks.find_leaks() and the user can see exactly ours.
+
+Every name starts with `itx` and fits IFNAMSIZ (15 characters). down() removes everything this
+Bridge created, whether or not its leases were released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from pyroute2 import IPRoute, netns
+
+COMMENT = "isotax"
+SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
+STATE_DIR = Path("/run/isotax")
+# Serialises subnet choice between isotax processes: two bridges must never pick the same /24.
+_LOCK = STATE_DIR / "network.lock"
+# The value of net.ipv4.ip_forward before the first isotax bridge turned it on (restored by the
+# last bridge to go down), so isotax leaves the host's sysctl as it found it.
+IP_FORWARD_SAVED = STATE_DIR / "ip_forward.saved"
+_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+_TAG = re.compile(r"^[a-z0-9]{1,8}$")  # "itx-v" + tag + "c" must fit in 15 characters
+
+
+class NetworkError(Exception):
+    """A network resource could not be created; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    ip: str  # the address the instance gets, e.g. "10.213.0.2"
+    prefixlen: int  # 24
+    gateway: str  # bridge address, e.g. "10.213.0.1"
+    iface: str  # host-side name: veth or tap, e.g. "itx-v3" / "itx-t3"
+    netns: str | None  # "itx-ns3" for containers; None for taps
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def iptables(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run iptables; -w waits for the xtables lock that other software may hold."""
+    argv = ["iptables", "-w", "10", *args]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(argv, 127, "", "iptables not found: apt-get install "
+                                           "iptables")
+
+
+def _check_tag(tag: str) -> None:
+    if not _TAG.match(tag):
+        raise ValueError(f"network tag {tag!r}: use 1-8 characters of [a-z0-9] "
+                         "(interface names must fit in 15 characters)")
+
+
+def used_networks(ipr: IPRoute, exclude_oif: int | None = None) -> list[ipaddress.IPv4Network]:
+    """IPv4 networks the host already routes (all tables), except those via exclude_oif."""
+    nets = []
+    for r in ipr.route("dump", family=2):
+        if exclude_oif is not None and r.get("oif") == exclude_oif:
+            continue
+        dst = r.get("dst") or "0.0.0.0"
+        if r["dst_len"] == 0:
+            continue  # a default route collides with nothing
+        nets.append(ipaddress.IPv4Network(f"{dst}/{r['dst_len']}", strict=False))
+    return nets
+
+
+def pick_subnet(preferred: ipaddress.IPv4Network,
+                used: list[ipaddress.IPv4Network]) -> ipaddress.IPv4Network:
+    """The preferred /24 when no route overlaps it, else the first free /24 of 10.213.0.0/16."""
+    candidates = [preferred, *SUPERNET.subnets(new_prefix=24)]
+    for net in candidates:
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise NetworkError(f"no free /24 left in {SUPERNET}: remove stale itx-* bridges "
+                       "(isotax doctor lists them)")
+
+
+@dataclass
+class _Rule:
+    table: str
+    chain: str
+    spec: tuple[str, ...]
+
+
+@dataclass
+class Bridge:
+    """One bridge and what hangs off it. Not thread-safe; one owner at a time."""
+
+    name: str = "itx-br0"
+    subnet: str = "10.213.0.0/24"
+    _net: ipaddress.IPv4Network | None = field(default=None, init=False, repr=False)
+    _next_host: int = field(default=2, init=False, repr=False)
+    _created_link: bool = field(default=False, init=False, repr=False)
+    _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
+    _leases: list[Lease] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith("itx") or len(self.name) > 15:
+            raise ValueError(f"bridge name {self.name!r}: must start with 'itx', <= 15 chars")
+        try:
+            pref = ipaddress.IPv4Network(self.subnet)
+        except ValueError:
+            pref = None
+        if pref is None or pref.prefixlen != 24 or not pref.subnet_of(SUPERNET):
+            raise ValueError(f"bridge subnet {self.subnet}: must be a /24 inside {SUPERNET}")
+
+    # -- addresses --------------------------------------------------------------------------
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        if self._net is None:
+            raise NetworkError(f"bridge {self.name} is not up: call up() first")
+        return self._net
+
+    @property
+    def gateway(self) -> str:
+        return str(self.network.network_address + 1)
+
+    def _next_ip(self) -> str:
+        if self._next_host >= self.network.num_addresses - 1:
+            raise NetworkError(f"bridge {self.name}: all addresses of {self._net} leased")
+        ip = self.network.network_address + self._next_host
+        self._next_host += 1
+        return str(ip)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def up(self) -> None:
+        if self._net is not None:
+            return
+        try:
+            with _locked(), IPRoute() as ipr:
+                if ipr.link_lookup(ifname=self.name):
+                    raise NetworkError(
+                        f"link {self.name} already exists: another isotax run uses it or a "
+                        "run crashed (isotax doctor lists leftovers)")
+                net = pick_subnet(ipaddress.IPv4Network(self.subnet), used_networks(ipr))
+                ipr.link("add", ifname=self.name, kind="bridge")
+                self._created_link = True
+                idx = ipr.link_lookup(ifname=self.name)[0]
+                ipr.addr("add", index=idx, address=str(net.network_address + 1),
+                         prefixlen=24)
+                ipr.link("set", index=idx, state="up")
+                self._net = net
+                self._enable_forwarding()
+            # Outbound NAT, like Docker's default bridge.
+            self._add_rule("nat", "POSTROUTING", "-s", str(net), "!", "-o", self.name,
+                           "-j", "MASQUERADE")
+            # br_netfilter sends bridged frames through FORWARD; a DROP policy (Docker sets
+            # one) would cut instances off from each other and from the load generator.
+            self._add_rule("filter", "FORWARD", "-i", self.name, "-j", "ACCEPT", insert=True)
+            self._add_rule("filter", "FORWARD", "-o", self.name, "-j", "ACCEPT", insert=True)
+        except BaseException:
+            self.down()
+            raise
+
+    def _add_rule(self, table: str, chain: str, *spec: str, insert: bool = False) -> None:
+        full = (*spec, "-m", "comment", "--comment", COMMENT)
+        p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
+        if p.returncode != 0:
+            raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: "
+                               f"{p.stderr.strip()}")
+        self._rules.append(_Rule(table, chain, full))
+
+    def _enable_forwarding(self) -> None:
+        # The load generator's netns reaches instances through the host's routing.
+        if _IP_FORWARD.read_text().strip() == "1":
+            return
+        if not IP_FORWARD_SAVED.exists():
+            IP_FORWARD_SAVED.write_text("0\n")
+        _IP_FORWARD.write_text("1\n")
+
+    def _restore_forwarding(self) -> None:
+        # Only the last isotax bridge restores the sysctl: others may still need forwarding.
+        if not IP_FORWARD_SAVED.exists():
+            return
+        with IPRoute() as ipr:
+            others = [ln.get("ifname") for ln in ipr.get_links()
+                      if (ln.get("ifname") or "").startswith("itx-br")
+                      and ln.get("ifname") != self.name]
+        if others:
+            return
+        _IP_FORWARD.write_text(IP_FORWARD_SAVED.read_text())
+        IP_FORWARD_SAVED.unlink(missing_ok=True)
+
+    def add_netns(self, tag: str) -> Lease:
+        """A new netns itx-ns<tag> joined to the bridge by veth itx-v<tag>; inside: lo up,
+        eth0 with the leased address and a default route via the bridge."""
+        _check_tag(tag)
+        lease = Lease(self._next_ip(), 24, self.gateway, f"itx-v{tag}", f"itx-ns{tag}")
+        self._leases.append(lease)  # recorded first, so a half-made lease is still removed
+        try:
+            assert lease.netns is not None
+            netns.create(lease.netns)
+            with IPRoute() as ipr:
+                ipr.link("add", ifname=lease.iface, kind="veth",
+                         peer={"ifname": f"{lease.iface}c", "net_ns_fd": lease.netns})
+                idx = ipr.link_lookup(ifname=lease.iface)[0]
+                br = ipr.link_lookup(ifname=self.name)[0]
+                ipr.link("set", index=idx, master=br, state="up")
+            with IPRoute(netns=lease.netns) as ns:
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+                c = ns.link_lookup(ifname=f"{lease.iface}c")[0]
+                ns.link("set", index=c, ifname="eth0")
+                ns.addr("add", index=c, address=lease.ip, prefixlen=lease.prefixlen)
+                ns.link("set", index=c, state="up")
+                ns.route("add", dst="default", gateway=lease.gateway)
+        except BaseException:
+            self.release(lease)
+            raise
+        return lease
+
+    def add_tap(self, tag: str) -> Lease:
+        """A persistent tap itx-t<tag> on the bridge, up; QEMU opens it with
+        `-netdev tap,ifname=itx-t<tag>,script=no,downscript=no`. The lease's ip is for the
+        guest to configure on its own interface."""
+        _check_tag(tag)
+        lease = Lease(self._next_ip(), 24, self.gateway, f"itx-t{tag}", None)
+        self._leases.append(lease)
+        try:
+            with IPRoute() as ipr:
+                ipr.link("add", ifname=lease.iface, kind="tuntap", mode="tap")
+                idx = ipr.link_lookup(ifname=lease.iface)[0]
+                br = ipr.link_lookup(ifname=self.name)[0]
+                ipr.link("set", index=idx, master=br, state="up")
+        except BaseException:
+            self.release(lease)
+            raise
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        """Remove the lease's netns and host-side link; idempotent."""
+        errors = []
+        if lease.netns and lease.netns in netns.listnetns():
+            try:
+                netns.remove(lease.netns)  # takes the veth pair with it
+            except OSError as e:
+                errors.append(f"netns {lease.netns}: {e}")
+        try:
+            with IPRoute() as ipr:
+                for idx in ipr.link_lookup(ifname=lease.iface):
+                    ipr.link("del", index=idx)
+        except Exception as e:  # already gone (raced with the netns removal) is fine
+            if lease.iface in _link_names():
+                errors.append(f"link {lease.iface}: {e}")
+        if lease in self._leases:
+            self._leases.remove(lease)
+        if errors:
+            raise NetworkError("; ".join(errors))
+
+    def down(self) -> None:
+        """Remove every lease, the bridge, our iptables rules; restore ip_forward. Idempotent;
+        tries everything and then raises one error naming what could not be removed."""
+        errors: list[str] = []
+        for lease in list(self._leases):
+            try:
+                self.release(lease)
+            except Exception as e:
+                errors.append(str(e))
+        for rule in reversed(self._rules):
+            p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)
+            if p.returncode != 0 and "does a matching rule exist" not in p.stderr \
+                    and "Bad rule" not in p.stderr:
+                errors.append(f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}")
+        self._rules.clear()
+        with _locked():  # bridge count and the saved sysctl change together
+            if self._created_link:
+                try:
+                    with IPRoute() as ipr:
+                        for idx in ipr.link_lookup(ifname=self.name):
+                            ipr.link("del", index=idx)
+                    self._created_link = False
+                except Exception as e:
+                    errors.append(f"bridge {self.name}: {e}")
+            try:
+                self._restore_forwarding()
+            except OSError as e:
+                errors.append(f"ip_forward: {e}")
+        self._net = None
+        self._next_host = 2
+        if errors:
+            raise NetworkError("; ".join(errors))
+
+    def __enter__(self) -> Bridge:
+        self.up()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.down()
+
+
+def _link_names() -> list[str]:
+    with IPRoute() as ipr:
+        return [ln.get("ifname") or "" for ln in ipr.get_links()]
+
+
+def netns_path(name: str) -> str:
+    """Where a named netns lives: what OCI's linux.namespaces path and nsenter --net want."""
+    return f"/run/netns/{name}"

@@ -1,0 +1,147 @@
+"""network.py: subnet choice (pure) and real bridges, netns leases and taps (root)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from isotax.leaks import find_leaks
+from isotax.network import Bridge, NetworkError, pick_subnet
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="needs root to create bridges and netns")
+
+
+def net(s: str) -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(s)
+
+
+def test_pick_subnet_prefers_the_asked_one_when_free() -> None:
+    used = [net("192.0.2.0/24"), net("127.0.0.0/8")]
+    assert pick_subnet(net("10.213.7.0/24"), used) == net("10.213.7.0/24")
+
+
+def test_pick_subnet_moves_to_the_first_free_24() -> None:
+    used = [net("10.213.0.0/24"), net("10.213.1.0/24"), net("10.213.2.1/32")]
+    assert pick_subnet(net("10.213.0.0/24"), used) == net("10.213.3.0/24")
+
+
+def test_pick_subnet_sees_a_wider_route_covering_all() -> None:
+    with pytest.raises(NetworkError, match="no free /24"):
+        pick_subnet(net("10.213.0.0/24"), [net("10.0.0.0/8")])
+
+
+@pytest.mark.parametrize("name,subnet", [
+    ("br0", "10.213.0.0/24"),  # no itx prefix
+    ("itx-bridge-too-long", "10.213.0.0/24"),  # over IFNAMSIZ
+    ("itx-br0", "10.1.0.0/24"),  # outside 10.213.0.0/16
+    ("itx-br0", "10.213.0.0/16"),  # not a /24
+])
+def test_bridge_rejects_bad_names_and_subnets(name: str, subnet: str) -> None:
+    with pytest.raises(ValueError):
+        Bridge(name, subnet)
+
+
+def test_lease_tags_must_fit_interface_names() -> None:
+    b = Bridge("itx-brx")
+    with pytest.raises(ValueError, match="1-8 characters"):
+        b.add_netns("toolongtag")
+
+
+def mine(names: list[str]) -> list[str]:
+    return [leak for leak in find_leaks() if any(n in leak for n in names)]
+
+
+def ip_forward() -> str:
+    return Path("/proc/sys/net/ipv4/ip_forward").read_text().strip()
+
+
+@pytest.mark.integration
+@needs_root
+def test_bridge_up_down_leaves_nothing() -> None:
+    tag = secrets.token_hex(3)
+    tap_tag = f"t{tag}"
+    names = [f"itx-brt{tag}", f"itx-ns{tag}", f"itx-v{tag}", f"itx-t{tap_tag}"]
+    forward_before = ip_forward()
+    b = Bridge(f"itx-brt{tag}")
+    with b:
+        b.up()  # idempotent
+        ns = b.add_netns(tag)
+        tap = b.add_tap(tap_tag)
+        assert ns.ip != tap.ip and ns.gateway == tap.gateway == b.gateway
+        assert ipaddress.ip_address(ns.ip) in b.network
+        assert ip_forward() == "1"
+        found = mine(names)
+        # find_leaks() sees what a bridge creates: this is what it would report after a crash.
+        assert any(f"link {b.name}" in f for f in found), found
+        assert any(f"netns itx-ns{tag}" in f for f in found), found
+        assert any(f"link itx-t{tap_tag}" in f for f in found), found
+        assert sum("iptables rule" in f for f in found) == 3, found
+    assert mine(names) == []
+    assert ip_forward() == forward_before
+    b.down()  # idempotent
+
+
+@pytest.mark.integration
+@needs_root
+def test_two_bridges_get_different_subnets() -> None:
+    tag = secrets.token_hex(2)
+    with Bridge(f"itx-bra{tag}") as a, Bridge(f"itx-brb{tag}") as b:
+        assert not a.network.overlaps(b.network)
+    assert mine([f"itx-bra{tag}", f"itx-brb{tag}"]) == []
+
+
+@pytest.mark.integration
+@needs_root
+def test_netns_lease_reaches_the_gateway() -> None:
+    tag = secrets.token_hex(3)
+    with Bridge(f"itx-brg{tag}") as b:
+        lease = b.add_netns(tag)
+        # A listener on the bridge's own address: traffic stays inside what this test made.
+        srv = socket.socket()
+        srv.bind((lease.gateway, 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        got: list[tuple[bytes, str]] = []
+
+        def accept() -> None:
+            conn, peer = srv.accept()
+            got.append((conn.recv(100), peer[0]))
+            conn.close()
+
+        t = threading.Thread(target=accept, daemon=True)
+        t.start()
+        srv.settimeout(10)
+        p = subprocess.run(["ip", "netns", "exec", lease.netns or "", "bash", "-c",
+                            f"echo hello-{tag} > /dev/tcp/{lease.gateway}/{port}"],
+                           capture_output=True, text=True, timeout=20)
+        t.join(10)
+        srv.close()
+        assert p.returncode == 0, p.stderr
+        assert got == [(f"hello-{tag}\n".encode(), lease.ip)]
+        b.release(lease)
+        assert mine([f"itx-ns{tag}", f"itx-v{tag}"]) == []
+    assert mine([f"itx-brg{tag}"]) == []
+
+
+@pytest.mark.integration
+@needs_root
+def test_tap_is_on_the_bridge_and_goes_away() -> None:
+    tag = secrets.token_hex(3)
+    with Bridge(f"itx-brp{tag}") as b:
+        lease = b.add_tap(tag)
+        assert lease.netns is None and lease.iface == f"itx-t{tag}"
+        master = Path(f"/sys/class/net/{lease.iface}/master").resolve().name
+        assert master == b.name
+        assert Path(f"/sys/class/net/{lease.iface}/tun_flags").exists()
+        b.release(lease)
+        assert not Path(f"/sys/class/net/{lease.iface}").exists()
+        b.release(lease)  # idempotent
+    assert mine([f"itx-brp{tag}", f"itx-t{tag}"]) == []

@@ -1,0 +1,259 @@
+"""runc and crun environments: pure helpers on real output, then real containers (root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isotax.environments.base import REGISTRY, EnvSpec
+from isotax.environments.oci import (
+    SCRATCH,
+    OciInstance,
+    Runtime,
+    bundle_config,
+    exec_not_found,
+    hybrid_cgroup2_with_controllers,
+    new_container_id,
+    parse_ready_marker,
+    parse_version,
+    start_times_ms,
+)
+from isotax.image.artifacts import ImageArtifacts
+from isotax.leaks import find_leaks
+
+DATA = Path(__file__).parent / "data" / "oci"
+RUNTIMES = ["runc", "crun"]
+
+
+# -- pure ----------------------------------------------------------------------------------------
+
+def test_both_kinds_registered() -> None:
+    assert {"runc", "crun"} <= set(REGISTRY)
+
+
+@pytest.mark.parametrize("rt,version", [("runc", "1.1.5+ds1"), ("crun", "1.8.1")])
+def test_parse_version(rt: str, version: str) -> None:
+    first = (DATA / f"{rt}-version.txt").read_text().splitlines()[0]
+    assert parse_version(first) == version
+
+
+def test_hybrid_cgroup_layout_detected_on_real_mountinfo() -> None:
+    mi = (DATA / "mountinfo-hybrid.txt").read_text()
+    ctl = (DATA / "unified-cgroup.controllers").read_text()
+    assert ctl.split() == ["hugetlb"]
+    assert hybrid_cgroup2_with_controllers(mi, ctl)
+    # Same layout without controllers on the v2 side: crun copes, no workaround needed.
+    assert not hybrid_cgroup2_with_controllers(mi, "")
+    v1_only = "\n".join(ln for ln in mi.splitlines() if " - cgroup2 " not in ln)
+    assert not hybrid_cgroup2_with_controllers(v1_only, ctl)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("runc-exec-not-found.stderr", True),
+    ("runc-exec-abs-not-found.stderr", True),
+    ("runc-exec-ls-missing.stderr", False),
+    ("crun-exec-not-found.stderr", True),
+    ("crun-exec-abs-not-found.stderr", True),
+    ("crun-exec-ls-missing.stderr", False),
+])
+def test_exec_not_found_on_real_runtime_errors(name: str, expected: bool) -> None:
+    assert exec_not_found((DATA / name).read_text()) is expected
+
+
+def test_parse_ready_marker() -> None:
+    # The output of a real container whose PID 1 was `itx-ready --hold`.
+    assert parse_ready_marker((DATA / "itx-ready-hold.log").read_text()) == 656783836466
+    assert parse_ready_marker("noise\nITX-READY 123456789\n") == 123456789
+    assert parse_ready_marker("ITX-READY\n") is None
+    assert parse_ready_marker("") is None
+
+
+def test_container_ids_are_prefixed_and_clean() -> None:
+    cid = new_container_id("runc bridge/Test")
+    assert cid.startswith("itx-runc-bridge-test-") and len(cid) == len("itx-runc-bridge-test-") + 6
+    assert new_container_id("x") != new_container_id("x")
+
+
+def _mount(cfg: dict, dest: str) -> dict:
+    return next(m for m in cfg["mounts"] if m["destination"] == dest)
+
+
+def test_bundle_config_defaults() -> None:
+    cfg = bundle_config(root=Path("/r"), args=["a"], hostname="h", cgroups_path="/itx-x",
+                        network=None, memory_mib=1024)
+    assert cfg["root"] == {"path": "/r", "readonly": True}
+    for dest in (SCRATCH, "/run", "/dev/shm"):
+        assert _mount(cfg, dest)["type"] == "tmpfs"
+    assert "size=524288k" in _mount(cfg, "/dev/shm")["options"]  # half of the memory
+    assert {"type": "network"} not in cfg["linux"]["namespaces"]  # host network
+    assert "PATH=/opt/isotax/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+        in cfg["process"]["env"]
+
+
+def test_bundle_config_limits_only_when_asked() -> None:
+    free = bundle_config(root=Path("/r"), args=["a"], hostname="h", cgroups_path="/c",
+                         network="/run/netns/itx-ns1")
+    assert set(free["linux"]["resources"]) == {"devices"}
+    assert {"type": "network", "path": "/run/netns/itx-ns1"} in free["linux"]["namespaces"]
+    lim = bundle_config(root=Path("/r"), args=["a"], hostname="h", cgroups_path="/c",
+                        network="new", vcpus=2, memory_mib=256)
+    assert lim["linux"]["resources"]["cpu"]["cpus"] == "0-1"
+    assert lim["linux"]["resources"]["memory"]["limit"] == 256 << 20
+    assert {"type": "network"} in lim["linux"]["namespaces"]
+
+
+# -- real containers --------------------------------------------------------------------------
+
+def _why_not(rt: str) -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to run OCI containers"
+    if shutil.which(rt) is None:
+        return f"{rt} is not installed (apt-get install {rt})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def image() -> ImageArtifacts:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to build and use the workload image")
+    from isotax.image.build import ImageError, ensure_image
+    try:
+        return ensure_image(log=print)
+    except ImageError as e:
+        if "needs root" in str(e) or "not found: apt-get install" in str(e):
+            pytest.skip(f"cannot build the workload image: {e}")
+        raise
+
+
+def ours(*names: str) -> list[str]:
+    return [x for x in find_leaks() if any(n in x for n in names)]
+
+
+@pytest.fixture(params=[(rt, net) for rt in RUNTIMES for net in ("host", "bridge")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def inst(request: pytest.FixtureRequest, image: ImageArtifacts,
+         tmp_path: Path) -> Iterator[OciInstance]:
+    rt, net = request.param
+    if (why := _why_not(rt)) is not None:
+        pytest.skip(why)
+    env = REGISTRY[rt]()
+    spec = EnvSpec(name=f"test-{net}", kind=rt, image=image, workdir=tmp_path, network=net)
+    i = env.start(spec)
+    assert isinstance(i, OciInstance)
+    try:
+        yield i
+    finally:
+        i.stop()
+
+
+@pytest.mark.integration
+def test_container_runs_the_image(inst: OciInstance) -> None:
+    m = inst.milestones
+    # The marker's own timestamp may precede "started": `run --detach` returns only after the
+    # container's PID 1 is already running.
+    assert 0 <= m["create"] <= min(m["started"], m["ready"]) and max(m.values()) < 30
+    assert inst.hold[0] == "/opt/isotax/bin/itx-ready"  # the real PID 1 helper, marker seen
+    assert inst.exec(["cat", "/etc/debian_version"], 30).check().stdout.startswith("12.")
+    assert "XZ Utils" in inst.exec(["xz", "--version"], 30).check().stdout
+    missing = inst.exec(["itx-no-such-program"], 30)
+    assert missing.returncode == 127
+    d = inst.describe()
+    assert d["kind"] == inst.rt.name and d["runtime"].startswith(inst.rt.name + " ")
+    assert d["network"] == inst.network and d["address"] == inst.address
+
+
+@pytest.mark.integration
+def test_scratch_is_writable_tmpfs_and_root_is_read_only(inst: OciInstance) -> None:
+    fs = inst.exec(["stat", "-f", "-c", "%T", inst.scratch], 30).check().stdout.strip()
+    assert fs == "tmpfs"
+    inst.exec(["sh", "-c", f"echo x > {inst.scratch}/f && test -s {inst.scratch}/f"], 30).check()
+    assert inst.exec(["sh", "-c", "echo $TMPDIR"], 30).check().stdout.strip() == SCRATCH
+    ro = inst.exec(["touch", "/itx-ro-test"], 30)
+    assert ro.returncode != 0 and "Read-only file system" in ro.stderr
+
+
+@pytest.mark.integration
+def test_network_mode(inst: OciInstance) -> None:
+    if inst.network == "host":
+        assert inst.address == "127.0.0.1"
+        host_ifaces = sorted(os.listdir("/sys/class/net"))
+        seen = inst.exec(["ls", "/sys/class/net"], 30).check().stdout.split()
+        assert sorted(seen) == host_ifaces
+        return
+    lease = inst._lease
+    assert lease is not None and inst.address == lease.ip
+    srv = socket.socket()
+    srv.bind((lease.gateway, 0))
+    srv.listen(1)
+    srv.settimeout(10)
+    port = srv.getsockname()[1]
+    got: list[str] = []
+
+    def accept() -> None:
+        conn, peer = srv.accept()
+        got.append(peer[0])
+        conn.close()
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    inst.exec(["bash", "-c", f"echo hi > /dev/tcp/{lease.gateway}/{port}"], 30).check()
+    t.join(10)
+    srv.close()
+    assert got == [lease.ip]  # the container speaks from its leased address
+
+
+@pytest.mark.integration
+def test_pause_resume_and_stop_twice(inst: OciInstance) -> None:
+    inst.pause()
+    assert inst.state() == "paused"
+    inst.resume()
+    assert inst.state() == "running"
+    inst.exec(["true"], 30).check()
+    names = [inst.cid]
+    if inst._bridge is not None:
+        names.append(inst._bridge.name)
+    assert ours(*names)  # the running container is visible to find_leaks()
+    inst.pause()  # stop() must cope with a frozen container
+    inst.stop()
+    inst.stop()
+    assert ours(*names) == []
+    assert not inst.bundle.exists()
+    assert inst.state() == "gone"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_limits_apply_only_when_asked(rt: str, image: ImageArtifacts, tmp_path: Path) -> None:
+    if (why := _why_not(rt)) is not None:
+        pytest.skip(why)
+    spec = EnvSpec(name="test-limits", kind=rt, image=image, workdir=tmp_path, vcpus=1,
+                   memory_mib=256)
+    i = REGISTRY[rt]().start(spec)
+    try:
+        out = i.exec(["cat", "/sys/fs/cgroup/cpuset/cpuset.cpus",
+                      "/sys/fs/cgroup/memory/memory.limit_in_bytes"], 30).check().stdout.split()
+        assert out == ["0", str(256 << 20)]
+        assert i.exec(["nproc"], 30).check().stdout.strip() == "1"
+    finally:
+        i.stop()
+    assert ours(i.cid) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_available_and_start_time(rt: str, image: ImageArtifacts) -> None:
+    if (why := _why_not(rt)) is not None:
+        pytest.skip(why)
+    a = REGISTRY[rt]().available()
+    assert a.ok, str(a)
+    times = start_times_ms(rt, image, n=3)
+    assert len(times) == 3 and all(0 < t < 5000 for t in times)
+    assert not [x for x in find_leaks() if "itx-start-" in x]
+    listed = Runtime(rt).call("list", "-q").stdout.split()
+    assert not any(c.startswith("itx-start-") for c in listed)
