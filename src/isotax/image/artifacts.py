@@ -30,8 +30,24 @@ class ImageArtifacts:
 
     @property
     def kernel(self) -> Path:
-        """The image's own Debian kernel, uncompressed where possible (direct VM boot)."""
-        return self.root / "vmlinux"
+        """The image's own Debian kernel, uncompressed where possible (direct VM boot): under
+        TCG an uncompressed vmlinux boots ≈2.5 s sooner than the bzImage."""
+        vmlinux = self.root / "vmlinux"
+        return vmlinux if vmlinux.exists() else self.vmlinuz
+
+    @property
+    def vmlinuz(self) -> Path:
+        """The kernel exactly as Debian ships it (bzImage)."""
+        return self.root / "vmlinuz"
+
+    @property
+    def helpers(self) -> Path:
+        """isotax's guest helpers (itx-time, itx-corpus, ...) inside the rootfs; static, so
+        native runs use these same binaries on the host."""
+        return self.rootfs / "opt/isotax/bin"
+
+    def kernel_version(self) -> str:
+        return str(self.manifest().get("kernel", {}).get("version", ""))  # type: ignore[attr-defined]
 
     @property
     def initrd(self) -> Path:
@@ -46,7 +62,7 @@ class ImageArtifacts:
         return json.loads(self.manifest_path.read_text())
 
     def package_versions(self) -> Mapping[str, str]:
-        return dict(self.manifest().get("packages", {}))  # type: ignore[arg-type]
+        return dict(self.manifest().get("packages", {}))  # type: ignore[call-overload]
 
     def complete(self) -> bool:
         return self.manifest_path.exists()

@@ -1,0 +1,134 @@
+"""What the workload image is made of, and the hashes that name it in the cache.
+
+Two layers, each named by a hash of exactly what goes into it:
+  base    - debootstrap of Debian packages + the post-install steps (BLAS choice, initrd);
+            slow (minutes), so it is cached on its own and changes only with the package list.
+  image   - base + isotax's guest helpers (compiled C, scripts); fast (seconds).
+The image hash covers the base hash and the bytes of every guest file, so editing a helper
+rebuilds only the second layer. Pure functions: unit-tested without root or network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Bump when the post-debootstrap steps in build.py change what the base contains.
+BASE_STEPS_VERSION = 1
+# Bump when the helpers layer / exports change (compiler flags, export formats, layout).
+IMAGE_STEPS_VERSION = 1
+
+# Packages the workloads need, plus what a VM needs to boot the image's own kernel.
+PACKAGES: tuple[str, ...] = (
+    "xz-utils",
+    "hpcc",
+    "libopenblas0-pthread",
+    "openmpi-bin",
+    "python3-minimal",
+    "procps",
+    "iproute2",
+    "kmod",
+    "busybox",
+    "linux-image-amd64",
+)
+
+# Kernel modules the VM's initrd must carry to reach its root disk and its channels
+# (virtio-pci for `-M pc`, virtio-mmio for `-M microvm`). Dependencies come along by modprobe.
+INITRD_MODULES: tuple[str, ...] = (
+    "virtio_pci",
+    "virtio_mmio",
+    "virtio_blk",
+    "virtio_net",
+    "virtio_console",
+    "ext4",
+    "crc32c_generic",
+    "9p",
+    "9pnet_virtio",
+)
+# The subset a boot cannot do without: checked in the generated initrd.
+INITRD_REQUIRED: tuple[str, ...] = (
+    "virtio_blk",
+    "virtio_pci",
+    "virtio_net",
+    "virtio_console",
+    "ext4",
+    "9p",
+    "9pnet_virtio",
+)
+
+# Host compiler flags for the guest C helpers: static, so the same binary runs in the image,
+# on the host (native runs) and in any container, with no libc version dependence.
+CFLAGS: tuple[str, ...] = ("-O2", "-static", "-s", "-Wall", "-Wextra")
+
+HASH_LEN = 16  # hex digits used as cache directory names
+
+
+@dataclass(frozen=True)
+class Recipe:
+    suite: str = "bookworm"
+    mirror: str = "http://deb.debian.org/debian"
+    # netperf lives in non-free on the same mirror.
+    components: tuple[str, ...] = ("main", "non-free")
+    variant: str = "minbase"
+    packages: tuple[str, ...] = PACKAGES
+    initrd_modules: tuple[str, ...] = INITRD_MODULES
+    cflags: tuple[str, ...] = CFLAGS
+    base_steps: int = BASE_STEPS_VERSION
+    image_steps: int = IMAGE_STEPS_VERSION
+    extra: Mapping[str, str] = field(default_factory=dict)  # reserved; part of the base hash
+
+    def base_inputs(self) -> dict[str, object]:
+        """Everything the base layer depends on (the package list in a canonical order)."""
+        return {
+            "suite": self.suite,
+            "mirror": self.mirror.rstrip("/"),
+            "components": sorted(self.components),
+            "variant": self.variant,
+            "packages": sorted(set(self.packages)),
+            "initrd_modules": sorted(set(self.initrd_modules)),
+            "base_steps": self.base_steps,
+            "extra": dict(sorted(self.extra.items())),
+        }
+
+    def base_hash(self) -> str:
+        return _digest(self.base_inputs())
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["extra"] = dict(self.extra)
+        return d
+
+
+def _digest(obj: object) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:HASH_LEN]
+
+
+def default_guest_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "guest"
+
+
+def guest_files(guest_dir: Path) -> dict[str, bytes]:
+    """The guest files that go into the image: every regular file, except hidden files,
+    editor backups and byte-code caches (not part of the source)."""
+    out: dict[str, bytes] = {}
+    if not guest_dir.is_dir():
+        return out
+    for p in sorted(guest_dir.iterdir()):
+        if not p.is_file() or p.name.startswith(".") or p.name.endswith(("~", ".pyc", ".swp")):
+            continue
+        out[p.name] = p.read_bytes()
+    return out
+
+
+def image_hash(recipe: Recipe, guest: Mapping[str, bytes]) -> str:
+    """The full recipe hash: base hash + helpers-layer steps + every guest file's name and bytes."""
+    return _digest({
+        "base": recipe.base_hash(),
+        "image_steps": recipe.image_steps,
+        "cflags": list(recipe.cflags),
+        "guest": {name: hashlib.sha256(data).hexdigest() for name, data in sorted(guest.items())},
+    })
