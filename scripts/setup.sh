@@ -21,14 +21,10 @@ PACKAGES=(
   # Python for the virtual environment
   python3 python3-venv
 )
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  "${APT[@]}" update
-  DEBIAN_FRONTEND=noninteractive "${APT[@]}" install --no-install-recommends "${missing[@]}"
-fi
+# `install` also upgrades an installed package to the candidate version: the image gets the
+# candidate from debootstrap, and native runs must use the same version of each tool.
+"${APT[@]}" update
+DEBIAN_FRONTEND=noninteractive "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}"
 
 # Debian's python3 (3.11 on bookworm) for the venv: the same interpreter on every such host.
 if [ ! -x .venv/bin/isotax ]; then

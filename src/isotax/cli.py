@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
@@ -24,6 +24,9 @@ from rich.progress import (
 from rich.table import Table
 
 from isotax import __version__
+
+if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
+    from isotax.image.artifacts import ImageArtifacts
 
 console = Console(stderr=True, highlight=False)
 DEFAULT_RESULTS = Path(os.environ.get("ISOTAX_RESULTS", "results"))
@@ -65,7 +68,6 @@ def main() -> None:
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full) and write its report."""
     from isotax.host import fingerprint
-    from isotax.image.build import ensure_image
     from isotax.plan import PlanError, load_plan, parse_plan
     from isotax.runner import Runner, new_run_id
 
@@ -89,7 +91,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         fail("isotax run needs root (containers, VMs, network namespaces); run it with sudo")
     if not resume_id:
         store = _open_store(results_dir)
-    image = ensure_image(log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    image = _image()
     if not resume_id:
         run_id = new_run_id(p.name)
         store.create_run(run_id, p.name, text, p.seed, fingerprint())
@@ -105,6 +107,15 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         sys.exit(130)
     if status != "complete":
         sys.exit(1)
+
+
+def _image() -> ImageArtifacts:
+    from isotax.image.build import ImageError, ensure_image
+
+    try:
+        return ensure_image(log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    except ImageError as e:
+        fail(str(e))
 
 
 def _get_run(store, run_id: str):
@@ -189,9 +200,7 @@ def image() -> None:
 @image.command("build")
 def image_build() -> None:
     """Build the workload image (cached by the hash of its recipe)."""
-    from isotax.image.build import ensure_image
-
-    art = ensure_image(log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    art = _image()
     click.echo(f"{art.recipe_hash} {art.root}")
 
 
