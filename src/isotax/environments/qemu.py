@@ -1,0 +1,250 @@
+"""qemu: the workload image as a full virtual machine (QEMU, KVM where it works, else TCG).
+
+The VM boots the image's own Debian kernel and initrd directly (no firmware, no bootloader)
+with a copy-on-write qcow2 overlay of the image's ext4 disk as its virtio-blk root, and
+/opt/isotax/bin/itx-init as PID 1, which prints ITX-READY and execs the command agent.
+Commands travel over a virtio-serial port (see qemu_agent for why that channel); the serial
+console carries the kernel log to console.log; QMP drives pause/resume/quit.
+
+Plan options (spec.options):
+    accel       auto | kvm | tcg     auto: a probe boot decides (cached; see qemu_accel)
+    kernel      auto | vmlinux | vmlinuz      auto = vmlinux (faster under TCG)
+    disk_cache  QEMU -drive cache= (default none when the workdir allows O_DIRECT)
+    disk_aio    QEMU -drive aio=   (default native with cache=none, else threads)
+    boot_timeout  seconds (default 120; TCG on a busy host is slow)
+    quiet       true: kernel log level "quiet" on the console
+network: "bridge" (a tap on an isotax bridge; the guest's address is the instance's address)
+or "none" (no NIC at all). A VM cannot share the host's network stack, so "host" is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from isotax.environments.base import (
+    GUEST_ENV,
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Stopwatch,
+    Unavailable,
+    register,
+)
+from isotax.environments.qemu_accel import Probe, kvm_openable, probe_accelerator
+from isotax.environments.qemu_vm import (
+    QEMU,
+    QEMU_IMG,
+    BootError,
+    Vm,
+    VmConfig,
+    direct_io_works,
+    qemu_version,
+    select_kernel,
+)
+from isotax.network import Bridge, Lease
+
+DEFAULT_MEMORY_MIB = 2048
+DEFAULT_BOOT_TIMEOUT_S = 120.0
+SCRATCH = "/tmp"  # a tmpfs mounted by itx-init, like the containers' /tmp
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _resolve_accel(spec: EnvSpec, choice: str) -> Probe:
+    if choice == "tcg":
+        return Probe("tcg", "the plan asks for TCG (accel = \"tcg\")")
+    if choice not in ("auto", "kvm"):
+        raise Unavailable(Availability.no(f"qemu: accel {choice!r} is not one of auto, kvm, "
+                                          "tcg", "set accel to auto, kvm or tcg in the plan"))
+    probe = probe_accelerator(spec.image)
+    if choice == "kvm" and probe.accel != "kvm":
+        raise Unavailable(Availability.no(
+            f"qemu: the plan asks for KVM but it does not work here: {probe.reason}",
+            'use accel = "auto" or "tcg"'))
+    return probe
+
+
+class QemuInstance:
+    """One VM. start() in the constructor; stop() always (idempotent)."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        self.scratch = SCRATCH
+        self.address = ""
+        self.milestones: Mapping[str, float] = {}
+        self._sw = Stopwatch()
+        self._bridge: Bridge | None = None
+        self._lease: Lease | None = None
+        self._vm: Vm | None = None
+        self._stopped = False
+        self._tag = "q" + secrets.token_hex(3)  # itx-t<tag> / itx-br<tag>: 12 characters
+        opts = spec.options
+        if spec.network not in ("bridge", "none"):
+            raise Unavailable(Availability.no(
+                f"qemu: network {spec.network!r} is impossible for a VM (it has its own "
+                "kernel and network stack)", 'set network = "bridge" or "none" for this '
+                "environment in the plan"))
+        self.probe = _resolve_accel(spec, str(opts.get("accel", "auto")))
+        workdir = Path(spec.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        # cache=none needs O_DIRECT on the overlay and the backing file; tmpfs has none.
+        direct = direct_io_works(workdir) and direct_io_works(spec.image.ext4.parent)
+        cache = str(opts.get("disk_cache", "none" if direct else "writeback"))
+        aio = str(opts.get("disk_aio", "native" if cache in ("none", "directsync")
+                                       else "threads"))
+        self.disk_note = ("" if direct else
+                          "O_DIRECT unsupported in the workdir or image cache (tmpfs?)")
+        try:
+            kernel = select_kernel(spec.image, str(opts.get("kernel", "auto")))
+        except ValueError as e:
+            raise Unavailable(Availability.no(f"qemu: {e}", "rebuild the image "
+                                              "(isotax image rm; isotax image build)")) from e
+        try:
+            tap = ip = gw = None
+            if spec.network == "bridge":
+                self._bridge = Bridge(name=f"itx-br{self._tag}")
+                self._bridge.up()
+                self._lease = self._bridge.add_tap(self._tag)
+                tap, gw = self._lease.iface, self._lease.gateway
+                ip = f"{self._lease.ip}/{self._lease.prefixlen}"
+                self.address = self._lease.ip
+            self.cfg = VmConfig(
+                accel=self.probe.accel,
+                vcpus=spec.vcpus or os.cpu_count() or 1,
+                memory_mib=spec.memory_mib or DEFAULT_MEMORY_MIB,
+                kernel=kernel,
+                initrd=spec.image.initrd if spec.image.initrd.exists() else None,
+                backing=spec.image.ext4, disk_cache=cache, disk_aio=aio,
+                tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
+                ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
+                quiet=str(opts.get("quiet", "false")).lower() in _TRUE)
+            self._vm = Vm(self.cfg, workdir, self._sw)
+            self._vm.boot(float(opts.get("boot_timeout", DEFAULT_BOOT_TIMEOUT_S)))
+        except BootError as e:
+            self.stop()
+            raise Unavailable(Availability.no(
+                f"qemu ({self.probe.accel}): the VM did not boot: {e}",
+                f"see {workdir}/console.log and qemu.log")) from e
+        except BaseException:
+            self.stop()
+            raise
+        self.milestones = dict(self._sw.marks)
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        assert self._vm is not None
+        return self._vm.exec(argv, timeout, {**GUEST_ENV, "TMPDIR": SCRATCH})
+
+    def describe(self) -> Mapping[str, str]:
+        d = {
+            "kind": "qemu",
+            "accelerator": self.probe.accel,
+            "emulated": "yes" if self.probe.accel == "tcg" else "no",
+            "accelerator_reason": self.probe.reason,
+            "qemu": qemu_version(),
+            "machine": "pc",
+            "cpu_model": "host" if self.probe.accel == "kvm" else "max",
+            "vcpus": str(self.cfg.vcpus),
+            "memory_mib": str(self.cfg.memory_mib),
+            "kernel_file": self.cfg.kernel.name,
+            "guest_kernel": _manifest_kernel(self.spec.image.manifest_path),
+            "disk": f"virtio-blk, qcow2 overlay on raw ext4, cache={self.cfg.disk_cache}, "
+                    f"aio={self.cfg.disk_aio}" + (f" ({self.disk_note})"
+                                                  if self.disk_note else ""),
+            "network": (f"bridge {self._bridge.name}, tap {self.cfg.tap}, virtio-net, "
+                        "vhost=off" if self._bridge else "none"),
+            "agent": "virtio-serial org.isotax.agent",
+        }
+        vm = self._vm
+        if vm is not None and vm.alive():
+            try:
+                cpus = vm.qmp_cmd("query-cpus-fast")
+                d["vcpu_threads"] = ",".join(f"{c['cpu-index']}:{c['thread-id']}" for c in cpus)
+            except Exception as e:  # describing must not fail a run
+                d["vcpu_threads"] = f"unknown ({e})"
+            d["qemu_pid"] = str(vm.proc.pid if vm.proc else "")
+        return d
+
+    def pause(self) -> None:
+        if self._vm is not None:
+            self._vm.pause()
+
+    def resume(self) -> None:
+        if self._vm is not None:
+            self._vm.resume()
+
+    def stop(self) -> None:
+        """Stop the VM, release the tap and the bridge. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        errors = []
+        if self._vm is not None:
+            self._vm.stop()
+        if self._bridge is not None:
+            try:
+                self._bridge.down()  # removes the tap lease too
+            except Exception as e:
+                errors.append(str(e))
+        if errors:
+            raise RuntimeError("qemu: could not remove " + "; ".join(errors))
+
+
+def _current_image() -> Path | None:
+    """Where the current recipe's image is (or will be) cached; None if that cannot be told.
+    An image not built yet is no reason for unavailability: the runner builds it."""
+    try:
+        from isotax.image.build import default_cache_dir
+        from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
+
+        return default_cache_dir() / "images" / image_hash(Recipe(),
+                                                            guest_files(default_guest_dir()))
+    except Exception:
+        return None
+
+
+def _manifest_kernel(path: Path) -> str:
+    import json
+
+    try:
+        k = json.loads(path.read_text()).get("kernel", {})
+        return str(k.get("version", "")) if isinstance(k, dict) else str(k)
+    except (OSError, ValueError):
+        return ""
+
+
+@register
+class Qemu:
+    kind: ClassVar[str] = "qemu"
+    description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel (KVM or TCG)"
+
+    def __init__(self, image: Any = None) -> None:
+        self.image = image
+
+    def available(self) -> Availability:
+        try:
+            for tool, pkg in ((QEMU, "qemu-system-x86"), (QEMU_IMG, "qemu-utils")):
+                if shutil.which(tool) is None:
+                    return Availability.no(f"{tool} not found",
+                                           f"apt-get install {pkg}")
+            if not qemu_version():
+                return Availability.no(f"{QEMU} --version failed", "reinstall qemu-system-x86")
+            if os.geteuid() != 0:
+                return Availability.no("qemu needs root (tap devices, bridges)",
+                                       "run isotax as root")
+            root = Path(self.image.root) if self.image is not None else _current_image()
+            if root is not None and (root / "manifest.json").exists() \
+                    and not ((root / "vmlinux").exists() or (root / "vmlinuz").exists()):
+                return Availability.no(f"the image at {root} has no kernel",
+                                       "rebuild it: isotax image rm all; isotax image build")
+            note = kvm_openable()
+            return Availability(True, note and f"KVM unusable ({note}): TCG, emulated")
+        except Exception as e:  # available() never raises
+            return Availability.no(f"qemu: cannot check availability: {e}")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return QemuInstance(spec)

@@ -1,0 +1,402 @@
+"""One QEMU process: its command line, its boot, its control channels, its teardown.
+
+Layout of a VM's workdir (all relative, QEMU runs with the workdir as its cwd):
+    disk.qcow2    copy-on-write overlay of the image's rootfs.ext4 (removed on stop)
+    qmp.sock      QMP server (QEMU listens; the host drives it with the qemu.qmp library)
+    agent.sock    the command agent's channel (the host listens; QEMU connects at startup)
+    console.log   the serial console: kernel log, itx-init's messages, the ITX-READY marker
+    qemu.log      QEMU's own stderr (why a VM failed to start or died)
+
+The console is QEMU's stdout, read by a thread that writes console.log and timestamps the
+first byte (milestone "kernel") and the ITX-READY line (milestone "init") as they arrive,
+rather than polling a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from isotax.environments.base import GUEST_ENV, Completed, Stopwatch
+from isotax.environments.qemu_agent import AgentClient, AgentError, short_socket_path
+from isotax.image.artifacts import ImageArtifacts
+from isotax.image.kernel import extract_vmlinux
+
+QEMU = "qemu-system-x86_64"
+QEMU_IMG = "qemu-img"
+AGENT_PORT = "org.isotax.agent"
+INIT = "/opt/isotax/bin/itx-init"
+READY_MARKER = b"ITX-READY"
+# Lines in QEMU's stderr that mean the guest is dead although QEMU still runs (KVM pauses a
+# VM after an internal error instead of exiting): waiting for the boot timeout is pointless.
+_FATAL = re.compile(r"KVM internal error|emulation failure|KVM: entry failed|Assertion")
+
+
+@dataclass(frozen=True)
+class VmConfig:
+    """What one VM is: everything its QEMU command line is made of."""
+
+    accel: str  # "kvm" or "tcg"
+    vcpus: int
+    memory_mib: int
+    kernel: Path
+    initrd: Path | None
+    backing: Path  # the image's raw ext4 disk
+    disk_cache: str = "none"  # QEMU -drive cache=
+    disk_aio: str = "native"  # QEMU -drive aio=
+    tap: str | None = None  # host tap interface, or None for no NIC
+    mac: str = "52:54:00:12:34:56"
+    ip: str | None = None  # "10.213.0.5/24": configured by itx-init
+    gateway: str | None = None
+    hostname: str = "itx-vm"
+    quiet: bool = False  # kernel log level on the console
+
+
+def kernel_cmdline(cfg: VmConfig) -> str:
+    parts = ["console=ttyS0", "root=/dev/vda", "rw", f"init={INIT}",
+             # panic -> immediate reboot, which -no-reboot turns into QEMU exiting.
+             "panic=-1", f"itx.hostname={cfg.hostname}"]
+    if cfg.quiet:
+        parts.append("quiet")
+    if cfg.ip:
+        parts.append(f"itx.ip={cfg.ip}")
+    if cfg.gateway:
+        parts.append(f"itx.gw={cfg.gateway}")
+    return " ".join(parts)
+
+
+def qemu_argv(cfg: VmConfig) -> list[str]:
+    """The QEMU command line (golden-tested). Paths of the workdir's files are relative."""
+    if cfg.accel == "kvm":
+        accel = ["-accel", "kvm", "-cpu", "host"]
+    else:
+        # thread=multi: one host thread per vCPU (MTTCG), so -smp N really runs N vCPUs.
+        accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    argv = [
+        QEMU, "-name", "isotax,debug-threads=on", "-machine", "pc", *accel,
+        "-smp", str(cfg.vcpus), "-m", str(cfg.memory_mib),
+        "-nodefaults", "-nographic", "-no-reboot", "-no-user-config",
+        "-kernel", str(cfg.kernel),
+        *(["-initrd", str(cfg.initrd)] if cfg.initrd else []),
+        "-append", kernel_cmdline(cfg),
+        "-drive", f"file=disk.qcow2,format=qcow2,if=none,id=root,cache={cfg.disk_cache},"
+                  f"aio={cfg.disk_aio}",
+        "-device", "virtio-blk-pci,drive=root",
+        # The console on QEMU's stdout; signal=off so that a Ctrl-C reaches isotax, not QEMU.
+        "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
+        "-qmp", "unix:qmp.sock,server=on,wait=off",
+        "-device", "virtio-serial-pci,id=vser",
+        "-chardev", "socket,id=agent,path=agent.sock",
+        "-device", f"virtserialport,bus=vser.0,chardev=agent,name={AGENT_PORT}",
+    ]
+    if cfg.tap:
+        # vhost=off: this kind of host has no /dev/vhost-net; say so rather than fail.
+        argv += ["-netdev", f"tap,id=net0,ifname={cfg.tap},script=no,downscript=no,vhost=off",
+                 "-device", f"virtio-net-pci,netdev=net0,mac={cfg.mac}"]
+    return argv
+
+
+def direct_io_works(directory: Path) -> bool:
+    """Whether files in directory can be opened with O_DIRECT (cache=none needs it; tmpfs
+    refuses it)."""
+    probe = directory / ".itx-odirect"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+        os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+
+
+class BootError(Exception):
+    """The VM did not come up; the message says what was seen (QEMU's error, console tail)."""
+
+
+class Console(threading.Thread):
+    """Copies the serial console to console.log, noting when milestones appear: "kernel"
+    (the kernel's first message) and "init" (itx-init's ITX-READY line)."""
+
+    def __init__(self, stream: Any, log_path: Path, sw: Stopwatch) -> None:
+        super().__init__(name="itx-qemu-console", daemon=True)
+        self.stream = stream
+        self.log_path = log_path
+        self.sw = sw
+        self.first_output = threading.Event()
+        self.ready = threading.Event()
+        self.ready_line = ""
+        self.tail: deque[str] = deque(maxlen=30)
+
+    def run(self) -> None:
+        pending = b""
+        with open(self.log_path, "wb") as log:
+            while True:
+                chunk = self.stream.read1(65536)
+                if not chunk:
+                    return
+                log.write(chunk)
+                log.flush()
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    line = raw.decode("utf-8", "replace").rstrip("\r")
+                    self.tail.append(line)
+                    # The kernel's first message (SeaBIOS prints before it on the console).
+                    if not self.first_output.is_set() and b"Linux version" in raw:
+                        self.sw.mark("kernel")
+                        self.first_output.set()
+                    if not self.ready.is_set() and READY_MARKER in raw:
+                        self.sw.mark("init")
+                        self.ready_line = line.strip()
+                        self.ready.set()
+
+
+class Vm:
+    """A QEMU process started by boot() and always ended by stop() (idempotent)."""
+
+    def __init__(self, cfg: VmConfig, workdir: Path, sw: Stopwatch) -> None:
+        self.cfg = cfg
+        self.workdir = workdir
+        self.sw = sw
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.qmp: QEMUMonitorProtocol | None = None
+        self.agent: AgentClient | None = None
+        self.console: Console | None = None
+        self._listener: socket.socket | None = None
+        self._qemu_log: Any = None
+        self._stopped = False
+        self.paused = False
+        self.booted = False  # the agent has answered once
+        self.guest_boot_ns: int | None = None  # guest CLOCK_BOOTTIME when the agent answered
+
+    # -- boot ----------------------------------------------------------------------------------
+    def boot(self, timeout: float) -> None:
+        """Start QEMU and wait until the agent answers; BootError (after stop()) if not."""
+        try:
+            self._boot(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _boot(self, timeout: float) -> None:
+        wd = self.workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        for name in ("disk.qcow2", "qmp.sock", "agent.sock"):
+            (wd / name).unlink(missing_ok=True)
+        p = subprocess.run([QEMU_IMG, "create", "-q", "-f", "qcow2", "-F", "raw",
+                            "-b", str(self.cfg.backing.resolve()), str(wd / "disk.qcow2")],
+                           capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            raise BootError(f"qemu-img create failed: {p.stderr.strip()}")
+        # The agent socket listens before QEMU starts: QEMU connects to it as a client.
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with short_socket_path(str(wd / "agent.sock")) as path:
+            self._listener.bind(path)
+        self._listener.listen(1)
+        self._listener.settimeout(0.05)
+        argv = qemu_argv(self.cfg)
+        (wd / "qemu.cmdline").write_text(shlex.join(argv) + "\n")
+        self._qemu_log = open(wd / "qemu.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(argv, cwd=wd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._qemu_log,
+                                     start_new_session=True)
+        self.sw.mark("create")
+        assert self.proc.stdout is not None
+        self.console = Console(self.proc.stdout, wd / "console.log", self.sw)
+        self.console.start()
+        deadline = time.monotonic() + timeout
+
+        conn: socket.socket | None = None
+        while conn is None:
+            self._check_alive(deadline, "connecting the agent channel")
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+        self.agent = AgentClient(conn)
+
+        while self.qmp is None:
+            self._check_alive(deadline, "connecting QMP")
+            if not (wd / "qmp.sock").exists():
+                time.sleep(0.01)
+                continue
+            try:
+                with short_socket_path(str(wd / "qmp.sock")) as path:
+                    qmp = QEMUMonitorProtocol(path)
+                    qmp.connect()
+            except Exception:
+                time.sleep(0.02)
+                continue
+            qmp.settimeout(10.0)
+            qmp.cmd("query-status")
+            self.qmp = qmp
+        self.sw.mark("started")
+
+        while not self.console.ready.is_set():
+            self._check_alive(deadline, "waiting for ITX-READY on the console")
+            self.console.ready.wait(0.05)
+        # The marker comes just before the agent starts: ask it until it answers.
+        while True:
+            self._check_alive(deadline, "waiting for the guest agent")
+            try:
+                pong = self.agent.ping(max(0.1, deadline - time.monotonic()))
+                self.guest_boot_ns = int(pong.get("uptime_ns", 0)) or None
+                break
+            except AgentError as e:
+                if time.monotonic() >= deadline:
+                    raise BootError(f"guest agent did not answer: {e}") from e
+        self.sw.mark("ready")
+        self.booted = True
+
+    def _check_alive(self, deadline: float, doing: str) -> None:
+        assert self.proc is not None
+        rc = self.proc.poll()
+        if rc is not None:
+            raise BootError(f"QEMU exited with status {rc} while {doing}: {self.why()}")
+        err = self._stderr_text()
+        if _FATAL.search(err):
+            raise BootError(f"guest crashed while {doing}: {self.why()}")
+        if time.monotonic() >= deadline:
+            raise BootError(f"no boot within the time limit while {doing}: {self.why()}")
+
+    def _stderr_text(self) -> str:
+        try:
+            return (self.workdir / "qemu.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def why(self) -> str:
+        """QEMU's last error lines, else the console's last lines: the reason a boot failed."""
+        err = [ln.strip() for ln in self._stderr_text().splitlines() if ln.strip()]
+        fatal = [ln for ln in err if _FATAL.search(ln)]
+        if fatal:  # the register dump that follows a KVM error says nothing to a reader
+            return "; ".join(fatal)[-400:]
+        if err:
+            return " | ".join(err[-3:])[-400:]
+        tail = [ln for ln in (self.console.tail if self.console else []) if ln.strip()]
+        if tail:
+            return "console: " + " | ".join(tail[-3:])[-400:]
+        return "no output on the console"
+
+    # -- running -------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and not self._stopped
+
+    def exec(self, argv: Sequence[str], timeout: float,
+             env: Mapping[str, str] | None = None) -> Completed:
+        if not self.alive() or self.agent is None:
+            return Completed(tuple(argv), 255, "", f"the VM is not running: {self.why()}", 0.0)
+        try:
+            return self.agent.exec(argv, timeout, env if env is not None else GUEST_ENV)
+        except AgentError as e:
+            state = "running" if self.alive() else f"exited {self.proc and self.proc.poll()}"
+            return Completed(tuple(argv), 255, "",
+                             f"guest agent failed ({e}); QEMU {state}: {self.why()}", 0.0)
+
+    def qmp_cmd(self, cmd: str, **args: object) -> Any:
+        if self.qmp is None:
+            raise BootError("QMP is not connected")
+        return self.qmp.cmd(cmd, **args)
+
+    def pause(self) -> None:
+        if self.alive() and not self.paused:
+            self.qmp_cmd("stop")
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.alive() and self.paused:
+            self.qmp_cmd("cont")
+            self.paused = False
+
+    # -- teardown ------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Power off (agent), else QMP quit, else SIGKILL of our own QEMU; remove the overlay
+        and sockets. Idempotent, never raises."""
+        if self._stopped:
+            return
+        self._stopped = True
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            if self.agent is not None and self.booted and not self.paused:
+                with contextlib.suppress(Exception):
+                    self.agent.shutdown()
+                    proc.wait(5)
+            if proc.poll() is None and self.qmp is not None:
+                with contextlib.suppress(Exception):
+                    self.qmp.settimeout(3.0)
+                    self.qmp.cmd("quit")
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5)
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)  # only the QEMU this object started
+                proc.wait()
+        if self.qmp is not None:
+            with contextlib.suppress(Exception):
+                self.qmp.close()
+        if self.agent is not None:
+            self.agent.close()
+        if self._listener is not None:
+            self._listener.close()
+        if self.console is not None:
+            self.console.join(5)
+        if proc is not None and proc.stdout is not None:
+            proc.stdout.close()
+        if self._qemu_log is not None:
+            self._qemu_log.close()
+        for name in ("disk.qcow2", "qmp.sock", "agent.sock"):
+            with contextlib.suppress(OSError):
+                (self.workdir / name).unlink()
+
+
+def select_kernel(image: ImageArtifacts, choice: str = "auto") -> Path:
+    """The kernel file to boot. "vmlinux" (the default under "auto") is the uncompressed ELF:
+    under TCG a bzImage spends seconds decompressing itself. It is extracted from vmlinuz and
+    cached next to the image when the image build did not leave one."""
+    vmlinuz = image.root / "vmlinuz"
+    if choice == "vmlinuz":
+        return vmlinuz
+    if choice not in ("auto", "vmlinux"):
+        raise ValueError(f"kernel {choice!r}: use auto, vmlinux or vmlinuz")
+    vmlinux = image.kernel
+    if not vmlinux.exists() and vmlinuz.exists():
+        tmp = vmlinux.with_name(f".vmlinux.tmp-{os.getpid()}")
+        try:
+            if extract_vmlinux(vmlinuz, tmp):
+                os.replace(tmp, vmlinux)  # atomic: a concurrent reader sees all or nothing
+        finally:
+            tmp.unlink(missing_ok=True)
+    if vmlinux.exists():
+        return vmlinux
+    if choice == "vmlinux":
+        raise ValueError(f"no uncompressed kernel could be extracted from {vmlinuz}")
+    return vmlinuz
+
+
+@functools.cache
+def qemu_version() -> str:
+    """"7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)", or "" when QEMU is missing."""
+    try:
+        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True,
+                             check=False, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    m = re.search(r"version\s+(.+)", out.splitlines()[0] if out else "")
+    return m.group(1).strip() if m else ""

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""itx-agent: runs the host's commands inside an isotax VM (PID 1, started by itx-init).
+
+Protocol: one JSON object per line in each direction, over the virtio-serial port named
+`org.isotax.agent` (or stdin/stdout with --stdio, which the unit tests use).
+
+  request   {"id": 7, "op": "exec", "argv": ["xz", "-9"], "timeout": 60, "env": {...},
+             "cwd": "/"}                                   (op defaults to "exec")
+  response  {"id": 7, "rc": 0, "stdout": "...", "stderr": "...", "wall_ns": 123}
+  request   {"id": 8, "op": "ping"}      -> {"id": 8, "rc": 0, "pid": 1, "uptime_ns": ...}
+  request   {"id": 9, "op": "shutdown"}  -> {"id": 9, "rc": 0}, then power off (as PID 1)
+
+Exit statuses match the host's run_host(): 124 on timeout (the whole process group is
+killed), 127 when the program does not exist, 126 when it cannot be executed. Commands get
+exactly the environment the request carries (the host sends GUEST_ENV), stdin /dev/null, and
+their own session so that a timeout kills what they started too.
+
+Standard library only, and only the part of it in Debian's python3-minimal, which has no
+`json` module: a small JSON codec for the shapes the protocol uses is below; the real module
+is used when the image happens to have it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+PORT_NAME = "org.isotax.agent"
+READ_CHUNK = 1 << 16
+
+# -- JSON: the stdlib module where present, else a minimal codec -------------------------
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+            "\b": "\\b", "\f": "\\f"}
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _esc(m: re.Match) -> str:
+    c = m.group(0)
+    return _ESCAPES.get(c) or f"\\u{ord(c):04x}"
+
+
+def mini_dumps(obj: object) -> str:
+    """JSON text of dicts, lists, strings, numbers, booleans and None (non-ASCII kept as is:
+    the line travels as UTF-8)."""
+    if obj is None:
+        return "null"
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if isinstance(obj, int):
+        return str(obj)
+    if isinstance(obj, float):
+        if obj != obj or obj in (float("inf"), float("-inf")):
+            raise ValueError("non-finite float")
+        return repr(obj)
+    if isinstance(obj, str):
+        return '"' + _NEEDS_ESCAPE.sub(_esc, obj) + '"'
+    if isinstance(obj, dict):
+        return "{" + ",".join(mini_dumps(str(k)) + ":" + mini_dumps(v)
+                              for k, v in obj.items()) + "}"
+    if isinstance(obj, (list, tuple)):
+        return "[" + ",".join(mini_dumps(v) for v in obj) + "]"
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_STR_RUN = re.compile(r'[^"\\\x00-\x1f]*')
+_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+           "t": "\t"}
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.s = text
+        self.i = 0
+
+    def fail(self, what: str) -> ValueError:
+        return ValueError(f"bad JSON at {self.i}: {what}")
+
+    def ws(self) -> None:
+        self.i = _WS.match(self.s, self.i).end()
+
+    def value(self) -> object:
+        self.ws()
+        s, i = self.s, self.i
+        if i >= len(s):
+            raise self.fail("unexpected end")
+        c = s[i]
+        if c == "{":
+            return self.obj()
+        if c == "[":
+            return self.arr()
+        if c == '"':
+            return self.string()
+        for word, val in (("true", True), ("false", False), ("null", None)):
+            if s.startswith(word, i):
+                self.i = i + len(word)
+                return val
+        m = _NUMBER.match(s, i)
+        if not m or m.end() == i:
+            raise self.fail(f"unexpected {c!r}")
+        self.i = m.end()
+        return float(m.group(0)) if (m.group(1) or m.group(2)) else int(m.group(0))
+
+    def obj(self) -> dict:
+        self.i += 1
+        out: dict = {}
+        self.ws()
+        if self.s.startswith("}", self.i):
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            if not self.s.startswith('"', self.i):
+                raise self.fail("expected a key")
+            k = self.string()
+            self.ws()
+            if not self.s.startswith(":", self.i):
+                raise self.fail("expected ':'")
+            self.i += 1
+            out[k] = self.value()
+            self.ws()
+            if self.s.startswith(",", self.i):
+                self.i += 1
+            elif self.s.startswith("}", self.i):
+                self.i += 1
+                return out
+            else:
+                raise self.fail("expected ',' or '}'")
+
+    def arr(self) -> list:
+        self.i += 1
+        out: list = []
+        self.ws()
+        if self.s.startswith("]", self.i):
+            self.i += 1
+            return out
+        while True:
+            out.append(self.value())
+            self.ws()
+            if self.s.startswith(",", self.i):
+                self.i += 1
+            elif self.s.startswith("]", self.i):
+                self.i += 1
+                return out
+            else:
+                raise self.fail("expected ',' or ']'")
+
+    def hex4(self) -> int:
+        h = self.s[self.i:self.i + 4]
+        if len(h) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in h):
+            raise self.fail("bad \\u escape")
+        self.i += 4
+        return int(h, 16)
+
+    def string(self) -> str:
+        s = self.s
+        self.i += 1
+        parts = []
+        while True:
+            m = _STR_RUN.match(s, self.i)
+            parts.append(m.group(0))
+            self.i = m.end()
+            if self.i >= len(s):
+                raise self.fail("unterminated string")
+            c = s[self.i]
+            self.i += 1
+            if c == '"':
+                return "".join(parts)
+            if c != "\\":
+                raise self.fail("control character in string")
+            e = s[self.i:self.i + 1]
+            self.i += 1
+            if e in _SIMPLE:
+                parts.append(_SIMPLE[e])
+            elif e == "u":
+                cp = self.hex4()
+                if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", self.i):
+                    save = self.i
+                    self.i += 2
+                    lo = self.hex4()
+                    if 0xDC00 <= lo < 0xE000:
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                    else:
+                        self.i = save
+                parts.append(chr(cp))
+            else:
+                raise self.fail(f"bad escape \\{e}")
+
+
+def mini_loads(text: str) -> object:
+    p = _Parser(text)
+    v = p.value()
+    p.ws()
+    if p.i != len(text):
+        raise p.fail("trailing data")
+    return v
+
+
+try:
+    import json
+
+    def dumps(obj: object) -> str:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+    loads = json.loads
+except ImportError:  # Debian's python3-minimal
+    dumps = mini_dumps
+    loads = mini_loads
+
+
+# -- running commands ----------------------------------------------------------------------
+
+def _kill_group(p: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(p.pid, signal.SIGKILL)
+
+
+def run(argv: list, timeout: float, env: dict | None, cwd: str) -> dict:
+    """Run argv to completion or until timeout; return the response fields."""
+    t0 = time.monotonic_ns()
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=cwd,
+                             start_new_session=True)
+    except FileNotFoundError as e:
+        return {"rc": 127, "stdout": "", "stderr": str(e), "wall_ns": time.monotonic_ns() - t0}
+    except (PermissionError, OSError) as e:
+        return {"rc": 126, "stdout": "", "stderr": str(e), "wall_ns": time.monotonic_ns() - t0}
+    deadline = time.monotonic() + timeout
+    bufs = {p.stdout: [], p.stderr: []}
+    sel = selectors.DefaultSelector()
+    for f in bufs:
+        os.set_blocking(f.fileno(), False)
+        sel.register(f, selectors.EVENT_READ)
+    timed_out = False
+    while sel.get_map():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            if timed_out:
+                break  # killed, and still no EOF after the grace period: stop reading
+            timed_out = True
+            _kill_group(p)
+            deadline = time.monotonic() + 1.0  # drain what the killed processes wrote
+            continue
+        for key, _ in sel.select(left):
+            try:
+                chunk = os.read(key.fd, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if chunk:
+                bufs[key.fileobj].append(chunk)
+            else:
+                sel.unregister(key.fileobj)
+    sel.close()
+    # Both pipes are closed; the program itself may still run (it closed them early).
+    if not timed_out:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    if timed_out:
+        _kill_group(p)
+    rc = p.wait()
+    for f in bufs:
+        f.close()
+    out = b"".join(bufs[p.stdout]).decode("utf-8", "replace")
+    err = b"".join(bufs[p.stderr]).decode("utf-8", "replace")
+    if timed_out:
+        rc = 124
+        err += f"timed out after {timeout:.0f} s"
+    elif rc < 0:
+        rc = 128 - rc  # killed by a signal: report it the way a shell does
+    return {"rc": rc, "stdout": out, "stderr": err, "wall_ns": time.monotonic_ns() - t0}
+
+
+def reap_orphans() -> None:
+    """As PID 1 the agent inherits every orphan; collect the dead ones between requests
+    (never during one, where it would steal the exit status subprocess waits for)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def handle(req: dict) -> tuple[dict, bool]:
+    """One request -> (response, whether to power off afterwards)."""
+    rid = req.get("id")
+    op = req.get("op", "exec")
+    if op == "ping":
+        return {"id": rid, "rc": 0, "pid": os.getpid(),
+                "uptime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}, False
+    if op == "shutdown":
+        return {"id": rid, "rc": 0}, True
+    if op != "exec":
+        return {"id": rid, "rc": 2, "stdout": "", "stderr": f"unknown op {op!r}",
+                "wall_ns": 0}, False
+    argv = req.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return {"id": rid, "rc": 2, "stdout": "", "stderr": "argv must be a non-empty list "
+                "of strings", "wall_ns": 0}, False
+    env = req.get("env")
+    resp = run(argv, float(req.get("timeout", 3600)), env if isinstance(env, dict) else None,
+               str(req.get("cwd", "/")))
+    resp["id"] = rid
+    return resp, False
+
+
+# -- transport -----------------------------------------------------------------------------
+
+def find_port(wait_s: float = 30.0) -> str:
+    """The /dev node of the virtio-serial port named PORT_NAME (no udev, so no
+    /dev/virtio-ports/ symlinks: look the name up in sysfs)."""
+    end = time.monotonic() + wait_s
+    while True:
+        base = "/sys/class/virtio-ports"
+        for dev in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            try:
+                with open(os.path.join(base, dev, "name")) as f:
+                    if f.read().strip() == PORT_NAME:
+                        return "/dev/" + dev
+            except OSError:
+                continue
+        if time.monotonic() > end:
+            raise SystemExit(f"itx-agent: no virtio-serial port named {PORT_NAME}")
+        time.sleep(0.05)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def serve(rfd: int, wfd: int, eof_is_final: bool) -> None:
+    buf = b""
+    while True:
+        chunk = os.read(rfd, READ_CHUNK)
+        if not chunk:
+            if eof_is_final:
+                return
+            # A virtio-serial port reads as EOF while the host end is not connected.
+            time.sleep(0.05)
+            continue
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if not line.strip():
+                continue
+            try:
+                req = loads(line.decode("utf-8", "replace"))
+                if not isinstance(req, dict):
+                    raise ValueError("a request must be a JSON object")
+                resp, power_off = handle(req)
+            except Exception as e:  # never let one bad request take PID 1 (and the VM) down
+                resp, power_off = {"id": None, "rc": 2, "stdout": "",
+                                   "stderr": f"bad request: {e}", "wall_ns": 0}, False
+            write_all(wfd, (dumps(resp) + "\n").encode("utf-8", "replace"))
+            if os.getpid() == 1:
+                reap_orphans()
+            if power_off:
+                if os.getpid() == 1:
+                    os.sync()
+                    subprocess.call(["busybox", "poweroff", "-f"])
+                return
+
+
+def main(args: list) -> int:
+    if args[:1] == ["--stdio"]:
+        serve(sys.stdin.fileno(), sys.stdout.fileno(), eof_is_final=True)
+        return 0
+    port = args[0] if args else find_port()
+    fd = os.open(port, os.O_RDWR)
+    print(f"itx-agent: serving on {port} (pid {os.getpid()})", flush=True)
+    serve(fd, fd, eof_is_final=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
