@@ -65,7 +65,7 @@ params = { value = [1, 2] }
 
 
 @pytest.fixture
-def setup(tmp_path: Path):  # noqa: ANN201
+def setup(tmp_path: Path):
     _Counter.calls, _Counter.interrupt_at, _Counter.fail_at = 0, None, None
     plan = parse_plan(PLAN)
     store = SQLiteStore(tmp_path / "isotax.db")
@@ -94,7 +94,7 @@ def test_schedule_is_seeded_interleaved_and_complete() -> None:
     assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order each round
 
 
-def test_run_commits_every_cell(setup) -> None:  # noqa: ANN001
+def test_run_commits_every_cell(setup) -> None:
     plan, store, image, run_id = setup
     status = Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
     assert status == "complete"
@@ -106,7 +106,7 @@ def test_run_commits_every_cell(setup) -> None:  # noqa: ANN001
     assert store.get_run(run_id).status == "complete"
 
 
-def test_failed_sanity_is_stored_without_numbers(setup) -> None:  # noqa: ANN001
+def test_failed_sanity_is_stored_without_numbers(setup) -> None:
     plan, store, image, run_id = setup
     _Counter.fail_at = 6
     Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)
@@ -115,7 +115,7 @@ def test_failed_sanity_is_stored_without_numbers(setup) -> None:  # noqa: ANN001
     assert "checksum mismatch" in failed[0].reason and not failed[0].samples
 
 
-def test_interrupt_then_resume_repeats_nothing(setup) -> None:  # noqa: ANN001
+def test_interrupt_then_resume_repeats_nothing(setup) -> None:
     plan, store, image, run_id = setup
     _Counter.interrupt_at = 7
     status = Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id)

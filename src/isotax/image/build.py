@@ -197,7 +197,17 @@ def _build_base(tmp: Path, cache: Path, recipe: Recipe, say: Log) -> dict[str, o
     (root / "etc/initramfs-tools/conf.d/isotax.conf").write_text("MODULES=list\n")
     (root / "etc/hostname").write_text("itx\n")
 
+    comps = " ".join(recipe.components)
+    (root / "etc/apt/sources.list").write_text(
+        "# isotax: the same suites a Debian host has\n"
+        + "".join(f"deb {recipe.mirror} {s} {comps}\n"
+                  for s in (recipe.suite, *recipe.update_suites))
+        + (f"deb {recipe.security} {comps}\n" if recipe.security else ""))
+
     with _chroot_mounts(root):
+        say("base: applying point-release and security updates")
+        _chroot(root, ["apt-get", "-q", "update"], what="apt-get update in the image")
+        _chroot(root, ["apt-get", "-y", "-q", "upgrade"], what="apt-get upgrade in the image")
         # HPL must use an optimised BLAS, as on the host: pin the alternatives to OpenBLAS.
         for name, lib in (("libblas.so.3", "libblas.so.3"), ("liblapack.so.3", "liblapack.so.3")):
             _chroot(root, ["update-alternatives", "--set", f"{name}-x86_64-linux-gnu",

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # Bump when the post-debootstrap steps in build.py change what the base contains.
-BASE_STEPS_VERSION = 1
+BASE_STEPS_VERSION = 2
 # Bump when the helpers layer / exports change (compiler flags, export formats, layout).
 IMAGE_STEPS_VERSION = 1
 
@@ -27,7 +27,7 @@ PACKAGES: tuple[str, ...] = (
     "hpcc",
     "libopenblas0-pthread",
     "openmpi-bin",
-    "python3-minimal",
+    "python3",  # the VM's command agent (itx-agent.py) uses the standard library's json
     "procps",
     "iproute2",
     "kmod",
@@ -72,6 +72,10 @@ class Recipe:
     mirror: str = "http://deb.debian.org/debian"
     # netperf lives in non-free on the same mirror.
     components: tuple[str, ...] = ("main", "non-free")
+    # Point-release and security updates, as a Debian host has in its sources: the image's
+    # tools must be the same versions the host's apt gives native runs.
+    update_suites: tuple[str, ...] = ("bookworm-updates",)
+    security: str = "http://deb.debian.org/debian-security bookworm-security"
     variant: str = "minbase"
     packages: tuple[str, ...] = PACKAGES
     initrd_modules: tuple[str, ...] = INITRD_MODULES
@@ -86,6 +90,8 @@ class Recipe:
             "suite": self.suite,
             "mirror": self.mirror.rstrip("/"),
             "components": sorted(self.components),
+            "update_suites": list(self.update_suites),
+            "security": self.security,
             "variant": self.variant,
             "packages": sorted(set(self.packages)),
             "initrd_modules": sorted(set(self.initrd_modules)),
