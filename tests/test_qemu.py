@@ -20,6 +20,7 @@ import pytest
 
 from isotax.environments.base import GUEST_PATH, REGISTRY, EnvSpec
 from isotax.environments.qemu import QemuInstance
+from isotax.environments.qemu_initrd import _Cpio, _module_order
 from isotax.environments.qemu_vm import VmConfig, kernel_cmdline, qemu_argv
 from isotax.image.artifacts import ImageArtifacts
 
@@ -196,6 +197,39 @@ def test_qemu_argv_golden() -> None:
     assert "-initrd" not in kvm and "-netdev" not in kvm
 
 
+DATA = Path(__file__).parent / "data" / "qemu"
+
+
+def test_module_order_deps_first_on_real_modules_dep(tmp_path: Path) -> None:
+    # tests/data/qemu/modules.dep: the relevant lines of the image's 6.1 kernel's modules.dep.
+    shutil.copy(DATA / "modules.dep", tmp_path / "modules.dep")
+    order = _module_order(tmp_path, ("virtio_pci", "virtio_blk", "ext4", "virtio_net"))
+    names = [Path(p).name for p in order]
+    assert names == ["virtio.ko", "virtio_ring.ko", "virtio_pci_modern_dev.ko",
+                     "virtio_pci_legacy_dev.ko", "virtio_pci.ko", "virtio_blk.ko",
+                     "jbd2.ko", "mbcache.ko", "crc16.ko", "ext4.ko", "failover.ko",
+                     "net_failover.ko", "virtio_net.ko"]
+    with pytest.raises(FileNotFoundError, match="itx_nosuch"):
+        _module_order(tmp_path, ("itx_nosuch",))
+
+
+@pytest.mark.skipif(shutil.which("busybox") is None, reason="no busybox to read a cpio back")
+def test_cpio_writer_is_read_back_by_busybox(tmp_path: Path) -> None:
+    c = _Cpio()
+    c.dir("bin")
+    c.file("bin/x", b"hello\n")
+    c.symlink("bin/y", "x")
+    c.file("odd-name.txt", b"abc", 0o644)
+    archive = c.bytes()
+    assert len(archive) % 512 == 0
+    subprocess.run(["busybox", "cpio", "-id"], input=archive, cwd=tmp_path, check=True,
+                   capture_output=True)
+    assert (tmp_path / "bin/x").read_bytes() == b"hello\n"
+    assert os.readlink(tmp_path / "bin/y") == "x"
+    assert (tmp_path / "odd-name.txt").read_text() == "abc"
+    assert os.stat(tmp_path / "bin/x").st_mode & 0o777 == 0o755
+
+
 def test_registered_and_available_never_raises() -> None:
     env = REGISTRY["qemu"]()
     a = env.available()
@@ -250,6 +284,7 @@ def test_vm_boots_with_milestones_and_describes_itself(vm: QemuInstance) -> None
     assert d["emulated"] == ("yes" if d["accelerator"] == "tcg" else "no")
     assert d["vcpus"] == str(VCPUS) and d["memory_mib"] == str(MEM)
     assert len(d["vcpu_threads"].split(",")) == VCPUS
+    assert d["kernel_file"] == "vmlinux" and d["initrd"].startswith("minimal")
     log = (vm.spec.workdir / "console.log").read_text(errors="replace")
     assert "Linux version" in log and "ITX-READY" in log
 

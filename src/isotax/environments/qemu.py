@@ -9,6 +9,7 @@ console carries the kernel log to console.log; QMP drives pause/resume/quit.
 Plan options (spec.options):
     accel       auto | kvm | tcg     auto: a probe boot decides (cached; see qemu_accel)
     kernel      auto | vmlinux | vmlinuz      auto = vmlinux (faster under TCG)
+    initrd      auto | minimal | image        auto = minimal (see qemu_initrd; much faster)
     disk_cache  QEMU -drive cache= (default none when the workdir allows O_DIRECT)
     disk_aio    QEMU -drive aio=   (default native with cache=none, else threads)
     boot_timeout  seconds (default 120; TCG on a busy host is slow)
@@ -37,6 +38,7 @@ from isotax.environments.base import (
     register,
 )
 from isotax.environments.qemu_accel import Probe, kvm_openable, probe_accelerator
+from isotax.environments.qemu_initrd import select_initrd
 from isotax.environments.qemu_vm import (
     QEMU,
     QEMU_IMG,
@@ -101,6 +103,7 @@ class QemuInstance:
                           "O_DIRECT unsupported in the workdir or image cache (tmpfs?)")
         try:
             kernel = select_kernel(spec.image, str(opts.get("kernel", "auto")))
+            initrd, self.initrd_note = select_initrd(spec.image, str(opts.get("initrd", "auto")))
         except ValueError as e:
             raise Unavailable(Availability.no(f"qemu: {e}", "rebuild the image "
                                               "(isotax image rm; isotax image build)")) from e
@@ -118,8 +121,7 @@ class QemuInstance:
                 vcpus=spec.vcpus or os.cpu_count() or 1,
                 memory_mib=spec.memory_mib or DEFAULT_MEMORY_MIB,
                 kernel=kernel,
-                initrd=spec.image.initrd if spec.image.initrd.exists() else None,
-                backing=spec.image.ext4, disk_cache=cache, disk_aio=aio,
+                initrd=initrd, backing=spec.image.ext4, disk_cache=cache, disk_aio=aio,
                 tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
                 ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
                 quiet=str(opts.get("quiet", "false")).lower() in _TRUE)
@@ -151,6 +153,7 @@ class QemuInstance:
             "vcpus": str(self.cfg.vcpus),
             "memory_mib": str(self.cfg.memory_mib),
             "kernel_file": self.cfg.kernel.name,
+            "initrd": self.initrd_note,
             "guest_kernel": _manifest_kernel(self.spec.image.manifest_path),
             "disk": f"virtio-blk, qcow2 overlay on raw ext4, cache={self.cfg.disk_cache}, "
                     f"aio={self.cfg.disk_aio}" + (f" ({self.disk_note})"

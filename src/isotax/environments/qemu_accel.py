@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from isotax.environments.base import Stopwatch
+from isotax.environments.qemu_initrd import select_initrd
 from isotax.environments.qemu_vm import BootError, Vm, VmConfig, qemu_version, select_kernel
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.build import default_cache_dir
@@ -89,7 +90,7 @@ def _probe_boot(image: ImageArtifacts, cache: Path, timeout: float) -> Probe:
     t0 = time.monotonic()
     try:
         cfg = VmConfig(accel="kvm", vcpus=1, memory_mib=1024, kernel=select_kernel(image),
-                       initrd=image.initrd if image.initrd.exists() else None,
+                       initrd=select_initrd(image)[0],
                        backing=image.ext4, hostname="itx-probe")
         vm = Vm(cfg, workdir, Stopwatch())
         try:
