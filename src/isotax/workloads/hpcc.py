@@ -1,0 +1,269 @@
+"""Shared driver for the HPC Challenge workloads (linpack, stream, randomaccess).
+
+The tool is Debian's `hpcc` 1.5.0 (HPL 2.0 inside HPCC) linked against libblas.so.3, which
+update-alternatives points at OpenBLAS (libopenblas0-pthread); `blas_library()` checks with
+`ldd` inside each environment which library that really is, and every sample carries it.
+
+Why every workload runs the whole suite: hpcc has no way to select tests. `HPCC_Init()`
+sets every `Run*` flag to 1 unconditionally and hpccinf.txt has no line for it (only extra
+PTRANS sizes); hpccmemf.txt only sizes the default HPL problem when hpccinf.txt is absent.
+The sizes of the other tests are derived from HPL's N: each rank gets N^2 * 8 / ranks bytes,
+STREAM uses a third of that per vector, RandomAccess the largest power-of-two table of 8-byte
+words that fits in it.
+So N is the one knob, and each workload runs hpcc with the N that suits it (its `n` param) and
+reads only its own metric; the rest of the output is kept in the test data, not stored.
+The fair part: the command line, environment variables, input file and size are byte for byte
+the same in every environment, so each environment runs exactly the same program.
+
+Measured natively here (2 vCPUs, OpenBLAS SkylakeX kernels, 2 ranks x 1 thread, wall time of
+the whole hpcc run, noisy host): N=1000 ~0.5-1 s, N=2000 ~1-2 s, N=3000 ~9-15 s, N=6000
+~50 s; the time above N~2500 goes mostly to the MPI RandomAccess tests (up to their 60 s time
+bound each), not to HPL. N=2000 is the quick default: 10-50x slower under TCG is roughly 10-100 s.
+At N=2000 STREAM's arrays are 16 MB per rank: larger than L2, inside this host's big L3, so the
+quick size measures cache-resident bandwidth; DRAM bandwidth needs 3 vectors well above the
+last-level cache (N of 10^4 and more), which is a long run.
+
+MPI settings (identical in every environment, chosen to work in containers and VMs):
+`--mca pml ob1 --mca btl self,vader`: shared-memory transport only (no UCX, whose transport
+choice differs with what a sandbox exposes); `btl_vader_single_copy_mechanism none`: no CMA
+(process_vm_readv needs ptrace rights that container runtimes withhold); the vader backing
+files and Open MPI's session directory go to the run's own tmpfs directory (not a small
+container /dev/shm); `--bind-to none` by default (param `bind`), because binding depends on
+what hwloc sees, which differs between a container's cpuset and a VM's vCPUs. `timeout` inside
+the environment stops mpirun with SIGTERM, which Open MPI passes to the ranks.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from isotax.environments.base import ExecError, Instance
+from isotax.model import SanityError
+from isotax.parsers.hpcc import parse_ldd, parse_openblas_core
+from isotax.workloads.base import Params, ParamSpec, put_text
+
+# The versions that make a result: hpcc itself, the BLAS it really loads, and the MPI.
+TOOLS: dict[str, tuple[str, ...]] = {
+    "hpcc": ("dpkg-query", "-W", "-f=${Version}", "hpcc"),
+    "libopenblas0-pthread": ("dpkg-query", "-W", "-f=${Version}", "libopenblas0-pthread"),
+    "openmpi-bin": ("dpkg-query", "-W", "-f=${Version}", "openmpi-bin"),
+}
+
+QUICK_N = 2000
+BIND_CHOICES = ("none", "core")
+
+
+def common_params(n_default: int, n_help: str) -> tuple[ParamSpec, ...]:
+    """The parameters every hpcc workload takes; `n` is the one that sizes every test."""
+    return (
+        ParamSpec("n", int, n_default, n_help, minimum=100),
+        ParamSpec("nb", int, 128, "HPL/PTRANS block size (OpenBLAS does well with 128-256)",
+                  minimum=1),
+        ParamSpec("processes", int, 0, "MPI ranks; 0 = every CPU the environment has (nproc)",
+                  minimum=0),
+        ParamSpec("threads", int, 1, "OpenBLAS threads per rank (OPENBLAS_NUM_THREADS)",
+                  minimum=1),
+        ParamSpec("bind", str, "none", "Open MPI --bind-to: none or core"),
+        ParamSpec("timeout_s", float, 1800.0, "limit for one hpcc run, seconds", minimum=1),
+    )
+
+
+def param(params: Params, specs: Sequence[ParamSpec], name: str) -> Any:
+    """A parameter's value, its default when the plan leaves it out, checked against its spec."""
+    spec = next(s for s in specs if s.name == name)
+    value = params.get(name, spec.default)
+    try:
+        value = spec.type(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"parameter {name}={value!r} is not a {spec.type.__name__}") from None
+    if spec.minimum is not None and value < spec.minimum:
+        raise ValueError(f"parameter {name}={value} is below its minimum {spec.minimum:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class HpccConfig:
+    n: int
+    nb: int
+    processes: int  # resolved: > 0
+    threads: int
+    bind: str
+    timeout_s: float
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError("hpcc needs at least one MPI process")
+        if self.bind not in BIND_CHOICES:
+            raise ValueError(f"bind must be one of {', '.join(BIND_CHOICES)}, not {self.bind!r}")
+
+
+def process_grid(processes: int) -> tuple[int, int]:
+    """HPL's P x Q grid: as square as possible with P <= Q (HPL's tuning advice)."""
+    p = max(d for d in range(1, math.isqrt(processes) + 1) if processes % d == 0)
+    return p, processes // p
+
+
+def hpccinf_text(n: int, nb: int, p: int, q: int, threshold: float = 16.0) -> str:
+    """hpccinf.txt: HPL.dat's 31 lines (lines 3-4 ignored by hpcc) plus PTRANS's 4 lines.
+    One N, one NB, one grid; HPL's other settings are hpcc's sample file's."""
+    lines = [
+        "HPLinpack benchmark input file",
+        "written by isotax",
+        "HPL.out      output file name (if any)",
+        "8            device out (6=stdout,7=stderr,file)",
+        "1            # of problems sizes (N)",
+        f"{n}         Ns",
+        "1            # of NBs",
+        f"{nb}          NBs",
+        "0            PMAP process mapping (0=Row-,1=Column-major)",
+        "1            # of process grids (P x Q)",
+        f"{p}            Ps",
+        f"{q}            Qs",
+        f"{threshold}         threshold",
+        "1            # of panel fact",
+        "2            PFACTs (0=left, 1=Crout, 2=Right)",
+        "1            # of recursive stopping criterium",
+        "4            NBMINs (>= 1)",
+        "1            # of panels in recursion",
+        "2            NDIVs",
+        "1            # of recursive panel fact.",
+        "1            RFACTs (0=left, 1=Crout, 2=Right)",
+        "1            # of broadcast",
+        "1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)",
+        "1            # of lookahead depth",
+        "1            DEPTHs (>=0)",
+        "2            SWAP (0=bin-exch,1=long,2=mix)",
+        "64           swapping threshold",
+        "0            L1 in (0=transposed,1=no-transposed) form",
+        "0            U  in (0=transposed,1=no-transposed) form",
+        "1            Equilibration (0=no,1=yes)",
+        "8            memory alignment in double (> 0)",
+        "##### This line (no. 32) is ignored (it serves as a separator). ######",
+        "0            Number of additional problem sizes for PTRANS",
+        "1000         values of N",
+        "0            number of additional blocking sizes for PTRANS",
+        "64           values of NB",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def hpcc_script(rundir: str, cfg: HpccConfig) -> str:
+    """The shell command run inside the environment (same string everywhere but the path).
+    OPENBLAS_VERBOSE=2 makes each rank print the kernel set OpenBLAS picked ("Core: ...",
+    on stderr)."""
+    d = shlex.quote(rundir)
+    env = (f"TMPDIR={d} OPENBLAS_NUM_THREADS={cfg.threads} OMP_NUM_THREADS={cfg.threads} "
+           "OPENBLAS_VERBOSE=2")
+    mpirun = (
+        "mpirun --allow-run-as-root --oversubscribe"
+        f" --bind-to {cfg.bind}"
+        " --mca pml ob1 --mca btl self,vader --mca osc ^ucx"
+        " --mca btl_vader_single_copy_mechanism none"
+        f" --mca btl_vader_backing_directory {d}"
+        f" -np {cfg.processes} hpcc"
+    )
+    return f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} {mpirun}"
+
+
+def resolve_processes(inst: Instance, requested: int) -> int:
+    """`processes=0` means every CPU the environment shows (its cpuset, or the VM's vCPUs)."""
+    if requested > 0:
+        return requested
+    done = inst.exec(["nproc"], timeout=60).check()
+    try:
+        return max(1, int(done.stdout.strip()))
+    except ValueError:
+        raise SanityError(f"nproc printed {done.stdout.strip()!r}") from None
+
+
+def blas_library(inst: Instance) -> str:
+    """The real file hpcc loads as libblas.so.3 inside this environment, following the
+    update-alternatives symlinks, e.g. /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3.
+    Raises ExecError with a fix when hpcc or its BLAS is missing."""
+    script = 'p=$(command -v hpcc) || { echo "hpcc not installed" >&2; exit 127; }; ldd "$p"'
+    done = inst.exec(["sh", "-c", script], timeout=120)
+    if done.returncode != 0:
+        raise ExecError("hpcc is not usable in this environment "
+                        f"({(done.stderr or done.stdout).strip()[:200]}); "
+                        "fix: install Debian's hpcc and libopenblas0-pthread")
+    libs = parse_ldd(done.stdout)
+    path = libs.get("libblas.so.3")
+    if not path:
+        raise ExecError("hpcc does not resolve libblas.so.3; fix: install libopenblas0-pthread")
+    real = inst.exec(["readlink", "-f", path], timeout=60).check().stdout.strip()
+    return real or path
+
+
+def is_openblas(path: str) -> bool:
+    return "openblas" in path.lower()
+
+
+@dataclass(frozen=True)
+class HpccRun:
+    """One finished hpcc run: its output file and what the driver learned around it."""
+
+    config: HpccConfig
+    output: str  # hpccoutf.txt
+    console: str  # mpirun's stdout + stderr (OpenBLAS's "Core:" lines go to stderr)
+    wall_s: float  # host-measured, includes the environment's exec path and MPI start-up
+    blas: str
+    blas_core: str
+
+    def labels(self) -> dict[str, Any]:
+        return {
+            "threads": self.config.threads,
+            "bind": self.config.bind,
+            "blas": self.blas,
+            "blas_core": self.blas_core,
+            "hpcc_wall_s": round(self.wall_s, 3),
+        }
+
+
+def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
+    """Run hpcc once in a fresh directory of the instance's scratch (hpcc appends to
+    hpccoutf.txt, so a reused directory would mix runs), read the output back, clean up."""
+    blas = blas_library(inst)
+    rundir = f"{inst.scratch}/hpcc-{uuid.uuid4().hex[:12]}"
+    inst.exec(["mkdir", "-p", rundir], timeout=60).check()
+    try:
+        p, q = process_grid(cfg.processes)
+        put_text(inst, f"{rundir}/hpccinf.txt", hpccinf_text(cfg.n, cfg.nb, p, q))
+        done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg)], timeout=cfg.timeout_s + 60)
+        out = inst.exec(["cat", f"{rundir}/hpccoutf.txt"], timeout=120)
+        if done.returncode != 0:
+            why = "timed out" if done.returncode == 124 else f"exited {done.returncode}"
+            said = [ln for ln in (done.stderr + done.stdout).splitlines()
+                    if ln.strip() and not ln.startswith("Core: ")]
+            tail = " | ".join(said[-3:])
+            raise SanityError(f"mpirun hpcc {why} (n={cfg.n}, np={cfg.processes}): {tail[:300]}")
+        if out.returncode != 0:
+            raise SanityError("hpcc exited 0 but wrote no hpccoutf.txt")
+        return HpccRun(cfg, out.stdout, done.stdout + done.stderr, done.wall_s, blas,
+                       parse_openblas_core(done.stderr + done.stdout))
+    finally:
+        inst.exec(["rm", "-rf", rundir], timeout=120)
+
+
+def config_from(inst: Instance, params: Params, specs: Sequence[ParamSpec]) -> HpccConfig:
+    return HpccConfig(
+        n=param(params, specs, "n"),
+        nb=param(params, specs, "nb"),
+        processes=resolve_processes(inst, param(params, specs, "processes")),
+        threads=param(params, specs, "threads"),
+        bind=param(params, specs, "bind"),
+        timeout_s=param(params, specs, "timeout_s"),
+    )
+
+
+def check_tools(inst: Instance) -> Mapping[str, str]:
+    """For prepare(): fail early, with a fix, if hpcc/mpirun/BLAS are missing."""
+    done = inst.exec(["sh", "-c", "command -v mpirun && command -v timeout"], timeout=60)
+    if done.returncode != 0:
+        raise ExecError("mpirun or timeout missing in this environment; "
+                        "fix: install openmpi-bin and coreutils")
+    return {"blas": blas_library(inst)}

@@ -1,0 +1,52 @@
+"""randomaccess: HPCC RandomAccess in GUP/s (10^9 random 64-bit table updates per second).
+
+Variant "star" (default): every rank (one per CPU) updates its own table at once, and the
+per-rank average times the ranks is the machine's random-update rate. It is chosen because it
+keeps MPI out of the timed loop: what it measures is memory latency and address translation
+(TLB misses, a VM's two-level page walk), which is where isolation layers can cost something.
+"mpi" is hpcc's global G-RandomAccess (one table spread over all ranks, updates shipped as MPI
+messages): on one host it mostly measures Open MPI's shared-memory messaging and is very
+sensitive to a busy CPU (measured here: 0.001-0.07 GUP/s between runs). "single" is one rank.
+Table size follows HPL's N (see workloads/hpcc.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import Instance
+from isotax.model import Sample
+from isotax.parsers.hpcc import RA_VARIANTS, randomaccess_samples
+from isotax.workloads import hpcc
+from isotax.workloads.base import Params, ParamSpec, register
+
+
+@register
+class RandomAccess:
+    name: ClassVar[str] = "randomaccess"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "RandomAccess from HPC Challenge, all ranks at once; GUP/s"
+    params: ClassVar[Sequence[ParamSpec]] = (
+        *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes the tables "
+                            "(largest power of 2 words not above N^2/ranks per rank)"),
+        ParamSpec("variant", str, "star",
+                  "star (all ranks, summed), single (one rank) or mpi (global, via MPI)"),
+    )
+    tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
+
+    def _variant(self, params: Params) -> str:
+        variant = str(hpcc.param(params, self.params, "variant"))
+        if variant not in RA_VARIANTS:
+            raise ValueError(f"randomaccess: variant must be one of {', '.join(RA_VARIANTS)}, "
+                             f"not {variant!r}")
+        return variant
+
+    def prepare(self, inst: Instance, params: Params) -> None:
+        self._variant(params)
+        hpcc.check_tools(inst)
+
+    def run(self, inst: Instance, params: Params) -> list[Sample]:
+        variant = self._variant(params)
+        result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
+        return randomaccess_samples(result.output, variant, result.labels())

@@ -1,0 +1,50 @@
+"""stream: STREAM copy/scale/add/triad (inside hpcc 1.5.0) in GB/s: memory bandwidth.
+
+Variant "star" (default) is what this workload calls the machine's memory bandwidth: every
+MPI rank (one per CPU by default) streams at the same time between barriers, and hpcc's
+per-rank rate times the number of ranks is the bandwidth all cores draw together - the number
+a container or VM could lower. "single" (one rank streams, the others wait) measures one
+core's bandwidth, which on a small machine is often nearly the same number and hides
+contention. Array size follows HPL's N (see workloads/hpcc.py): each of the 3 vectors holds
+N^2/(3*ranks) doubles per rank; the quick N measures cache-resident bandwidth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import Instance
+from isotax.model import Sample
+from isotax.parsers.hpcc import STREAM_VARIANTS, stream_samples
+from isotax.workloads import hpcc
+from isotax.workloads.base import Params, ParamSpec, register
+
+
+@register
+class Stream:
+    name: ClassVar[str] = "stream"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "STREAM from HPC Challenge, all ranks at once; GB/s"
+    params: ClassVar[Sequence[ParamSpec]] = (
+        *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes STREAM's arrays "
+                            "(3 vectors of N^2/(3*ranks) doubles per rank)"),
+        ParamSpec("variant", str, "star", "star (all ranks at once, summed) or single (one rank)"),
+    )
+    tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
+
+    def _variant(self, params: Params) -> str:
+        variant = str(hpcc.param(params, self.params, "variant"))
+        if variant not in STREAM_VARIANTS:
+            raise ValueError(f"stream: variant must be one of {', '.join(STREAM_VARIANTS)}, "
+                             f"not {variant!r}")
+        return variant
+
+    def prepare(self, inst: Instance, params: Params) -> None:
+        self._variant(params)
+        hpcc.check_tools(inst)
+
+    def run(self, inst: Instance, params: Params) -> list[Sample]:
+        variant = self._variant(params)
+        result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
+        return stream_samples(result.output, variant, result.labels())
