@@ -31,6 +31,8 @@ files and Open MPI's session directory go to the run's own tmpfs directory (not 
 container /dev/shm); `--bind-to none` by default (param `bind`), because binding depends on
 what hwloc sees, which differs between a container's cpuset and a VM's vCPUs. `timeout` inside
 the environment stops mpirun with SIGTERM, which Open MPI passes to the ranks.
+Waiting ranks spin (Open MPI's default): `--mca mpi_yield_when_idle 1` was measured here and
+is worse, most of all next to a CPU hog (HPL 10-21 vs 38-40 GFLOPS at N=2000), so it is not set.
 """
 
 from __future__ import annotations
