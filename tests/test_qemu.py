@@ -134,32 +134,6 @@ def test_agent_shutdown_answers_then_ends(agent: LocalAgent) -> None:
     assert agent.p.wait(10) == 0  # not PID 1 here: it ends instead of powering off
 
 
-CASES: list[object] = [
-    {"id": 1, "argv": ["a b", "", "\u00e9\u20ac\U0001f600", 'q"\\/\b\f\n\r\t\x00\x1f'],
-     "timeout": 1.5, "env": {"K": "V"}, "n": None, "t": True, "f": False},
-    [1, -2, 3.25, -0.5e-3, 1e20, [], {}, [[{"a": []}]]],
-    "",
-    0,
-]
-
-
-@pytest.mark.parametrize("value", CASES)
-def test_agent_mini_json_codec_agrees_with_json(value: object) -> None:
-    """The image's python3-minimal has no json module: the agent's own codec must read what
-    the host's json writes and write what the host's json reads."""
-    mod = load_agent()
-    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False),
-                 json.dumps(value, indent=2)):
-        assert mod.mini_loads(text) == value
-    assert json.loads(mod.mini_dumps(value)) == value
-
-
-@pytest.mark.parametrize("bad", ["{", '{"a" 1}', '"\\x"', "[1,]", "tru", '"a\nb"', "1 2"])
-def test_agent_mini_json_rejects_malformed(bad: str) -> None:
-    with pytest.raises(ValueError):
-        load_agent().mini_loads(bad)
-
-
 def test_init_script_is_valid_sh() -> None:
     assert subprocess.run(["sh", "-n", str(INIT)], check=False).returncode == 0
     assert INIT.read_text().startswith("#!/bin/sh\n")

@@ -15,16 +15,14 @@ killed), 127 when the program does not exist, 126 when it cannot be executed. Co
 exactly the environment the request carries (the host sends GUEST_ENV), stdin /dev/null, and
 their own session so that a timeout kills what they started too.
 
-Standard library only, and only the part of it in Debian's python3-minimal, which has no
-`json` module: a small JSON codec for the shapes the protocol uses is below; the real module
-is used when the image happens to have it.
+Standard library only (the image carries Debian's python3).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -34,188 +32,11 @@ import time
 PORT_NAME = "org.isotax.agent"
 READ_CHUNK = 1 << 16
 
-# -- JSON: the stdlib module where present, else a minimal codec -------------------------
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-            "\b": "\\b", "\f": "\\f"}
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+def dumps(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def _esc(m: re.Match) -> str:
-    c = m.group(0)
-    return _ESCAPES.get(c) or f"\\u{ord(c):04x}"
-
-
-def mini_dumps(obj: object) -> str:
-    """JSON text of dicts, lists, strings, numbers, booleans and None (non-ASCII kept as is:
-    the line travels as UTF-8)."""
-    if obj is None:
-        return "null"
-    if obj is True:
-        return "true"
-    if obj is False:
-        return "false"
-    if isinstance(obj, int):
-        return str(obj)
-    if isinstance(obj, float):
-        if obj != obj or obj in (float("inf"), float("-inf")):
-            raise ValueError("non-finite float")
-        return repr(obj)
-    if isinstance(obj, str):
-        return '"' + _NEEDS_ESCAPE.sub(_esc, obj) + '"'
-    if isinstance(obj, dict):
-        return "{" + ",".join(mini_dumps(str(k)) + ":" + mini_dumps(v)
-                              for k, v in obj.items()) + "}"
-    if isinstance(obj, (list, tuple)):
-        return "[" + ",".join(mini_dumps(v) for v in obj) + "]"
-    raise TypeError(f"cannot encode {type(obj).__name__}")
-
-
-_WS = re.compile(r"[ \t\n\r]*")
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-_STR_RUN = re.compile(r'[^"\\\x00-\x1f]*')
-_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
-           "t": "\t"}
-
-
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.s = text
-        self.i = 0
-
-    def fail(self, what: str) -> ValueError:
-        return ValueError(f"bad JSON at {self.i}: {what}")
-
-    def ws(self) -> None:
-        self.i = _WS.match(self.s, self.i).end()
-
-    def value(self) -> object:
-        self.ws()
-        s, i = self.s, self.i
-        if i >= len(s):
-            raise self.fail("unexpected end")
-        c = s[i]
-        if c == "{":
-            return self.obj()
-        if c == "[":
-            return self.arr()
-        if c == '"':
-            return self.string()
-        for word, val in (("true", True), ("false", False), ("null", None)):
-            if s.startswith(word, i):
-                self.i = i + len(word)
-                return val
-        m = _NUMBER.match(s, i)
-        if not m or m.end() == i:
-            raise self.fail(f"unexpected {c!r}")
-        self.i = m.end()
-        return float(m.group(0)) if (m.group(1) or m.group(2)) else int(m.group(0))
-
-    def obj(self) -> dict:
-        self.i += 1
-        out: dict = {}
-        self.ws()
-        if self.s.startswith("}", self.i):
-            self.i += 1
-            return out
-        while True:
-            self.ws()
-            if not self.s.startswith('"', self.i):
-                raise self.fail("expected a key")
-            k = self.string()
-            self.ws()
-            if not self.s.startswith(":", self.i):
-                raise self.fail("expected ':'")
-            self.i += 1
-            out[k] = self.value()
-            self.ws()
-            if self.s.startswith(",", self.i):
-                self.i += 1
-            elif self.s.startswith("}", self.i):
-                self.i += 1
-                return out
-            else:
-                raise self.fail("expected ',' or '}'")
-
-    def arr(self) -> list:
-        self.i += 1
-        out: list = []
-        self.ws()
-        if self.s.startswith("]", self.i):
-            self.i += 1
-            return out
-        while True:
-            out.append(self.value())
-            self.ws()
-            if self.s.startswith(",", self.i):
-                self.i += 1
-            elif self.s.startswith("]", self.i):
-                self.i += 1
-                return out
-            else:
-                raise self.fail("expected ',' or ']'")
-
-    def hex4(self) -> int:
-        h = self.s[self.i:self.i + 4]
-        if len(h) != 4 or not all(ch in "0123456789abcdefABCDEF" for ch in h):
-            raise self.fail("bad \\u escape")
-        self.i += 4
-        return int(h, 16)
-
-    def string(self) -> str:
-        s = self.s
-        self.i += 1
-        parts = []
-        while True:
-            m = _STR_RUN.match(s, self.i)
-            parts.append(m.group(0))
-            self.i = m.end()
-            if self.i >= len(s):
-                raise self.fail("unterminated string")
-            c = s[self.i]
-            self.i += 1
-            if c == '"':
-                return "".join(parts)
-            if c != "\\":
-                raise self.fail("control character in string")
-            e = s[self.i:self.i + 1]
-            self.i += 1
-            if e in _SIMPLE:
-                parts.append(_SIMPLE[e])
-            elif e == "u":
-                cp = self.hex4()
-                if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", self.i):
-                    save = self.i
-                    self.i += 2
-                    lo = self.hex4()
-                    if 0xDC00 <= lo < 0xE000:
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
-                    else:
-                        self.i = save
-                parts.append(chr(cp))
-            else:
-                raise self.fail(f"bad escape \\{e}")
-
-
-def mini_loads(text: str) -> object:
-    p = _Parser(text)
-    v = p.value()
-    p.ws()
-    if p.i != len(text):
-        raise p.fail("trailing data")
-    return v
-
-
-try:
-    import json
-
-    def dumps(obj: object) -> str:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-    loads = json.loads
-except ImportError:  # Debian's python3-minimal
-    dumps = mini_dumps
-    loads = mini_loads
+loads = json.loads
 
 
 # -- running commands ----------------------------------------------------------------------
