@@ -47,7 +47,8 @@ def test_table1_form_and_verdicts(store: SQLiteStore) -> None:
     d = analyze(store, "r1")
     assert d.columns == ["native", "runc", "qemu"]
     md = markdown.render(d)
-    assert "| compress | level=2 | throughput ↑ | MB/s | 100 [1.00] |" in md
+    assert "| compress |  | throughput ↑ | MB/s | 100 [1.00] |" in md
+    assert "- compress: level=2" in md
     assert "-80.0%" in md and "qemu (emulated)" in md and "EMULATED" in md
     runc_cell = d.cells[(d.rows[0], "runc")]
     assert runc_cell.ratio is not None and runc_cell.ratio.within_noise
@@ -82,3 +83,24 @@ def test_csv_and_json(store: SQLiteStore, tmp_path: Path) -> None:
     assert any(e["emulated"] for e in doc["environments"])
     paths = write_reports(d, tmp_path / "out")
     assert sorted(p.name for p in paths) == ["report.md", "results.csv", "results.json"]
+
+
+def test_sweep_axes_in_rows_common_parameters_once(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "isotax.db")
+    plan = 'name = "t"\n[[workloads]]\nname = "linpack"\n[[workloads]]\nname = "compress"\n'
+    s.create_run("r2", "t", plan, 1, {})
+    s.put_environment(EnvRecord("r2", "native", "native", True, "", {}, {}, {}))
+    for rep in (1, 2):
+        for threads in (1, 2):
+            s.commit_cell("r2", CellKey("native", "compress", {"level": 2, "threads": threads},
+                                        rep), "1", CellStatus.OK, "", 0, 1,
+                          [Sample("throughput", 10.0 * threads + rep, "MB/s")])
+        s.commit_cell("r2", CellKey("native", "linpack", {"n": 1000}, rep), "1",
+                      CellStatus.OK, "", 0, 1, [Sample("hpl", 50.0 + rep, "GFLOPS")])
+    d = analyze(s, "r2")
+    assert [r.workload for r in d.rows] == ["linpack", "compress", "compress"]  # plan order
+    assert d.common_params == {"compress": {"level": 2}, "linpack": {"n": 1000}}
+    md = markdown.render(d)
+    assert "| compress | threads=1 | throughput ↑ |" in md
+    assert "| compress | threads=2 | throughput ↑ |" in md
+    assert "| linpack |  | hpl ↑ |" in md

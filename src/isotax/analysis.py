@@ -66,6 +66,10 @@ class ReportData:
     rows: list[Row]
     cells: dict[tuple[Row, str], Cell]
     failures: list[CellRecord]
+    # Per workload: the parameters every point shares (shown once), and per parameters key
+    # the ones that vary (the sweep axes, shown in each row).
+    common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def env(self, name: str) -> EnvRecord | None:
@@ -96,6 +100,10 @@ def analyze(store: Store, run_id: str) -> ReportData:
             if row not in rows:
                 rows.append(row)
             values[(row, c.key.environment)].append(s.value)
+    # Rows follow the plan's order of workloads, then the order points first appeared.
+    wl_order = [w.get("name") for w in plan.get("workloads", [])]
+    rows.sort(key=lambda r: wl_order.index(r.workload) if r.workload in wl_order else 1 << 30)
+    common, sweep = _split_params(measured)
     order = [e.name for e in envs if e.available]
     columns = [baseline] + [n for n in order if n != baseline]
     cells: dict[tuple[Row, str], Cell] = {}
@@ -106,9 +114,26 @@ def analyze(store: Store, run_id: str) -> ReportData:
             r = ratio(vals, base_vals, row.higher_is_better, seed=int(run.seed))
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
-    data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures)
+    data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.warnings = _warnings(data)
     return data
+
+
+def _split_params(cells: list[CellRecord]
+                  ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
+    points: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for c in cells:
+        points[c.key.workload][c.key.params_key] = c.key.params
+    common: dict[str, dict[str, Any]] = {}
+    sweep: dict[tuple[str, str], str] = {}
+    for wl, by_key in points.items():
+        names = sorted({k for p in by_key.values() for k in p})
+        varying = [k for k in names if len({repr(p.get(k)) for p in by_key.values()}) > 1]
+        first = next(iter(by_key.values()))
+        common[wl] = {k: first.get(k) for k in names if k not in varying}
+        for key, p in by_key.items():
+            sweep[(wl, key)] = ",".join(f"{k}={p.get(k)}" for k in varying)
+    return common, sweep
 
 
 def _warnings(d: ReportData) -> list[str]:

@@ -36,11 +36,12 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def table1(d: ReportData) -> list[str]:
     """Rows are workload metrics, columns environments: mean (Δ% vs baseline) [sd]."""
-    header = ["workload", "parameters", "metric", "unit"] + [d.label(c) for c in d.columns]
+    header = ["workload", "sweep", "metric", "unit"] + [d.label(c) for c in d.columns]
     rows = []
     for row in d.rows:
         arrow = "↑" if row.higher_is_better else "↓"
-        line = [row.workload, row.params_key, f"{row.metric} {arrow}", row.unit]
+        line = [row.workload, d.sweep_label.get((row.workload, row.params_key), ""),
+                f"{row.metric} {arrow}", row.unit]
         for env in d.columns:
             cell = d.cells.get((row, env))
             if cell is None:
@@ -60,10 +61,10 @@ def table1(d: ReportData) -> list[str]:
 
 def ratios(d: ReportData) -> list[str]:
     others = [c for c in d.columns if c != d.baseline]
-    header = ["workload", "parameters", "metric"] + [d.label(c) for c in others]
+    header = ["workload", "sweep", "metric"] + [d.label(c) for c in others]
     rows = []
     for row in d.rows:
-        line = [row.workload, row.params_key, row.metric]
+        line = [row.workload, d.sweep_label.get((row.workload, row.params_key), ""), row.metric]
         for env in others:
             cell = d.cells.get((row, env))
             r = cell.ratio if cell else None
@@ -117,6 +118,10 @@ def render(d: ReportData) -> str:
             "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
             "of the ratio contains 1). Warm-ups are excluded.", ""]
     out += table1(d) if d.rows else ["No results: every cell failed or none ran."]
+    if d.common_params:
+        out += ["", "Parameters of every point (the sweep column shows the ones that vary):", ""]
+        out += [f"- {_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
+                for wl, p in d.common_params.items()]
     if d.rows and len(d.columns) > 1:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)
