@@ -207,11 +207,16 @@ def image_build() -> None:
 @image.command("show")
 def image_show() -> None:
     """Show the cached images."""
-    from isotax.image.build import show_images
+    from isotax.image.build import default_cache_dir, show_images
 
-    t = Table("hash", "built", "size", "path")
+    t = Table("hash", "layer", "current", "built (UTC)", "size", "kernel",
+              caption=f"in {default_cache_dir()}/{{images,base}}/<hash>")
+    t.columns[0].no_wrap = True
     for im in show_images():
-        t.add_row(*(str(im.get(k, "")) for k in ("hash", "built", "size", "path")))
+        size = f"{int(im.get('size_bytes', 0)) / 2**30:.1f} GiB"
+        built = str(im.get("built_at", ""))[:16].replace("T", " ")
+        t.add_row(str(im["hash"]), str(im.get("layer", "")), "yes" if im.get("current") else "",
+                  built, size, str(im.get("kernel", "")))
     Console().print(t)
 
 
