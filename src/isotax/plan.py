@@ -84,16 +84,9 @@ class WorkloadEntry(_Frozen):
                     f"its parameters: {', '.join(specs) or 'none'}"
                 )
             for v in value if isinstance(value, list) else [value]:
-                spec = specs[key]
-                ok = isinstance(v, spec.type) and not (spec.type is int and isinstance(v, bool))
-                if spec.type is float and isinstance(v, int) and not isinstance(v, bool):
-                    ok = True
-                if not ok:
-                    raise ValueError(
-                        f"{self.name}.{key} = {v!r} should be {spec.type.__name__}"
-                    )
-                if spec.minimum is not None and v < spec.minimum:
-                    raise ValueError(f"{self.name}.{key} = {v!r} is below {spec.minimum}")
+                problem = specs[key].problem(v)
+                if problem:
+                    raise ValueError(f"{self.name}.{key} = {problem}")
             if isinstance(value, list) and not value:
                 raise ValueError(f"{self.name}.{key} is an empty sweep; give at least one value")
         return self

@@ -27,6 +27,20 @@ class ParamSpec:
     default: Any
     help: str
     minimum: float | None = None
+    choices: tuple[Any, ...] | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with a value for this parameter, in the user's words; None if fine."""
+        ok = isinstance(value, self.type) and not (self.type is int and isinstance(value, bool))
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            return f"{value!r} should be {self.type.__name__}"
+        if self.minimum is not None and value < self.minimum:
+            return f"{value!r} is below {self.minimum:g}"
+        if self.choices is not None and value not in self.choices:
+            return f"{value!r} is not one of: {', '.join(map(str, self.choices))}"
+        return None
 
 
 class Workload(Protocol):

@@ -31,22 +31,15 @@ class RandomAccess:
         *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes the tables "
                             "(largest power of 2 words not above N^2/ranks per rank)"),
         ParamSpec("variant", str, "star",
-                  "star (all ranks, summed), single (one rank) or mpi (global, via MPI)"),
+                  "star (all ranks, summed), single (one rank) or mpi (global, via MPI)",
+                  choices=RA_VARIANTS),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
 
-    def _variant(self, params: Params) -> str:
-        variant = str(hpcc.param(params, self.params, "variant"))
-        if variant not in RA_VARIANTS:
-            raise ValueError(f"randomaccess: variant must be one of {', '.join(RA_VARIANTS)}, "
-                             f"not {variant!r}")
-        return variant
-
     def prepare(self, inst: Instance, params: Params) -> None:
-        self._variant(params)
         hpcc.check_tools(inst)
 
     def run(self, inst: Instance, params: Params) -> list[Sample]:
-        variant = self._variant(params)
+        variant = str(hpcc.param(params, self.params, "variant"))
         result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return randomaccess_samples(result.output, variant, result.labels())

@@ -29,22 +29,15 @@ class Stream:
     params: ClassVar[Sequence[ParamSpec]] = (
         *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes STREAM's arrays "
                             "(3 vectors of N^2/(3*ranks) doubles per rank)"),
-        ParamSpec("variant", str, "star", "star (all ranks at once, summed) or single (one rank)"),
+        ParamSpec("variant", str, "star", "star (all ranks at once, summed) or single (one rank)",
+                  choices=STREAM_VARIANTS),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
 
-    def _variant(self, params: Params) -> str:
-        variant = str(hpcc.param(params, self.params, "variant"))
-        if variant not in STREAM_VARIANTS:
-            raise ValueError(f"stream: variant must be one of {', '.join(STREAM_VARIANTS)}, "
-                             f"not {variant!r}")
-        return variant
-
     def prepare(self, inst: Instance, params: Params) -> None:
-        self._variant(params)
         hpcc.check_tools(inst)
 
     def run(self, inst: Instance, params: Params) -> list[Sample]:
-        variant = self._variant(params)
+        variant = str(hpcc.param(params, self.params, "variant"))
         result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return stream_samples(result.output, variant, result.labels())
