@@ -4,15 +4,17 @@ in the QEMU VM (TCG here), then reported; nothing may be left behind."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import requires_root_and
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    requires_root_and("runc", "crun", "qemu-system-x86_64", "debootstrap"),
+]
 
 PLAN = """
 name = "itest"
@@ -43,16 +45,6 @@ params = { corpus_mib = 2, threads = 2 }
 """
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for containers, network namespaces and the VM's tap"
-    for tool in ("runc", "crun", "qemu-system-x86_64", "debootstrap"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
-
-
-@pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 def test_compress_everywhere_then_report(tmp_path: Path) -> None:
     from isotax.leaks import find_leaks
 

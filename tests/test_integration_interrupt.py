@@ -5,7 +5,6 @@ run without repeating a cell."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -14,8 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support import requires_root_and
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    requires_root_and("runc", "qemu-system-x86_64", "debootstrap"),
+]
 
 PLAN = """
 name = "ctrlc"
@@ -41,15 +44,6 @@ params = { corpus_mib = 1, threads = 1 }
 """
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for containers, network namespaces and the VM's tap"
-    for tool in ("runc", "qemu-system-x86_64", "debootstrap"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
-
-
 def _cells(db: Path) -> list[tuple[int, str]]:
     if not db.exists():
         return []
@@ -62,7 +56,6 @@ def _cells(db: Path) -> list[tuple[int, str]]:
         con.close()
 
 
-@pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
     from isotax.leaks import find_leaks
 
