@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check src tests
+.venv/bin/mypy src
 exec .venv/bin/python -m pytest -v -p no:cacheprovider "$@"

@@ -213,7 +213,7 @@ def image_show() -> None:
               caption=f"in {default_cache_dir()}/{{images,base}}/<hash>")
     t.columns[0].no_wrap = True
     for im in show_images():
-        size = f"{int(im.get('size_bytes', 0)) / 2**30:.1f} GiB"
+        size = f"{float(str(im.get('size_bytes', 0))) / 2**30:.1f} GiB"
         built = str(im.get("built_at", ""))[:16].replace("T", " ")
         t.add_row(str(im["hash"]), str(im.get("layer", "")), "yes" if im.get("current") else "",
                   built, size, str(im.get("kernel", "")))

@@ -34,7 +34,7 @@ from isotax.environments.base import (
 from isotax.host import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample, SanityError
-from isotax.plan import Plan
+from isotax.plan import EnvironmentEntry, Plan
 from isotax.store.base import EnvRecord, Store
 
 Log = Callable[[str], None]
@@ -140,43 +140,42 @@ class Runner:
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
-        envs = registry.environments()
         for entry in self.plan.environments:
-            env = envs[entry.kind]()
-            avail = env.available()
-            record = dict(run_id=run_id, name=entry.name, kind=entry.kind, tools={},
-                          describe={}, milestones={})
-            if not avail.ok:
-                self.log(f"[yellow]{entry.name}: unavailable: {avail}[/]")
-                self.store.put_environment(EnvRecord(available=False, reason=str(avail),
-                                                     **record))
+            started = self._start_one(entry, workdir)
+            if isinstance(started, str):
+                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
+                self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
+                                                     started, {}, {}, {}))
                 continue
-            spec = EnvSpec(
-                name=entry.name, kind=entry.kind, image=self.image,
-                workdir=workdir / entry.name, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
-                network=entry.network, options=dict(entry.options),
-            )
-            spec.workdir.mkdir(parents=True, exist_ok=True)
-            self.log(f"starting {entry.name} ({entry.kind}) ...")
-            try:
-                inst = env.start(spec)
-            except Unavailable as e:
-                self.log(f"[yellow]{entry.name}: unavailable: {e.availability}[/]")
-                self.store.put_environment(EnvRecord(available=False,
-                                                     reason=str(e.availability), **record))
-                continue
-            except (OSError, ExecError, RuntimeError, TimeoutError) as e:
-                self.log(f"[red]{entry.name}: failed to start: {e}[/]")
-                self.store.put_environment(EnvRecord(available=False,
-                                                     reason=f"failed to start: {e}", **record))
-                continue
-            self.started[entry.name] = _Started(inst)
-            ready = inst.milestones.get("ready", float("nan"))
+            self.started[entry.name] = _Started(started)
+            ready = started.milestones.get("ready", float("nan"))
             self.log(f"{entry.name}: ready in {ready:.2f} s")
-            record.update(describe=dict(inst.describe()), milestones=dict(inst.milestones),
-                          tools=_tool_versions(inst, self.plan))
-            self.store.put_environment(EnvRecord(available=True, reason="", **record))
-            inst.pause()
+            self.store.put_environment(EnvRecord(
+                run_id, entry.name, entry.kind, True, "", dict(started.describe()),
+                _tool_versions(started, self.plan), dict(started.milestones)))
+            started.pause()
+
+    def _start_one(self, entry: EnvironmentEntry, workdir: Path) -> Instance | str:
+        """A started instance, or why the environment cannot run here."""
+        env = registry.environments()[entry.kind]()
+        avail = env.available()
+        if not avail.ok:
+            return f"unavailable: {avail}"
+        spec = EnvSpec(
+            name=entry.name, kind=entry.kind, image=self.image,
+            workdir=workdir / entry.name, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
+            network=entry.network, options=dict(entry.options),
+        )
+        spec.workdir.mkdir(parents=True, exist_ok=True)
+        self.log(f"starting {entry.name} ({entry.kind}) ...")
+        try:
+            return env.start(spec)
+        except Unavailable as e:
+            return f"unavailable: {e.availability}"
+        except Exception as e:
+            # One environment that fails to start must not cost the others their results;
+            # start() removes what it made before raising.
+            return f"failed to start: {type(e).__name__}: {e}"
 
     def _stop_environments(self) -> None:
         with _no_interrupts():

@@ -58,7 +58,7 @@ class NativeInstance:
         self._scratch.mkdir(parents=True, exist_ok=True)
         self.scratch = str(self._scratch)
         sw.mark("ready")
-        self.milestones = dict(sw.marks)
+        self.milestones: Mapping[str, float] = dict(sw.marks)
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # TMPDIR points workloads at a private scratch directory the runner removes afterwards.

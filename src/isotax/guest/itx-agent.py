@@ -58,11 +58,13 @@ def run(argv: list, timeout: float, env: dict | None, cwd: str) -> dict:
     except (PermissionError, OSError) as e:
         return {"rc": 126, "stdout": "", "stderr": str(e), "wall_ns": time.monotonic_ns() - t0}
     deadline = time.monotonic() + timeout
-    bufs = {p.stdout: [], p.stderr: []}
+    assert p.stdout is not None and p.stderr is not None  # both are PIPEs
+    out_fd, err_fd = p.stdout.fileno(), p.stderr.fileno()
+    bufs: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
     sel = selectors.DefaultSelector()
-    for f in bufs:
-        os.set_blocking(f.fileno(), False)
-        sel.register(f, selectors.EVENT_READ)
+    for fd in bufs:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
     timed_out = False
     while sel.get_map():
         left = deadline - time.monotonic()
@@ -79,9 +81,9 @@ def run(argv: list, timeout: float, env: dict | None, cwd: str) -> dict:
             except BlockingIOError:
                 continue
             if chunk:
-                bufs[key.fileobj].append(chunk)
+                bufs[key.fd].append(chunk)
             else:
-                sel.unregister(key.fileobj)
+                sel.unregister(key.fd)
     sel.close()
     # Both pipes are closed; the program itself may still run (it closed them early).
     if not timed_out:
@@ -92,10 +94,10 @@ def run(argv: list, timeout: float, env: dict | None, cwd: str) -> dict:
     if timed_out:
         _kill_group(p)
     rc = p.wait()
-    for f in bufs:
-        f.close()
-    out = b"".join(bufs[p.stdout]).decode("utf-8", "replace")
-    err = b"".join(bufs[p.stderr]).decode("utf-8", "replace")
+    p.stdout.close()
+    p.stderr.close()
+    out = b"".join(bufs[out_fd]).decode("utf-8", "replace")
+    err = b"".join(bufs[err_fd]).decode("utf-8", "replace")
     if timed_out:
         rc = 124
         err += f"timed out after {timeout:.0f} s"

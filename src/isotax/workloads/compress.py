@@ -11,6 +11,7 @@ VM's exec path is not counted, only the compression.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
@@ -26,13 +27,13 @@ class Compress:
     name: ClassVar[str] = "compress"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "parallel xz (PXZ-style) on an in-memory text corpus; MB/s"
-    params: ClassVar[tuple[ParamSpec, ...]] = (
+    params: ClassVar[Sequence[ParamSpec]] = (
         ParamSpec("level", int, 2, "xz preset level (the study used 2)", minimum=0),
         ParamSpec("threads", int, 0, "xz threads; 0 = every CPU the environment has", minimum=0),
         ParamSpec("corpus_mib", int, 64, "corpus size in MiB (the study used 1000)", minimum=1),
         ParamSpec("seed", int, 1, "corpus generator seed", minimum=0),
     )
-    tools: ClassVar[dict[str, tuple[str, ...]]] = {
+    tools: ClassVar[Mapping[str, Sequence[str]]] = {
         "xz-utils": ("dpkg-query", "-W", "-f=${Version}", "xz-utils"),
     }
 
