@@ -257,3 +257,52 @@ def test_available_and_start_time(rt: str, image: ImageArtifacts) -> None:
     assert not [x for x in find_leaks() if "itx-start-" in x]
     listed = Runtime(rt).call("list", "-q").stdout.split()
     assert not any(c.startswith("itx-start-") for c in listed)
+
+
+# -- storage ----------------------------------------------------------------------------------
+
+def test_bundle_config_storage_volume_mount() -> None:
+    vol = {"destination": "/mnt", "type": "bind", "source": "/w/v", "options": ["rbind", "rw"]}
+    cfg = bundle_config(root=Path("/w/r"), args=["a"], hostname="h", cgroups_path="/c",
+                        network=None, readonly=False, extra_mounts=[vol])
+    assert cfg["root"] == {"path": "/w/r", "readonly": False}
+    assert _mount(cfg, "/mnt") == vol
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_storage_volume_and_overlay_rootfs(rt: str, image: ImageArtifacts,
+                                           tmp_path: Path) -> None:
+    """volume: the image root stays read-only, /mnt is a writable host directory; rootfs: the
+    root is an overlayfs over the image (writable, the image untouched), mounted on the host
+    where find_leaks() sees it until stop() unmounts it."""
+    if (why := _why_not(rt)) is not None:
+        pytest.skip(why)
+    vol = REGISTRY[rt]().start(EnvSpec(name="test-vol", kind=rt, image=image,
+                                       workdir=tmp_path / "v", storage="volume"))
+    assert isinstance(vol, OciInstance)
+    try:
+        assert vol.data_dir == "/mnt" and "bind-mounted volume" in vol.describe()["storage"]
+        vol.exec(["sh", "-c", "echo x > /mnt/f"], 30).check()
+        assert [p.name for p in (tmp_path / "v").glob("itx-*-volume/f")] == ["f"]
+        assert vol.exec(["touch", "/itx-ro-test"], 30).returncode != 0
+    finally:
+        vol.stop()
+    assert not list((tmp_path / "v").glob("itx-*-volume"))
+
+    ovl = REGISTRY[rt]().start(EnvSpec(name="test-ovl", kind=rt, image=image,
+                                       workdir=tmp_path / "o", storage="rootfs"))
+    assert isinstance(ovl, OciInstance)
+    try:
+        d = ovl.describe()
+        assert d["storage"].startswith("overlayfs rootfs") and "overlayfs" in d["rootfs"]
+        assert ovl.exec(["stat", "-f", "-c", "%T", "/"], 30).check().stdout.strip() \
+            == "overlayfs"
+        ovl.exec(["sh", "-c", f"echo x > {ovl.data_dir}/f && touch /itx-rw-test"], 30).check()
+        assert not (image.rootfs / "itx-rw-test").exists()  # the lower layer is untouched
+        assert (ovl._upper / "itx-rw-test").exists()
+        assert any(str(ovl._merged) in x for x in find_leaks())  # a mount find_leaks() sees
+    finally:
+        ovl.stop()
+    assert ours(ovl.cid) == []
+    assert not [p for p in (tmp_path / "o").iterdir() if p.is_dir()]  # merged, upper, work

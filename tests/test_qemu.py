@@ -171,6 +171,37 @@ def test_qemu_argv_golden() -> None:
     assert "-initrd" not in kvm and "-netdev" not in kvm
 
 
+def test_qemu_argv_data_disk() -> None:
+    """The data disk: raw, same cache mode and AIO engine as the root disk, found by serial."""
+    def cfg(data_disk: bool) -> VmConfig:
+        return VmConfig(accel="tcg", vcpus=1, memory_mib=512, kernel=Path("k"), initrd=None,
+                        backing=Path("d"), disk_cache="writeback", disk_aio="threads",
+                        data_disk=data_disk)
+
+    argv = qemu_argv(cfg(True))
+    i = argv.index("virtio-blk-pci,drive=root")
+    assert argv[i + 1:i + 5] == [
+        "-drive", "file=data.raw,format=raw,if=none,id=data,cache=writeback,aio=threads",
+        "-device", "virtio-blk-pci,drive=data,serial=itxdata"]
+    assert "file=data.raw" not in " ".join(qemu_argv(cfg(False)))
+
+
+def test_data_disk_is_a_sparse_ext4_and_the_mount_script_is_sh(tmp_path: Path) -> None:
+    from isotax.environments.qemu_vm import make_data_disk, mount_data_disk_script
+
+    if shutil.which("mkfs.ext4") is None or shutil.which("dumpe2fs") is None:
+        pytest.skip("e2fsprogs is not installed (apt-get install e2fsprogs)")
+    disk = tmp_path / "data.raw"
+    make_data_disk(disk, 0.25)
+    assert disk.stat().st_size == 256 << 20
+    assert disk.stat().st_blocks * 512 < 64 << 20  # sparse: metadata only
+    head = subprocess.run(["dumpe2fs", "-h", str(disk)], capture_output=True, text=True,
+                          check=True).stdout
+    assert "Filesystem volume name:   itxdata" in head and "extent" in head
+    script = mount_data_disk_script("/mnt")
+    assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
+
+
 DATA = Path(__file__).parent / "data" / "qemu"
 
 
@@ -284,6 +315,33 @@ def test_vm_scratch_is_tmpfs_and_writable(vm: QemuInstance) -> None:
     vm.exec(["dd", "if=/dev/zero", f"of={f}", "bs=1M", "count=16"], 60).check()
     assert vm.exec(["stat", "-c", "%s", f], 30).check().stdout.strip() == str(16 << 20)
     vm.exec(["rm", f], 30).check()
+
+
+@pytest.mark.integration
+def test_vm_data_dir_is_the_ext4_data_disk(vm: QemuInstance) -> None:
+    """storage "volume" (the default): /mnt is the second virtio-blk disk, ext4, writable."""
+    assert vm.data_dir == "/mnt" and vm.milestones["storage"] >= vm.milestones["ready"]
+    d = vm.describe()["storage"]
+    assert d.startswith("virtio-blk raw disk") and f"cache={vm.cfg.disk_cache}" in d
+    mounts = vm.exec(["cat", "/proc/mounts"], 30).check().stdout
+    assert any(ln.split()[:3] == ["/dev/vdb", "/mnt", "ext4"] for ln in mounts.splitlines())
+    vm.exec(["sh", "-c", "echo x > /mnt/itx-test && sync && rm /mnt/itx-test"], 30).check()
+
+
+@pytest.mark.integration
+def test_vm_rootfs_storage_is_on_the_root_disk(image: ImageArtifacts, tmp_path: Path) -> None:
+    spec = EnvSpec(name="t", kind="qemu", image=image, workdir=tmp_path, network="none",
+                   vcpus=1, memory_mib=512, storage="rootfs")
+    inst = QemuInstance(spec)
+    try:
+        assert inst.data_dir == "/var/lib/itx-data" and not (tmp_path / "data.raw").exists()
+        assert inst.describe()["storage"].startswith("root disk: virtio-blk qcow2 overlay")
+        df = inst.exec(["df", "-P", inst.data_dir], 30).check().stdout.splitlines()[-1]
+        assert df.split()[0] == "/dev/vda" and df.split()[-1] == "/"
+        assert "-drive file=data.raw" not in (tmp_path / "qemu.cmdline").read_text()
+    finally:
+        inst.stop()
+    assert not (tmp_path / "disk.qcow2").exists()
 
 
 @pytest.mark.integration

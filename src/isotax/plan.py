@@ -13,6 +13,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
     kind = "runc"            # see `isotax envs`
     network = "bridge"       # host | bridge | none
+    storage = "volume"       # volume | rootfs: where disk workloads write
     vcpus = 2                # optional; VMs get it as -smp, containers as a cpuset
     memory_mib = 2048
     options = { accel = "auto" }   # kind-specific
@@ -48,6 +49,10 @@ class EnvironmentEntry(_Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,23}$")
     kind: str
     network: Literal["host", "bridge", "none"] = "host"
+    # Where disk workloads write: "volume" (native: a host directory; container: a bind-mounted
+    # host directory; VM: a second virtio-blk disk) or "rootfs" (container: its layered
+    # overlay rootfs; VM: its root disk). Same underlying host filesystem in every case.
+    storage: Literal["volume", "rootfs"] = "volume"
     vcpus: int | None = Field(default=None, ge=1, le=1024)
     memory_mib: int | None = Field(default=None, ge=128)
     options: dict[str, Any] = Field(default_factory=dict)

@@ -55,7 +55,8 @@ class EnvSpec:
     workdir: Path  # private scratch directory for this instance (removed by the runner)
     vcpus: int | None = None
     memory_mib: int | None = None
-    network: str = "host"  # "host" or "bridge"
+    network: str = "host"  # "host", "bridge" or "none"
+    storage: str = "volume"  # "volume" or "rootfs": where `Instance.data_dir` lives
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -86,6 +87,8 @@ class Instance(Protocol):
 
     address: str  # IP reachable from the load generator ("127.0.0.1" for host networking)
     scratch: str  # a writable, tmpfs-backed directory *inside* the environment for workload files
+    data_dir: str  # a writable directory inside the environment on the plan's storage path,
+    #                for disk workloads (fio); on the host's disk, never tmpfs
     milestones: Mapping[str, float]  # startup milestones, seconds since start() was called
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:

@@ -39,6 +39,32 @@ def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None 
     return Completed(tuple(argv), rc, out, err, time.monotonic() - t0)
 
 
+def filesystem_of(path: str, mountinfo: str) -> tuple[str, str]:
+    """(fstype, source) of the mount holding `path` (absolute, resolved), from mountinfo text:
+    the longest mount point that is a prefix; the last one listed wins (it is on top)."""
+    best: tuple[int, str, str] = (-1, "unknown", "unknown")
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 2:
+            continue
+        point = fields[4].encode().decode("unicode_escape")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best[0]:
+            best = (len(point), tail[0], tail[1])
+    return best[1], best[2]
+
+
+def host_storage(path: Path) -> str:
+    """"ext4 on /dev/vda": the host filesystem a directory is on, for describe()."""
+    try:
+        fstype, source = filesystem_of(str(path.resolve()),
+                                       Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        return "unknown filesystem"
+    return f"{fstype} on {source}"
+
+
 class NativeInstance:
     """The host. Workload tools come from the host's packages (same versions as the image's,
     checked in the report); isotax's static helpers come from the image's /opt/isotax/bin."""
@@ -57,6 +83,11 @@ class NativeInstance:
         self._scratch = Path("/dev/shm") / f"itx-{spec.name}-{os.getpid()}"
         self._scratch.mkdir(parents=True, exist_ok=True)
         self.scratch = str(self._scratch)
+        # Disk workloads write under the run's workdir (removed by the runner), on the host's
+        # disk. The plan's storage choice has no meaning here: the host has one filesystem.
+        self._data = spec.workdir / "data"
+        self._data.mkdir(parents=True, exist_ok=True)
+        self.data_dir = str(self._data)
         sw.mark("ready")
         self.milestones: Mapping[str, float] = dict(sw.marks)
 
@@ -70,6 +101,7 @@ class NativeInstance:
             "kernel": platform.release(),
             "cpus": str(os.cpu_count()),
             "network": "host",
+            "storage": f"host directory ({host_storage(self._data)})",
         }
 
     def pause(self) -> None:
@@ -80,6 +112,7 @@ class NativeInstance:
 
     def stop(self) -> None:
         shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(self._data, ignore_errors=True)
 
 
 @register

@@ -1,4 +1,5 @@
-"""runc and crun: an OCI bundle whose root is the workload image's rootfs, read-only.
+"""runc and crun: an OCI bundle whose root is the workload image's rootfs, read-only (or,
+with the plan's storage = "rootfs", an overlayfs over it, as Docker's overlay2 builds).
 
 One implementation, two registered environments (kinds "runc" and "crun"). The container's
 PID 1 is the image's `itx-ready --hold` (prints the ready marker, then holds the container
@@ -43,11 +44,19 @@ from isotax.environments.base import (
     Unavailable,
     register,
 )
+from isotax.environments.native import host_storage
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import OCI_STATE_ROOT
 from isotax.network import Bridge, Lease, netns_path
 
 READY_MARKER = "ITX-READY"
+# Where disk workloads write inside a container (Instance.data_dir), per plan storage:
+# "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
+# image, so the runtime never has to create a mount point in the shared, read-only rootfs;
+# "rootfs": a directory in the container's own overlayfs root filesystem.
+VOLUME_DIR = "/mnt"
+ROOTFS_DATA_DIR = "/var/lib/itx-data"
+STORAGES = ("volume", "rootfs")
 READY_HELPER = "/opt/isotax/bin/itx-ready"
 SCRATCH = "/tmp"
 
@@ -294,6 +303,14 @@ class OciInstance:
         self._lease: Lease | None = None
         self._stopped = False
         self.address = "127.0.0.1"
+        # Storage (see VOLUME_DIR): the host side of the volume, or the overlay's directories.
+        self.storage = spec.storage
+        self._volume: Path | None = None
+        self._upper = spec.workdir / f"{self.cid}-upper"
+        self._ovl_work = spec.workdir / f"{self.cid}-work"
+        self._merged = spec.workdir / f"{self.cid}-rootfs"  # /itx-...: find_leaks() sees it
+        self._mounted = False
+        self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
         self.milestones: Mapping[str, float] = {}
         try:
             self._start()
@@ -310,6 +327,9 @@ class OciInstance:
                 f"image rootfs {rootfs} is missing or empty", "build it: isotax image build"))
         if spec.network not in ("host", "bridge"):
             raise ValueError(f"network {spec.network!r}: {self.rt.name} supports host, bridge")
+        if spec.storage not in STORAGES:
+            raise ValueError(f"storage {spec.storage!r}: {self.rt.name} supports "
+                             + ", ".join(STORAGES))
         netns: str | None = None
         if spec.network == "bridge":
             self._bridge, self._lease = acquire_bridge_lease(self.cid.rsplit("-", 1)[1])
@@ -320,9 +340,11 @@ class OciInstance:
         # Until the image carries itx-ready, `sleep infinity` holds the container open; then
         # "ready" means the runtime reports the container running.
         self.hold = [READY_HELPER, "--hold"] if helper.exists() else ["sleep", "infinity"]
+        root, mounts = self._storage(rootfs)
         write_bundle(self.bundle, bundle_config(
-            root=rootfs, args=self.hold, hostname=self.cid[:63], cgroups_path=f"/{self.cid}",
-            network=netns, vcpus=spec.vcpus, memory_mib=spec.memory_mib))
+            root=root, args=self.hold, hostname=self.cid[:63], cgroups_path=f"/{self.cid}",
+            network=netns, vcpus=spec.vcpus, memory_mib=spec.memory_mib,
+            readonly=self.storage != "rootfs", extra_mounts=mounts))
         sw.mark("create")
         # Detached: the container's PID 1 inherits the log file as stdout/stderr (so do the
         # runtime's own error messages, which is where a failure is explained).
@@ -347,6 +369,55 @@ class OciInstance:
             # "started": `run --detach` returns after the container's PID 1 is running.
             sw.marks["ready"] = ready_ns / 1e9 - sw.t0
         self.milestones = dict(sw.marks)
+
+    def _storage(self, rootfs: Path) -> tuple[Path, list[dict[str, Any]]]:
+        """The bundle's root and extra mounts for the plan's storage.
+
+        "volume" (default): the image rootfs read-only, as before, plus a host directory under
+        the workdir bind-mounted read-write at VOLUME_DIR (`docker run --read-only -v`).
+        "rootfs": the image rootfs as the lower layer of an overlayfs whose upper and work
+        directories are under the workdir, mounted on the host and given to the runtime as a
+        writable root, as Docker's overlay2 driver does; data_dir is a directory in it, so disk
+        I/O goes through overlayfs (copy-up on first write, then the upper's ext4). Only this
+        storage gets the overlay: the read-only image root is every other workload's
+        environment (and its start time), and an overlay mount would add a mount and a
+        writable root to them for no measured purpose.
+        """
+        if self.storage == "volume":
+            self._volume = self.spec.workdir / f"{self.cid}-volume"
+            self._volume.mkdir(parents=True, exist_ok=True)
+            return rootfs, [{"destination": VOLUME_DIR, "type": "bind",
+                             "source": str(self._volume), "options": ["rbind", "rw"]}]
+        for d in (self._upper, self._ovl_work, self._merged):
+            d.mkdir(parents=True, exist_ok=True)
+        opts = f"lowerdir={rootfs},upperdir={self._upper},workdir={self._ovl_work}"
+        p = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self._merged)],
+                           capture_output=True, text=True, check=False, timeout=30)
+        if p.returncode != 0:
+            raise Unavailable(Availability.no(
+                f"overlayfs mount for the container's rootfs failed: {p.stderr.strip()}",
+                "modprobe overlay, or use storage = \"volume\""))
+        self._mounted = True
+        # Made through the overlay, so it exists in the upper layer only.
+        (self._merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        return self._merged, []
+
+    def _release_storage(self) -> None:
+        """Unmount the overlay (lazily if something still holds it) and remove the volume and
+        the overlay's directories. The merged directory is removed only once unmounted, so a
+        removal can never reach through the overlay."""
+        if self._mounted:
+            p = subprocess.run(["umount", str(self._merged)], capture_output=True, check=False,
+                               timeout=30)
+            if p.returncode != 0:
+                subprocess.run(["umount", "-l", str(self._merged)], capture_output=True,
+                               check=False, timeout=30)
+            self._mounted = os.path.ismount(self._merged)
+        if not self._mounted:
+            for d in (self._merged, self._upper, self._ovl_work):
+                shutil.rmtree(d, ignore_errors=True)
+        if self._volume is not None:
+            shutil.rmtree(self._volume, ignore_errors=True)
 
     def _log_tail(self) -> str:
         try:
@@ -424,11 +495,20 @@ class OciInstance:
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
             else "no limit",
             "seccomp": "none",
-            "rootfs": "image rootfs, read-only; tmpfs /tmp /run /dev/shm",
+            "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
+                       else "image rootfs, read-only") + "; tmpfs /tmp /run /dev/shm",
+            "storage": self._storage_words(),
             "cgroup_workaround": "private mount ns without /sys/fs/cgroup/unified"
             if self.rt.preexec else "none",
             "pid1": " ".join(self.hold),
         }
+
+    def _storage_words(self) -> str:
+        if self.storage == "rootfs":
+            return (f"overlayfs rootfs (lower: image rootfs, upper: {host_storage(self._upper)})"
+                    f", data in {self.data_dir}")
+        where = host_storage(self._volume) if self._volume else "unknown"
+        return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"
 
     def pause(self) -> None:
         p = self.rt.call("pause", self.cid)
@@ -458,6 +538,8 @@ class OciInstance:
                     release_bridge_lease(self._bridge, self._lease)
                 else:
                     self._bridge.down()
+        with contextlib.suppress(Exception):
+            self._release_storage()
         shutil.rmtree(self.bundle, ignore_errors=True)
 
 
@@ -536,13 +618,15 @@ class _Oci:
 @register
 class Runc(_Oci):
     kind: ClassVar[str] = "runc"
-    description: ClassVar[str] = "runc container: image rootfs read-only, host or bridge+NAT net"
+    description: ClassVar[str] = ("runc container: image rootfs (read-only, or overlayfs), "
+                                  "host or bridge+NAT net")
 
 
 @register
 class Crun(_Oci):
     kind: ClassVar[str] = "crun"
-    description: ClassVar[str] = "crun container: image rootfs read-only, host or bridge+NAT net"
+    description: ClassVar[str] = ("crun container: image rootfs (read-only, or overlayfs), "
+                                  "host or bridge+NAT net")
 
 
 # -- start time ------------------------------------------------------------------------------------

@@ -13,9 +13,16 @@ Plan options (spec.options):
     disk_cache  QEMU -drive cache= (default none when the workdir allows O_DIRECT)
     disk_aio    QEMU -drive aio=   (default native with cache=none, else threads)
     boot_timeout  seconds (default 120; TCG on a busy host is slow)
+    data_disk_gib size of the data disk (storage "volume"; default 4, a sparse file)
     quiet       true: kernel log level "quiet" on the console
 network: "bridge" (a tap on an isotax bridge; the guest's address is the instance's address)
 or "none" (no NIC at all). A VM cannot share the host's network stack, so "host" is refused.
+
+Storage (Instance.data_dir, for disk workloads): "volume" is a second virtio-blk disk, a sparse
+raw file in the workdir with ext4 made on the host before boot, mounted by the guest at /mnt
+right after boot (through the agent, so the image and itx-init stay as they are); "rootfs" is
+a directory on the root disk (the qcow2 overlay). Both disks use the same cache mode and AIO
+engine, so the two differ only by qcow2 vs raw.
 """
 
 from __future__ import annotations
@@ -37,15 +44,19 @@ from isotax.environments.base import (
     Unavailable,
     register,
 )
+from isotax.environments.native import host_storage
 from isotax.environments.qemu_accel import Probe, kvm_openable, probe_accelerator
 from isotax.environments.qemu_initrd import select_initrd
 from isotax.environments.qemu_vm import (
+    DATA_DISK,
     QEMU,
     QEMU_IMG,
     BootError,
     Vm,
     VmConfig,
     direct_io_works,
+    make_data_disk,
+    mount_data_disk_script,
     qemu_version,
     select_kernel,
 )
@@ -54,6 +65,9 @@ from isotax.network import Bridge, Lease
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0
 SCRATCH = "/tmp"  # a tmpfs mounted by itx-init, like the containers' /tmp
+DEFAULT_DATA_DISK_GIB = 4.0
+VOLUME_DIR = "/mnt"  # the data disk's mount point (the containers' volume is there too)
+ROOTFS_DATA_DIR = "/var/lib/itx-data"  # on the root disk, as in a container's overlay rootfs
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -91,6 +105,18 @@ class QemuInstance:
                 f"qemu: network {spec.network!r} is impossible for a VM (it has its own "
                 "kernel and network stack)", 'set network = "bridge" or "none" for this '
                 "environment in the plan"))
+        if spec.storage not in ("volume", "rootfs"):
+            raise Unavailable(Availability.no(f"qemu: storage {spec.storage!r} is not volume "
+                                              "or rootfs", 'set storage = "volume" or "rootfs"'))
+        self.data_dir = VOLUME_DIR if spec.storage == "volume" else ROOTFS_DATA_DIR
+        try:
+            self.data_disk_gib = float(opts.get("data_disk_gib", DEFAULT_DATA_DISK_GIB))
+        except (TypeError, ValueError):
+            self.data_disk_gib = -1.0
+        if not self.data_disk_gib > 0:
+            raise Unavailable(Availability.no(
+                f"qemu: data_disk_gib {opts.get('data_disk_gib')!r} is not a positive number",
+                "set options.data_disk_gib to a size in GiB, e.g. 4"))
         self.probe = _resolve_accel(spec, str(opts.get("accel", "auto")))
         workdir = Path(spec.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -124,9 +150,13 @@ class QemuInstance:
                 initrd=initrd, backing=spec.image.ext4, disk_cache=cache, disk_aio=aio,
                 tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
                 ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
-                quiet=str(opts.get("quiet", "false")).lower() in _TRUE)
+                quiet=str(opts.get("quiet", "false")).lower() in _TRUE,
+                data_disk=spec.storage == "volume")
+            if self.cfg.data_disk:
+                make_data_disk(workdir / DATA_DISK, self.data_disk_gib)
             self._vm = Vm(self.cfg, workdir, self._sw)
             self._vm.boot(float(opts.get("boot_timeout", DEFAULT_BOOT_TIMEOUT_S)))
+            self._prepare_data_dir()
         except BootError as e:
             self.stop()
             raise Unavailable(Availability.no(
@@ -136,6 +166,20 @@ class QemuInstance:
             self.stop()
             raise
         self.milestones = dict(self._sw.marks)
+
+    def _prepare_data_dir(self) -> None:
+        """Mount the data disk (volume) or make the directory on the root disk (rootfs);
+        milestone "storage". A failure is a boot failure: the VM cannot do what was asked."""
+        assert self._vm is not None
+        if self.cfg.data_disk:
+            script = mount_data_disk_script(VOLUME_DIR)
+        else:
+            script = f"mkdir -p {ROOTFS_DATA_DIR}"
+        r = self._vm.exec(["sh", "-c", script], 120, {**GUEST_ENV, "TMPDIR": SCRATCH})
+        if r.returncode != 0:
+            raise BootError(f"preparing {self.data_dir} in the guest failed: "
+                            f"{(r.stderr or r.stdout).strip()[-300:]}")
+        self._sw.mark("storage")
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         assert self._vm is not None
@@ -158,6 +202,7 @@ class QemuInstance:
             "disk": f"virtio-blk, qcow2 overlay on raw ext4, cache={self.cfg.disk_cache}, "
                     f"aio={self.cfg.disk_aio}" + (f" ({self.disk_note})"
                                                   if self.disk_note else ""),
+            "storage": self._storage_words(),
             "network": (f"bridge {self._bridge.name}, tap {self.cfg.tap}, virtio-net, "
                         "vhost=off" if self._bridge else "none"),
             "agent": "virtio-serial org.isotax.agent",
@@ -171,6 +216,14 @@ class QemuInstance:
                 d["vcpu_threads"] = f"unknown ({e})"
             d["qemu_pid"] = str(vm.proc.pid if vm.proc else "")
         return d
+
+    def _storage_words(self) -> str:
+        io = f"cache={self.cfg.disk_cache}, aio={self.cfg.disk_aio}"
+        if self.cfg.data_disk:
+            return (f"virtio-blk raw disk, {io}: ext4 on a {self.data_disk_gib:g} GiB sparse "
+                    f"file ({host_storage(Path(self.spec.workdir))}), mounted at {VOLUME_DIR}")
+        return (f"root disk: virtio-blk qcow2 overlay on raw ext4, {io}; "
+                f"data in {ROOTFS_DATA_DIR}")
 
     def pause(self) -> None:
         if self._vm is not None:

@@ -2,6 +2,8 @@
 
 Layout of a VM's workdir (all relative, QEMU runs with the workdir as its cwd):
     disk.qcow2    copy-on-write overlay of the image's rootfs.ext4 (removed on stop)
+    data.raw      the data disk (plan storage "volume"): a sparse raw file, ext4 (removed on
+                  stop), the VM's second virtio-blk disk, serial DATA_SERIAL
     qmp.sock      QMP server (QEMU listens; the host drives it with the qemu.qmp library)
     agent.sock    the command agent's channel (the host listens; QEMU connects at startup)
     console.log   the serial console: kernel log, itx-init's messages, the ITX-READY marker
@@ -42,6 +44,8 @@ QEMU_IMG = "qemu-img"
 AGENT_PORT = "org.isotax.agent"
 INIT = "/opt/isotax/bin/itx-init"
 READY_MARKER = b"ITX-READY"
+DATA_DISK = "data.raw"
+DATA_SERIAL = "itxdata"  # the data disk's virtio serial: the guest finds it in /sys/block
 # Lines in QEMU's stderr that mean the guest is dead although QEMU still runs (KVM pauses a
 # VM after an internal error instead of exiting): waiting for the boot timeout is pointless.
 _FATAL = re.compile(r"KVM internal error|emulation failure|KVM: entry failed|Assertion")
@@ -65,6 +69,7 @@ class VmConfig:
     gateway: str | None = None
     hostname: str = "itx-vm"
     quiet: bool = False  # kernel log level on the console
+    data_disk: bool = False  # attach the workdir's DATA_DISK as a second virtio-blk disk
 
 
 def kernel_cmdline(cfg: VmConfig) -> str:
@@ -97,6 +102,11 @@ def qemu_argv(cfg: VmConfig) -> list[str]:
         "-drive", f"file=disk.qcow2,format=qcow2,if=none,id=root,cache={cfg.disk_cache},"
                   f"aio={cfg.disk_aio}",
         "-device", "virtio-blk-pci,drive=root",
+        # The data disk: raw, same cache mode and AIO engine as the root disk.
+        *(["-drive", f"file={DATA_DISK},format=raw,if=none,id=data,cache={cfg.disk_cache},"
+                     f"aio={cfg.disk_aio}",
+           "-device", f"virtio-blk-pci,drive=data,serial={DATA_SERIAL}"]
+          if cfg.data_disk else []),
         # The console on QEMU's stdout; signal=off so that a Ctrl-C reaches isotax, not QEMU.
         "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
         "-qmp", "unix:qmp.sock,server=on,wait=off",
@@ -124,6 +134,30 @@ def direct_io_works(directory: Path) -> bool:
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
+
+
+def make_data_disk(path: Path, size_gib: float) -> None:
+    """A sparse raw file with an empty ext4 on it, made on the host before boot (the guest
+    then only mounts it). The inode tables and the journal are written now
+    (lazy_itable_init=0): otherwise the guest's ext4lazyinit thread would zero them in the
+    background while fio measures. nodiscard: a file needs no TRIM at creation."""
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(int(size_gib * (1 << 30)))
+    p = subprocess.run(["mkfs.ext4", "-q", "-F", "-L", DATA_SERIAL, "-E",
+                        "nodiscard,lazy_itable_init=0,lazy_journal_init=0", str(path)],
+                       capture_output=True, text=True, check=False, timeout=300)
+    if p.returncode != 0:
+        path.unlink(missing_ok=True)
+        raise BootError(f"mkfs.ext4 of the data disk failed: {(p.stderr or p.stdout).strip()}")
+
+
+def mount_data_disk_script(mountpoint: str) -> str:
+    """Guest shell: mount the disk whose virtio serial is DATA_SERIAL on mountpoint."""
+    # sysfs' serial has no trailing newline: `read` then fails but still sets s.
+    return (f'for b in /sys/block/vd*; do s=; read -r s < "$b/serial"; '
+            f'[ "$s" = {DATA_SERIAL} ] && exec mount -t ext4 "/dev/${{b##*/}}" {mountpoint}; '
+            f'done; echo "no virtio disk with serial {DATA_SERIAL}" >&2; exit 1')
 
 
 class BootError(Exception):
@@ -361,7 +395,7 @@ class Vm:
             proc.stdout.close()
         if self._qemu_log is not None:
             self._qemu_log.close()
-        for name in ("disk.qcow2", "qmp.sock", "agent.sock"):
+        for name in ("disk.qcow2", DATA_DISK, "qmp.sock", "agent.sock"):
             with contextlib.suppress(OSError):
                 (self.workdir / name).unlink()
 
