@@ -18,9 +18,27 @@ PACKAGES=(
   debootstrap e2fsprogs gcc libc6-dev
   # workload tools, natively (same packages as in the image)
   xz-utils hpcc libopenblas0-pthread openmpi-bin
+  fio iperf3 nuttcp netperf sockperf
   # Python for the virtual environment
   python3 python3-venv
 )
+# netperf is in Debian's non-free component, which the image's recipe includes and a stock
+# host's sources do not: add non-free from the same mirror and suites as the host's main
+# sources (deb822 debian.sources), so native runs get the image's netperf version.
+NONFREE=/etc/apt/sources.list.d/isotax-non-free.sources
+if [ ! -e "$NONFREE" ] && [ -r /etc/apt/sources.list.d/debian.sources ]; then
+  awk -v RS= '/(^|\n)URIs:[^\n]*\/debian\/?(\n|$)/ && !/debian-security/ {
+      for (i = 1; i <= split($0, l, "\n"); i++)
+        if (l[i] ~ /^(Types|URIs|Suites|Signed-By):/) print l[i]
+      print "Components: non-free"; print ""; exit }' \
+    /etc/apt/sources.list.d/debian.sources > "$NONFREE.tmp"
+  if grep -q '^Suites:' "$NONFREE.tmp"; then
+    mv "$NONFREE.tmp" "$NONFREE"
+  else
+    rm -f "$NONFREE.tmp"
+    echo "setup.sh: no Debian main stanza in debian.sources; add non-free by hand for netperf" >&2
+  fi
+fi
 # `install` also upgrades an installed package to the candidate version: the image gets the
 # candidate from debootstrap, and native runs must use the same version of each tool.
 "${APT[@]}" update

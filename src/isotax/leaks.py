@@ -132,6 +132,35 @@ def leaked_processes() -> list[str]:
     return out
 
 
+def is_our_server(args: list[str]) -> bool:
+    """A network workload's server (iperf3, netserver, sockperf) on one of isotax's ports:
+    natively it runs on the host, where nothing else would stop it. Pure."""
+    from isotax.loadgen import PORTS, SERVER_PROGRAMS
+
+    if not args:
+        return False
+    ports = {str(p) for p in PORTS.values()}
+    return os.path.basename(args[0]) in SERVER_PROGRAMS and any(a in ports for a in args[1:])
+
+
+def leaked_servers() -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            # Servers inside containers and VMs go with them; only the host's own count.
+            if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+                continue
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        if is_our_server(args):
+            out.append(f"server process {pid} {' '.join(args)[:100]} (kill {pid})")
+    return out
+
+
 def leaked_sysctl() -> list[str]:
     if IP_FORWARD_SAVED.exists():
         return [f"net.ipv4.ip_forward changed by isotax (restore: sysctl net.ipv4.ip_forward="
@@ -142,4 +171,5 @@ def leaked_sysctl() -> list[str]:
 def find_leaks() -> list[str]:
     """Every isotax-created resource still present, one line each; empty when clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
-            + leaked_containers() + leaked_cgroups() + leaked_processes() + leaked_sysctl())
+            + leaked_containers() + leaked_cgroups() + leaked_processes() + leaked_servers()
+            + leaked_sysctl())

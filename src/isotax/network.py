@@ -321,3 +321,132 @@ def _link_names() -> list[str]:
 def netns_path(name: str) -> str:
     """Where a named netns lives: what OCI's linux.namespaces path and nsenter --net want."""
     return f"/run/netns/{name}"
+
+
+@dataclass
+class VethNamespace:
+    """A network namespace itx-ns... joined to the host by a routed veth pair: the host end
+    (`name`) holds .1 of a free /24 of 10.213.0.0/16, the namespace end (eth0) holds .2 and a
+    default route via .1. Nothing is bridged: the namespace reaches the host's own addresses
+    directly and everything else through the host's routing, like a second machine on a
+    point-to-point link. Extra host-end addresses (`add_host_address`) let a DNAT rule own a
+    whole address, as `docker -p ADDR:PORT:PORT` does. down() removes all of it."""
+
+    name: str  # host end, e.g. "itx-lg1a2b"; the netns gets the same name
+    subnet: str = "10.213.250.0/24"
+    _net: ipaddress.IPv4Network | None = field(default=None, init=False, repr=False)
+    _next_host: int = field(default=10, init=False, repr=False)
+    _created: bool = field(default=False, init=False, repr=False)
+    _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith("itx") or len(self.name) > 14:
+            raise ValueError(f"veth name {self.name!r}: must start with 'itx', <= 14 chars "
+                             "(the peer adds a 'c')")
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        if self._net is None:
+            raise NetworkError(f"{self.name} is not up: call up() first")
+        return self._net
+
+    @property
+    def host_ip(self) -> str:
+        return str(self.network.network_address + 1)
+
+    @property
+    def ns_ip(self) -> str:
+        return str(self.network.network_address + 2)
+
+    @property
+    def netns(self) -> str:
+        return self.name
+
+    def up(self) -> None:
+        if self._net is not None:
+            return
+        try:
+            with _locked(), IPRoute() as ipr:
+                if ipr.link_lookup(ifname=self.name) or self.name in netns.listnetns():
+                    raise NetworkError(
+                        f"{self.name} already exists: another isotax run uses it or a run "
+                        "crashed (isotax doctor lists leftovers)")
+                net = pick_subnet(ipaddress.IPv4Network(self.subnet), used_networks(ipr))
+                self._created = True  # from here on, down() has something to remove
+                netns.create(self.name)
+                ipr.link("add", ifname=self.name, kind="veth",
+                         peer={"ifname": f"{self.name}c", "net_ns_fd": self.name})
+                idx = ipr.link_lookup(ifname=self.name)[0]
+                ipr.addr("add", index=idx, address=str(net.network_address + 1), prefixlen=24)
+                ipr.link("set", index=idx, state="up")
+                self._net = net
+            with IPRoute(netns=self.name) as ns:
+                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+                c = ns.link_lookup(ifname=f"{self.name}c")[0]
+                ns.link("set", index=c, ifname="eth0")
+                ns.addr("add", index=c, address=self.ns_ip, prefixlen=24)
+                ns.link("set", index=c, state="up")
+                ns.route("add", dst="default", gateway=self.host_ip)
+            # Traffic between the namespace and bridged instances is forwarded by the host: a
+            # DROP policy on FORWARD (Docker sets one) must not cut it.
+            self.add_rule("filter", "FORWARD", "-i", self.name, "-j", "ACCEPT", insert=True)
+            self.add_rule("filter", "FORWARD", "-o", self.name, "-j", "ACCEPT", insert=True)
+        except BaseException:
+            self.down()
+            raise
+
+    def mtu(self) -> int:
+        with IPRoute() as ipr:
+            idx = ipr.link_lookup(ifname=self.name)
+            if not idx:
+                raise NetworkError(f"link {self.name} is gone")
+            return int(ipr.get_links(idx[0])[0].get("IFLA_MTU") or 0)
+
+    def add_host_address(self) -> str:
+        """One more address of the /24 on the host end (.10, .11, ...), for a port mapping."""
+        if self._next_host >= self.network.num_addresses - 1:
+            raise NetworkError(f"{self.name}: all addresses of {self._net} used")
+        ip = str(self.network.network_address + self._next_host)
+        self._next_host += 1
+        with IPRoute() as ipr:
+            ipr.addr("add", index=ipr.link_lookup(ifname=self.name)[0], address=ip,
+                     prefixlen=24)
+        return ip
+
+    def add_rule(self, table: str, chain: str, *spec: str, insert: bool = False) -> None:
+        """An iptables rule tagged with isotax's comment, removed by down()."""
+        full = (*spec, "-m", "comment", "--comment", COMMENT)
+        p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
+        if p.returncode != 0:
+            raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: "
+                               f"{p.stderr.strip()}")
+        self._rules.append(_Rule(table, chain, full))
+
+    def down(self) -> None:
+        """Remove our rules, the namespace and the veth pair (with its addresses). Idempotent;
+        tries everything, then raises one error naming what could not be removed."""
+        errors: list[str] = []
+        for rule in reversed(self._rules):
+            p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)
+            if p.returncode != 0 and "does a matching rule exist" not in p.stderr \
+                    and "Bad rule" not in p.stderr:
+                errors.append(f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}")
+        self._rules.clear()
+        if self._created:
+            if self.name in netns.listnetns():
+                try:
+                    netns.remove(self.name)  # takes the veth pair with it
+                except OSError as e:
+                    errors.append(f"netns {self.name}: {e}")
+            try:
+                with IPRoute() as ipr:
+                    for idx in ipr.link_lookup(ifname=self.name):
+                        ipr.link("del", index=idx)
+            except Exception as e:  # raced with the netns removal: gone is fine
+                if self.name in _link_names():
+                    errors.append(f"link {self.name}: {e}")
+            self._created = False
+        self._net = None
+        self._next_host = 10
+        if errors:
+            raise NetworkError("; ".join(errors))

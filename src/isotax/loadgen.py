@@ -1,0 +1,261 @@
+"""The load generator: the studies' "other machine", as a network namespace on this host.
+
+A namespace itx-lg<tag> is joined to the host by a routed veth pair (1500 MTU) on its own /24
+of 10.213.0.0/16. Every network client runs there, so every environment, native included, is
+reached over a real network path, and each environment adds only its own layers:
+
+- native, and containers on the host's network: the host's address on the veth pair;
+- a container on a bridge: a port mapping on the host, as Docker's default `-p` makes it:
+  DNAT (iptables nat PREROUTING) from an address of the host's veth end to the container's
+  address, then the bridge. Each mapped container gets its own host address, so the port
+  numbers stay the same on both sides (netperf tells its client which data port to use) and
+  no mapping can shadow a server of the host's own;
+- a VM on a tap: the guest's address on its bridge, routed by the host.
+
+Servers run inside the environment (`serve`), started in the background and stopped by PID.
+Both ends share this host's CPUs: the client's cost is the same for every environment, so
+differences between environments are the environments' own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+
+from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
+from isotax.environments.native import run_host
+from isotax.model import SanityError
+from isotax.network import NetworkError, VethNamespace, netns_path
+
+# The ports isotax's servers listen on inside an environment: unusual numbers, so they do not
+# clash with a service of the host's when the environment shares the host's network (and so
+# leaks.py can recognise a server isotax left behind).
+PORTS: Mapping[str, int] = {
+    "iperf3": 45201,
+    "netperf": 42865,  # netserver's control connection
+    "netperf-data": 42866,  # the test's data connection (netperf -P)
+    "sockperf": 41111,
+}
+SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf")
+
+# A clean, defined environment for clients: nothing inherited from the caller's shell.
+_CLIENT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+
+
+class NamespaceLoadGen:
+    """The LoadGen protocol (isotax.workloads.base.LoadGen) on a local network namespace."""
+
+    def __init__(self, tag: str | None = None) -> None:
+        self.tag = tag or secrets.token_hex(3)
+        self.veth = VethNamespace(name=f"itx-lg{self.tag}")
+        # (container address, port, proto) -> (host address, port), and the host address
+        # each mapped container owns.
+        self._mapped: dict[tuple[str, int, str], tuple[str, int]] = {}
+        self._published: dict[str, str] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def up(self) -> None:
+        self.veth.up()
+
+    def close(self) -> None:
+        self._mapped.clear()
+        self._published.clear()
+        self.veth.down()
+
+    @property
+    def netns(self) -> str:
+        return self.veth.netns
+
+    def describe(self) -> Mapping[str, str]:
+        return {"netns": self.netns, "host_address": self.veth.host_ip,
+                "client_address": self.veth.ns_ip, "mtu": str(self.veth.mtu())}
+
+    # -- the protocol ------------------------------------------------------------------
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        # nsenter joins only the network namespace (`ip netns exec` would also remount /sys).
+        done = run_host(["nsenter", f"--net={netns_path(self.netns)}", "--", *argv], timeout,
+                        env=_CLIENT_ENV)
+        # Report the client's own argv, not the wrapper.
+        return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
+
+    def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
+        if proto not in ("tcp", "udp"):
+            raise ValueError(f"protocol {proto!r}: use tcp or udp")
+        kind, mode = _network_of(inst)
+        if mode == "host":
+            return self.veth.host_ip, port
+        if mode == "tap":
+            return inst.address, port
+        if mode == "bridge":
+            return self._map(inst.address, port, proto)
+        raise NetworkError(f"{kind}: network {mode!r} cannot be reached from the load "
+                           "generator; give it network = \"host\" or \"bridge\" in the plan")
+
+    def _map(self, address: str, port: int, proto: str) -> tuple[str, int]:
+        key = (address, port, proto)
+        if key in self._mapped:
+            return self._mapped[key]
+        pub = self._published_for(address)
+        # What Docker's -p installs: DNAT on the way in. The FORWARD accepts are the bridge's
+        # and the load generator's own (network.Bridge, VethNamespace).
+        self.veth.add_rule("nat", "PREROUTING", "-i", self.veth.name, "-d", pub, "-p", proto,
+                           "--dport", str(port), "-j", "DNAT", "--to-destination",
+                           f"{address}:{port}")
+        self._mapped[key] = (pub, port)
+        return pub, port
+
+    def _published_for(self, address: str) -> str:
+        """The host address that fronts a bridged container (one each; made on first use)."""
+        if address not in self._published:
+            self._published[address] = self.veth.add_host_address()
+        return self._published[address]
+
+    def path(self, inst: Instance) -> str:
+        d = inst.describe()
+        kind, mode = _network_of(inst)
+        head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self.veth.mtu()})"
+        if mode == "host":
+            where = "native" if kind == "native" else f"{kind} container sharing the host's netns"
+            return f"{head} -> host network stack ({where})"
+        if mode == "bridge":
+            pub = self._published_for(inst.address)
+            return (f"{head} -> host DNAT {pub} -> {inst.address} (iptables nat, as docker -p) "
+                    f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
+        if mode == "tap":
+            accel = d.get("accelerator", "?")
+            emulated = ", emulated" if d.get("emulated") == "yes" else ""
+            return (f"{head} -> host routing -> {d.get('network')} -> guest kernel "
+                    f"({kind}, {accel}{emulated})")
+        return f"{head} -> unreachable ({kind}, network {mode})"
+
+
+def _network_of(inst: Instance) -> tuple[str, str]:
+    d = inst.describe()
+    return str(d.get("kind", "?")), network_mode(d, inst.address)
+
+
+def network_mode(describe: Mapping[str, str], address: str) -> str:
+    """How the load generator reaches an instance, from its describe() and address: host (the
+    host's stack), bridge (a container behind NAT), tap (a VM's NIC on a bridge, routed), or
+    what describe() says otherwise ("none"). Pure."""
+    net = str(describe.get("network", ""))
+    if net == "host" or (not net and address == "127.0.0.1"):
+        return "host"
+    if net == "bridge":
+        return "bridge"
+    if net.startswith("bridge ") and "tap" in net:
+        return "tap"
+    return net or "none"
+
+
+@contextlib.contextmanager
+def open_loadgen() -> Iterator[NamespaceLoadGen]:
+    """The load generator for one run: created on entry, removed on exit whatever happens."""
+    lg = NamespaceLoadGen()
+    try:
+        lg.up()
+        yield lg
+    finally:
+        lg.close()
+
+
+# -- servers inside an environment --------------------------------------------------------
+
+def _wait_listening(inst: Instance, port: int, proto: str, pid: int, timeout: float) -> None:
+    """Wait inside the instance until something listens on port (LISTEN in /proc/net/tcp*, or
+    bound in /proc/net/udp*): /proc works natively, in containers and in the guest alike."""
+    table, state = ("tcp", "0A") if proto == "tcp" else ("udp", "07")
+    script = (
+        'end=$(( $(date +%s) + $1 )); '
+        'while [ "$(date +%s)" -le "$end" ]; do '
+        '  [ -d /proc/$4 ] || { echo "server exited" >&2; exit 3; }; '
+        f'  cat /proc/net/{table} /proc/net/{table}6 2>/dev/null | '
+        '  awk -v p=":$2" -v s="$3" \'toupper($2) ~ p"$" && $4 == s {f=1} END {exit !f}\' '
+        '  && exit 0; '
+        '  sleep 0.05; '
+        'done; echo "nothing listens on port $5 after $1 s" >&2; exit 1'
+    )
+    done = inst.exec(["sh", "-c", script, "sh", str(max(1, int(timeout))), f"{port:04X}",
+                      state, str(pid), str(port)], timeout + 30)
+    if done.returncode != 0:
+        raise SanityError(f"server did not start listening on {proto} port {port}: "
+                          f"{(done.stderr or done.stdout).strip()[:200]}")
+
+
+def start_server(inst: Instance, argv: Sequence[str], port: int, proto: str = "tcp",
+                 timeout: float = 30, program: str | None = None) -> int:
+    """Start argv in the background inside inst (stdio to /dev/null, so the exec returns at
+    once in every environment), wait until it listens on port; return its PID there."""
+    cmd = f"{shlex.join(argv)} >/dev/null 2>&1 </dev/null & echo $!"
+    done = inst.exec(["sh", "-c", cmd], timeout)
+    try:
+        done.check()
+        pid = int(done.stdout.strip().splitlines()[-1])
+    except (ExecError, ValueError, IndexError) as e:
+        raise SanityError(f"could not start {argv[0]} in the environment: {e}") from e
+    try:
+        _wait_listening(inst, port, proto, pid, timeout)
+    except BaseException:
+        stop_server(inst, pid, program or argv[0])
+        raise
+    return pid
+
+
+def stop_server(inst: Instance, pid: int, program: str, timeout: float = 10) -> None:
+    """Stop the server by PID, only if that PID still runs `program` (a PID can be reused);
+    TERM, then KILL after a grace period. Never raises: it runs in finally blocks."""
+    comm = program.rsplit("/", 1)[-1][:15]
+    script = (
+        'alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ] && '
+        '! grep -q "^State:.*Z" /proc/$1/status 2>/dev/null; }; '
+        'alive "$1" "$2" || exit 0; kill "$1" 2>/dev/null; '
+        'for i in $(seq 1 40); do alive "$1" "$2" || exit 0; sleep 0.05; done; '
+        'kill -9 "$1" 2>/dev/null; exit 0'
+    )
+    with contextlib.suppress(Exception):
+        inst.exec(["sh", "-c", script, "sh", str(pid), comm], timeout)
+
+
+@contextlib.contextmanager
+def serving(inst: Instance, argv: Sequence[str], port: int, proto: str = "tcp",
+            program: str | None = None, timeout: float = 30) -> Iterator[int]:
+    """A server running inside inst for the duration of the block; always stopped. program:
+    the server's name when argv starts with a wrapper that execs it (taskset); timeout: how
+    long it may take to listen."""
+    pid = start_server(inst, argv, port, proto, timeout=timeout, program=program)
+    try:
+        yield pid
+    finally:
+        stop_server(inst, pid, program or argv[0])
+
+
+# -- where client and server run ----------------------------------------------------------
+
+# On one host the client and the server share its CPUs, and where they run decides what an
+# RR test measures: on this 2-vCPU Firecracker guest a wake-up on the other CPU costs ~60 µs
+# (an IPI through the hypervisor) against ~6 µs on the same CPU, and an unpinned run flips
+# between the two as the scheduler pleases. A placement makes it a choice of the plan:
+#   free      no pinning (the kernel decides; what an unpinned benchmark gets)
+#   same-cpu  client and server on CPU 0 (the cost of the path itself, no cross-CPU wake-up)
+#   split     client on CPU 0, server on the environment's last CPU (two "machines")
+PLACEMENTS = ("free", "same-cpu", "split")
+
+
+def pinning(inst: Instance, placement: str) -> tuple[list[str], list[str]]:
+    """(client prefix, server prefix) argv wrappers for a placement. CPU numbers inside a VM
+    are the guest's vCPUs; in a container the cpuset always includes CPU 0."""
+    if placement == "free":
+        return [], []
+    if placement == "same-cpu":
+        return ["taskset", "-c", "0"], ["taskset", "-c", "0"]
+    if placement == "split":
+        done = inst.exec(["nproc"], 30)
+        try:
+            last = int(done.stdout.strip()) - 1
+        except ValueError:
+            raise SanityError(f"nproc in the environment: {done.stderr.strip()[:100]}") \
+                from None
+        return ["taskset", "-c", "0"], ["taskset", "-c", str(max(0, last))]
+    raise ValueError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")

@@ -1,0 +1,143 @@
+"""rr: request/response latency, one transaction in flight (netperf TCP_RR / UDP_RR).
+
+The semantics are netperf's: the load generator sends a 100-byte request, the server in the
+environment answers with 200 bytes, the next request leaves when the answer is in; TCP on one
+connection, or UDP. netperf (Debian non-free, the same package in the image and on the host)
+gives transactions/s, the mean and p50/p90/p99 latency (its `-j` statistics, whole µs).
+
+netperf has no p99.9. sockperf's ping-pong has the same one-in-flight semantics and prints
+p99.9 of every round trip (--full-rtt), but its answer is as long as its request: it runs
+right after netperf, for as long, with 200 bytes each way (the larger of netperf's two sizes,
+so its tail is not flattered), and gives the p99.9 sample; its own mean/p50/p99 ride along in
+that sample's labels as a cross-check. Each sample names its tool, version and sizes.
+
+Where client and server run matters more than any layer on a shared 2-CPU host (see
+loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CPU wake-up.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import Instance
+from isotax.environments.native import run_host
+from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
+from isotax.model import Sample, SanityError
+from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
+from isotax.parsers.sockperf import parse_sockperf_pingpong
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+
+SOCKPERF_BYTES = 200
+
+
+@functools.cache
+def _netperf_version() -> str:
+    done = run_host(["netperf", "-V"], 30)
+    try:
+        return parse_netperf_version(done.stdout)
+    except ValueError:
+        return "unknown"
+
+
+@register
+class RequestResponse:
+    name: ClassVar[str] = "rr"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ("request/response latency, 100-byte request, 200-byte "
+                                  "response, one in flight (netperf TCP_RR/UDP_RR + sockperf "
+                                  "p99.9); transactions/s and µs")
+    params: ClassVar[Sequence[ParamSpec]] = (
+        ParamSpec("proto", str, "tcp", "tcp (TCP_RR) or udp (UDP_RR)", choices=("tcp", "udp")),
+        ParamSpec("seconds", int, 10, "length of each tool's run (netperf, then sockperf)",
+                  minimum=1),
+        ParamSpec("placement", str, "same-cpu", "CPU placement of client and server: free, "
+                  "same-cpu, split (see isotax.loadgen)", choices=PLACEMENTS),
+        ParamSpec("tail", bool, True, "also run sockperf for p99.9 (doubles the run time)"),
+    )
+    tools: ClassVar[Mapping[str, Sequence[str]]] = {
+        "netperf": ("dpkg-query", "-W", "-f=${Version}", "netperf"),
+        "sockperf": ("dpkg-query", "-W", "-f=${Version}", "sockperf"),
+    }
+    needs_loadgen: ClassVar[bool] = True
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        if loadgen is None:
+            raise SanityError("this workload needs the load generator (the runner creates it)")
+        tools = ["netserver"] + (["sockperf"] if params["tail"] else [])
+        done = inst.exec(["sh", "-c", 'for t; do command -v "$t" >/dev/null || '
+                          '{ echo "$t missing"; exit 1; }; done', "sh", *tools], 60)
+        if done.returncode != 0:
+            raise SanityError(f"not runnable in the environment: {done.stdout.strip()} "
+                              "(rebuild the image: isotax image build)")
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        if loadgen is None:
+            raise SanityError("this workload needs the load generator (the runner creates it)")
+        proto, seconds = str(params["proto"]), int(params["seconds"])
+        client_pin, server_pin = pinning(inst, params["placement"])
+        path = loadgen.path(inst)
+        samples = self._netperf(inst, loadgen, proto, seconds, client_pin, server_pin, path)
+        if params["tail"]:
+            samples += self._sockperf(inst, loadgen, proto, seconds, client_pin, server_pin,
+                                      path)
+        return samples
+
+    def _netperf(self, inst: Instance, lg: LoadGen, proto: str, seconds: int,
+                 client_pin: list[str], server_pin: list[str], path: str) -> list[Sample]:
+        ctrl, data = PORTS["netperf"], PORTS["netperf-data"]
+        host, mctrl = lg.target(inst, ctrl, "tcp")
+        dhost, mdata = lg.target(inst, data, proto)
+        # netserver tells the client nothing about mappings: the client connects to the data
+        # port it asked for (-P) on the control connection's host, so both must map 1:1.
+        if (dhost, mdata) != (host, data):
+            raise SanityError(f"netperf needs its data port mapped 1:1 on the control host; "
+                              f"got {dhost}:{mdata} for {host}:{data}")
+        test = "TCP_RR" if proto == "tcp" else "UDP_RR"
+        server = [*server_pin, "netserver", "-D", "-f", "-4", "-p", str(ctrl)]
+        client = [*client_pin, "netperf", "-4", "-H", host, "-p", str(mctrl), "-t", test,
+                  "-l", str(seconds), "-j", "--", "-r", "100,200", "-P", f",{data}",
+                  "-k", ",".join(SELECTORS)]
+        with serving(inst, server, ctrl, "tcp", program="netserver"):
+            done = lg.exec(client, seconds + 60)
+        if done.returncode == 124:
+            raise SanityError(f"netperf timed out after {seconds + 60} s")
+        r = parse_netperf_rr(done.stdout + "\n" + done.stderr)
+        if done.returncode != 0:
+            raise SanityError(f"netperf exited {done.returncode}: {done.stderr.strip()[:200]}")
+        if r.protocol != proto.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
+            raise SanityError(f"netperf ran {r.protocol} {r.request_bytes}/{r.response_bytes}"
+                              f" bytes, asked {proto.upper()} 100/200")
+        labels = {"tool": f"netperf {_netperf_version()} {test}", "protocol": proto,
+                  "request_bytes": 100, "response_bytes": 200, "path": path,
+                  "transactions": r.transactions, "min_us": r.min_us, "max_us": r.max_us}
+        return [
+            Sample("transactions_per_s", r.transactions_per_s, "trans/s", True, labels),
+            Sample("latency_mean_us", r.mean_us, "µs", False, labels),
+            Sample("latency_p50_us", r.p50_us, "µs", False, labels),
+            Sample("latency_p90_us", r.p90_us, "µs", False, labels),
+            Sample("latency_p99_us", r.p99_us, "µs", False, labels),
+        ]
+
+    def _sockperf(self, inst: Instance, lg: LoadGen, proto: str, seconds: int,
+                  client_pin: list[str], server_pin: list[str], path: str) -> list[Sample]:
+        port = PORTS["sockperf"]
+        host, mapped = lg.target(inst, port, proto)
+        tcp = ["--tcp"] if proto == "tcp" else []
+        server = [*server_pin, "sockperf", "server", "-i", "0.0.0.0", "-p", str(port), *tcp]
+        client = [*client_pin, "sockperf", "ping-pong", "-i", host, "-p", str(mapped), *tcp,
+                  "-t", str(seconds), "-m", str(SOCKPERF_BYTES), "--full-rtt"]
+        with serving(inst, server, port, proto, program="sockperf"):
+            done = lg.exec(client, seconds + 60)
+        if done.returncode == 124:
+            raise SanityError(f"sockperf timed out after {seconds + 60} s")
+        r = parse_sockperf_pingpong(done.stdout + "\n" + done.stderr)
+        if done.returncode != 0:
+            raise SanityError(f"sockperf exited {done.returncode}: {done.stderr.strip()[:200]}")
+        labels = {"tool": f"sockperf {r.version} ping-pong", "protocol": proto,
+                  "request_bytes": SOCKPERF_BYTES, "response_bytes": SOCKPERF_BYTES,
+                  "path": path, "observations": r.observations, "dropped": r.dropped,
+                  "sockperf_mean_us": r.mean_us, "sockperf_p50_us": r.pct(50.0),
+                  "sockperf_p99_us": r.pct(99.0)}
+        return [Sample("latency_p99_9_us", r.pct(99.9), "µs", False, labels)]

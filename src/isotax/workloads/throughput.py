@@ -1,0 +1,97 @@
+"""throughput: bulk TCP throughput with iperf3, and what it costs the whole host per GB.
+
+The studies' nuttcp/iperf test: one TCP stream (a `streams` sweep runs several) at the
+standard 1500-byte MTU of the load generator's veth pair, for `seconds`, in one direction at a
+time: `to_env` (the load generator sends, the environment receives) or `from_env` (iperf3 -R,
+the environment sends). The iperf3 server runs inside the environment in one-shot mode
+(`-s -1`), the client in the load generator.
+
+Gbit/s is the receiver's count. The CPU cost is host-wide, as IBM's `perf stat -a`: /proc/stat
+before and after the client, divided by the bytes received, split into user, system (+hardirq)
+and softirq (telemetry.py says why not perf cycles here). Host-wide includes both ends (the
+client's share is the same for every environment) and everything in between: for a VM,
+QEMU's virtio-net emulation and, under TCG, the emulated guest itself -- the hidden cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import Instance
+from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
+from isotax.model import Sample, SanityError
+from isotax.parsers.iperf3 import parse_iperf3
+from isotax.telemetry import cost_per_gb, cpu_method, read_cpu_times
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+
+
+def _need(loadgen: LoadGen | None) -> LoadGen:
+    if loadgen is None:
+        raise SanityError("this workload needs the load generator (the runner creates it)")
+    return loadgen
+
+
+@register
+class Throughput:
+    name: ClassVar[str] = "throughput"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ("bulk TCP throughput (iperf3) from/to the load generator; "
+                                  "Gbit/s and host CPU-s/GB")
+    params: ClassVar[Sequence[ParamSpec]] = (
+        ParamSpec("direction", str, "to_env", "to_env: the environment receives; from_env: "
+                  "it sends (iperf3 -R)", choices=("to_env", "from_env")),
+        ParamSpec("seconds", int, 10, "length of the transfer", minimum=1),
+        ParamSpec("streams", int, 1, "parallel TCP streams (iperf3 -P)", minimum=1),
+        ParamSpec("placement", str, "free", "CPU placement of client and server: free, "
+                  "same-cpu, split (see isotax.loadgen)", choices=PLACEMENTS),
+    )
+    tools: ClassVar[Mapping[str, Sequence[str]]] = {
+        "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),
+    }
+    needs_loadgen: ClassVar[bool] = True
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        _need(loadgen)
+        done = inst.exec(["iperf3", "--version"], 60)
+        if done.returncode != 0:
+            raise SanityError(f"iperf3 is not runnable in the environment ({done.returncode}):"
+                              f" {done.stderr.strip()[:200]}")
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        lg = _need(loadgen)
+        seconds, streams = int(params["seconds"]), int(params["streams"])
+        reverse = params["direction"] == "from_env"
+        port = PORTS["iperf3"]
+        host, mapped = lg.target(inst, port, "tcp")
+        client_pin, server_pin = pinning(inst, params["placement"])
+        server = [*server_pin, "iperf3", "-s", "-1", "-p", str(port)]
+        client = [*client_pin, "iperf3", "-c", host, "-p", str(mapped), "-t", str(seconds),
+                  "-P", str(streams), "-J", *(["-R"] if reverse else [])]
+        with serving(inst, server, port, "tcp", program="iperf3"):
+            before = read_cpu_times()
+            done = lg.exec(client, seconds + 60)
+            delta = read_cpu_times() - before
+        if done.returncode == 124:
+            raise SanityError(f"iperf3 client timed out after {seconds + 60} s")
+        r = parse_iperf3(done.stdout)  # iperf3's own error, or no data: SanityError
+        if r.reverse != reverse or r.streams != streams:
+            raise SanityError(f"iperf3 ran reverse={r.reverse} streams={r.streams}, asked "
+                              f"reverse={reverse} streams={streams}")
+        cost = cost_per_gb(delta, r.bytes_received)
+        labels = {
+            "tool": f"{r.version} (client on the host)", "protocol": r.protocol,
+            "direction": params["direction"], "streams": streams,
+            "path": lg.path(inst), "congestion": r.congestion,
+            "retransmits": r.retransmits if r.retransmits is not None else "n/a",
+            "bytes": r.bytes_received, "cpu_method": cpu_method(),
+            "host_cpu_window_s": round(delta.busy + delta.idle, 3),
+            "host_cpu_busy_s": round(delta.busy, 3), "steal_s": round(delta.steal, 3),
+        }
+        return [
+            Sample("throughput", r.bits_per_second / 1e9, "Gbit/s", True, labels),
+            Sample("cpu_per_gb", cost["total"], "CPU-s/GB", False, labels),
+            Sample("cpu_user_per_gb", cost["user"], "CPU-s/GB", False, labels),
+            Sample("cpu_system_per_gb", cost["system"], "CPU-s/GB", False, labels),
+            Sample("cpu_softirq_per_gb", cost["softirq"], "CPU-s/GB", False, labels),
+        ]

@@ -1,0 +1,238 @@
+"""The load generator: its namespace, its port mappings and its teardown, and the network
+workloads (throughput, rr) run for real through it natively, in runc on the host's network
+and on a bridge with NAT, and in the QEMU VM (TCG here: short runs)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isotax import registry
+from isotax.environments.base import EnvSpec, Instance
+from isotax.image.artifacts import ImageArtifacts
+from isotax.leaks import find_leaks, is_our_server, leaked_servers
+from isotax.loadgen import (
+    PORTS,
+    NamespaceLoadGen,
+    network_mode,
+    open_loadgen,
+    serving,
+    start_server,
+    stop_server,
+)
+from isotax.model import SanityError
+from isotax.network import iptables
+from isotax.workloads.rr import RequestResponse
+from isotax.workloads.throughput import Throughput
+
+# -- pure parts ------------------------------------------------------------------------------
+
+
+def test_network_mode_from_describe() -> None:
+    assert network_mode({"kind": "native", "network": "host"}, "127.0.0.1") == "host"
+    assert network_mode({"kind": "runc", "network": "host"}, "127.0.0.1") == "host"
+    assert network_mode({"kind": "runc", "network": "bridge"}, "10.213.0.2") == "bridge"
+    vm = {"kind": "qemu", "network": "bridge itx-brq1, tap itx-tq1, virtio-net, vhost=off"}
+    assert network_mode(vm, "10.213.1.2") == "tap"
+    assert network_mode({"kind": "qemu", "network": "none"}, "") == "none"
+
+
+def test_our_servers_are_recognised_by_program_and_port() -> None:
+    assert is_our_server(["iperf3", "-s", "-1", "-p", str(PORTS["iperf3"])])
+    assert is_our_server(["/usr/bin/netserver", "-D", "-f", "-4", "-p", str(PORTS["netperf"])])
+    assert not is_our_server(["iperf3", "-s", "-p", "5201"])  # somebody else's
+    assert not is_our_server(["nc", "-l", str(PORTS["iperf3"])])
+    assert not is_our_server([])
+
+
+def test_loadgen_names_fit_interfaces() -> None:
+    lg = NamespaceLoadGen()
+    assert lg.netns.startswith("itx-lg") and len(lg.netns) + 1 <= 15
+    with pytest.raises(ValueError):
+        NamespaceLoadGen(tag="toolongtag")
+
+
+# -- real namespace --------------------------------------------------------------------------
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces, veth pairs and iptables"
+    for tool in ("nsenter", "iptables", "iperf3", "netperf", "netserver", "sockperf"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/setup.sh installs it)"
+    return None
+
+
+def ours(tag: str, *more: str) -> list[str]:
+    return [x for x in find_leaks() if any(s in x for s in (tag, *more))]
+
+
+@pytest.mark.integration
+def test_open_close_leaves_nothing() -> None:
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    with open_loadgen() as lg:
+        tag = lg.netns
+        assert f"netns {tag} " in " ".join(find_leaks())  # the check sees it while it exists
+        done = lg.exec(["ip", "-4", "-o", "addr", "show", "dev", "eth0"], 10).check()
+        assert f"{lg.veth.ns_ip}/24" in done.stdout
+        route = lg.exec(["ip", "route", "show", "default"], 10).check().stdout
+        assert f"via {lg.veth.host_ip}" in route
+        assert lg.veth.mtu() == 1500
+        rules = [ln for ln in iptables("-t", "filter", "-S", "FORWARD").stdout.splitlines()
+                 if tag in ln]
+        assert len(rules) == 2 and all("isotax" in r for r in rules)
+        host_ip = lg.veth.host_ip
+    assert ours(tag, f"{host_ip} ") == []
+    assert not Path(f"/run/netns/{tag}").exists()
+
+
+@pytest.mark.integration
+def test_close_after_failure_still_removes_everything() -> None:
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    with pytest.raises(RuntimeError, match="boom"), open_loadgen() as lg:
+        tag = lg.netns
+        raise RuntimeError("boom")
+    assert ours(tag) == []
+
+
+# -- environments ------------------------------------------------------------------------------
+
+ENVS = {  # plan-style name -> (kind, network)
+    "native": ("native", "host"),
+    "runc-host": ("runc", "host"),
+    "runc-bridge": ("runc", "bridge"),
+    "qemu": ("qemu", "bridge"),
+}
+
+
+@pytest.fixture(scope="module")
+def image() -> ImageArtifacts:
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    from isotax.image.build import ImageError, ensure_image
+
+    try:
+        return ensure_image(log=print)
+    except ImageError as e:
+        pytest.skip(f"cannot build the workload image: {e}")
+
+
+@pytest.fixture(scope="module")
+def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
+    with open_loadgen() as lg:
+        tag = lg.netns
+        yield lg
+    assert ours(tag) == []
+
+
+@pytest.fixture(scope="module", params=list(ENVS))
+def inst(request: pytest.FixtureRequest, image: ImageArtifacts, loadgen: NamespaceLoadGen,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    kind, net = ENVS[request.param]
+    if kind != "native" and shutil.which(kind if kind != "qemu" else "qemu-system-x86_64") \
+            is None:
+        pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
+    env = registry.environments()[kind]()
+    avail = env.available()
+    if not avail.ok:
+        pytest.skip(f"{kind} unavailable here: {avail}")
+    spec = EnvSpec(name=f"test-{request.param}", kind=kind, image=image,
+                   workdir=tmp_path_factory.mktemp(request.param), network=net)
+    i = env.start(spec)
+    try:
+        yield i
+    finally:
+        i.stop()
+
+
+def _running_in(inst: Instance, program: str) -> int:
+    """Live (not zombie) processes named program inside inst."""
+    done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
+                      '| grep -c "^($1) [^Z]"; true', "sh", program], 60)
+    return int(done.stdout.strip() or 0)
+
+
+@pytest.mark.integration
+def test_background_server_returns_and_is_stopped(inst: Instance) -> None:
+    """exec returns at once with a server left running in the background (natively, runc
+    exec, the VM's agent), and stop_server really ends it."""
+    port = PORTS["iperf3"]
+    t0 = time.monotonic()
+    pid = start_server(inst, ["iperf3", "-s", "-p", str(port)], port)
+    try:
+        assert time.monotonic() - t0 < 60
+        assert _running_in(inst, "iperf3") == 1
+    finally:
+        stop_server(inst, pid, "iperf3")
+    assert _running_in(inst, "iperf3") == 0
+    assert leaked_servers() == []
+
+
+def _cmdlines(inst: Instance, line: str) -> int:
+    """How many processes in inst have exactly this command line (words joined by spaces)."""
+    done = inst.exec(["sh", "-c", 'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f"; '
+                      'echo; done 2>/dev/null | grep -cxF "$1"; true', "sh", line + " "], 60)
+    return int(done.stdout.strip() or 0)
+
+
+@pytest.mark.integration
+def test_a_server_that_never_listens_is_a_sanity_failure(inst: Instance) -> None:
+    with pytest.raises(SanityError, match=r"did not start listening|server exited"), \
+            serving(inst, ["sleep", "31.7"], PORTS["sockperf"], "udp", program="sleep",
+                    timeout=2):
+        pass
+    assert _cmdlines(inst, "sleep 31.7") == 0  # stopped all the same
+
+
+def _short(inst: Instance) -> int:
+    # The VM runs under TCG here (about 20x slower): keep its runs short too.
+    return 1 if inst.describe().get("emulated") == "yes" else 2
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("direction", ["to_env", "from_env"])
+def test_throughput(inst: Instance, loadgen: NamespaceLoadGen, direction: str) -> None:
+    w = Throughput()
+    params = {"direction": direction, "seconds": _short(inst), "streams": 1, "placement": "free"}
+    w.prepare(inst, params, loadgen)
+    samples = {s.metric: s for s in w.run(inst, params, loadgen)}
+    gbit = samples["throughput"]
+    assert gbit.unit == "Gbit/s" and gbit.value > 0.01
+    assert gbit.labels["direction"] == direction and gbit.labels["bytes"] > 0
+    assert gbit.labels["path"].startswith(f"loadgen netns {loadgen.netns}")
+    assert gbit.labels["cpu_method"].startswith("/proc/stat")
+    total = samples["cpu_per_gb"].value
+    parts = sum(samples[f"cpu_{k}_per_gb"].value for k in ("user", "system", "softirq"))
+    assert total > 0 and parts == pytest.approx(total)
+    assert _running_in(inst, "iperf3") == 0
+    if network_mode(inst.describe(), inst.address) == "bridge":
+        assert "DNAT" in gbit.labels["path"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("proto", ["tcp", "udp"])
+def test_rr(inst: Instance, loadgen: NamespaceLoadGen, proto: str) -> None:
+    w = RequestResponse()
+    params = {"proto": proto, "seconds": _short(inst), "placement": "same-cpu", "tail": True}
+    w.prepare(inst, params, loadgen)
+    samples = {s.metric: s for s in w.run(inst, params, loadgen)}
+    assert set(samples) == {"transactions_per_s", "latency_mean_us", "latency_p50_us",
+                            "latency_p90_us", "latency_p99_us", "latency_p99_9_us"}
+    tps = samples["transactions_per_s"]
+    assert tps.value > 10 and tps.labels["tool"].startswith("netperf 2.")
+    assert tps.labels["tool"].endswith(f"{proto.upper()}_RR")
+    # One transaction in flight: mean latency and rate are two views of one number.
+    assert samples["latency_mean_us"].value == pytest.approx(1e6 / tps.value, rel=0.1)
+    assert samples["latency_p50_us"].value <= samples["latency_p99_us"].value
+    tail = samples["latency_p99_9_us"]
+    assert tail.labels["tool"].startswith("sockperf") and tail.value > 0
+    assert tail.labels["sockperf_p99_us"] <= tail.value
+    for program in ("netserver", "sockperf"):
+        assert _running_in(inst, program) == 0
