@@ -54,10 +54,12 @@ class NamespaceLoadGen:
         # each mapped container owns.
         self._mapped: dict[tuple[str, int, str], tuple[str, int]] = {}
         self._published: dict[str, str] = {}
+        self._mtu = 0
 
     # -- lifecycle ---------------------------------------------------------------------
     def up(self) -> None:
         self.veth.up()
+        self._mtu = self.veth.mtu()
 
     def close(self) -> None:
         self._mapped.clear()
@@ -70,7 +72,7 @@ class NamespaceLoadGen:
 
     def describe(self) -> Mapping[str, str]:
         return {"netns": self.netns, "host_address": self.veth.host_ip,
-                "client_address": self.veth.ns_ip, "mtu": str(self.veth.mtu())}
+                "client_address": self.veth.ns_ip, "mtu": str(self._mtu)}
 
     # -- the protocol ------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
@@ -81,6 +83,13 @@ class NamespaceLoadGen:
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 
     def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
+        # A cell that cannot be reached fails with its reason; the run goes on.
+        try:
+            return self._target(inst, port, proto)
+        except NetworkError as e:
+            raise SanityError(f"load generator: {e}") from e
+
+    def _target(self, inst: Instance, port: int, proto: str) -> tuple[str, int]:
         if proto not in ("tcp", "udp"):
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         kind, mode = _network_of(inst)
@@ -115,12 +124,15 @@ class NamespaceLoadGen:
     def path(self, inst: Instance) -> str:
         d = inst.describe()
         kind, mode = _network_of(inst)
-        head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self.veth.mtu()})"
+        head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self._mtu})"
         if mode == "host":
             where = "native" if kind == "native" else f"{kind} container sharing the host's netns"
             return f"{head} -> host network stack ({where})"
         if mode == "bridge":
-            pub = self._published_for(inst.address)
+            try:
+                pub = self._published_for(inst.address)
+            except NetworkError as e:
+                raise SanityError(f"load generator: {e}") from e
             return (f"{head} -> host DNAT {pub} -> {inst.address} (iptables nat, as docker -p) "
                     f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
         if mode == "tap":
