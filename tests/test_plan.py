@@ -25,6 +25,11 @@ params = { level = 2, threads = [1, 2] }
 """
 
 
+def test_a_workload_may_appear_twice_with_other_parameters() -> None:
+    plan = parse_plan(GOOD + '[[workloads]]\nname = "compress"\nparams = { level = 6 }\n')
+    assert [w.name for w in plan.workloads] == ["compress", "compress"]
+
+
 def test_good_plan_expands_sweeps_over_defaults() -> None:
     plan = parse_plan(GOOD)
     combos = plan.workloads[0].combinations()
@@ -55,6 +60,8 @@ BAD = [
     (GOOD.replace('name = "t"', 'name = "t"\nrepetitons = 3'), "repetitons: is not a plan setting"),
     (GOOD.replace('name = "compress"', 'name = "compres"'), "unknown workload 'compres'"),
     (GOOD.replace('name = "native"', 'name = "host"'), "baseline 'native' is not among"),
+    (GOOD + '[[workloads]]\nname = "compress"\nparams = { threads = 2, level = 2 }\n',
+     "workload 'compress' lists the same parameters twice"),
     ('name = "t"\n[[workloads]]\nname = "compress"', "environments: is required"),
 ]
 

@@ -15,7 +15,7 @@ from isotax.model import CellStatus, Sample, SanityError
 from isotax.plan import parse_plan
 from isotax.runner import Runner, new_run_id, schedule
 from isotax.store.sqlite import SQLiteStore
-from isotax.workloads.base import Params, ParamSpec, register
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 
 class _Counter:
@@ -33,11 +33,12 @@ class EchoWorkload:
     description: ClassVar[str] = "test only"
     params: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("value", int, 7, "number to echo"),)
     tools: ClassVar[dict[str, tuple[str, ...]]] = {"sh": ("sh", "-c", "echo dash")}
+    needs_loadgen: ClassVar[bool] = False
 
-    def prepare(self, inst: Instance, params: Params) -> None:
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         pass
 
-    def run(self, inst: Instance, params: Params) -> list[Sample]:
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         _Counter.calls += 1
         if _Counter.interrupt_at == _Counter.calls:
             raise KeyboardInterrupt

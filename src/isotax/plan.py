@@ -133,12 +133,19 @@ class Plan(_Frozen):
                 f"the baseline {self.baseline!r} is not among the environments; add "
                 f'[[environments]] name = "{self.baseline}" kind = "native", or set baseline'
             )
-        wl = [w.name for w in self.workloads]
-        dupw = {n for n in wl if wl.count(n) > 1}
-        if dupw:
-            raise ValueError(
-                f"workload {sorted(dupw)[0]!r} is listed twice; sweep its parameters with lists"
-            )
+        # A workload may be listed more than once (fio: sequential 1m and random 4k), but a
+        # point of the matrix may not: it would be measured twice under one identity.
+        seen: set[tuple[str, str]] = set()
+        for w in self.workloads:
+            for combo in w.combinations():
+                point = (w.name, repr(sorted(combo.items())))
+                if point in seen:
+                    raise ValueError(
+                        f"workload {w.name!r} lists the same parameters twice: "
+                        f"{', '.join(f'{k}={v}' for k, v in sorted(combo.items()))}; "
+                        "remove one entry or make their parameters differ"
+                    )
+                seen.add(point)
         return self
 
 

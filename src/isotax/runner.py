@@ -36,6 +36,7 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.store.base import EnvRecord, Store
+from isotax.workloads.base import LoadGen
 
 Log = Callable[[str], None]
 
@@ -137,6 +138,7 @@ class Runner:
         self.log = log
         self.progress = progress  # a rich Progress, or None
         self.started: dict[str, _Started] = {}
+        self.loadgen: LoadGen | None = None
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -150,8 +152,11 @@ class Runner:
             self.started[entry.name] = _Started(started)
             ready = started.milestones.get("ready", float("nan"))
             self.log(f"{entry.name}: ready in {ready:.2f} s")
+            describe = dict(started.describe())
+            if self.loadgen is not None:
+                describe["loadgen_path"] = self.loadgen.path(started)
             self.store.put_environment(EnvRecord(
-                run_id, entry.name, entry.kind, True, "", dict(started.describe()),
+                run_id, entry.name, entry.kind, True, "", describe,
                 _tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
@@ -164,7 +169,7 @@ class Runner:
         spec = EnvSpec(
             name=entry.name, kind=entry.kind, image=self.image,
             workdir=workdir / entry.name, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
-            network=entry.network, options=dict(entry.options),
+            network=entry.network, storage=entry.storage, options=dict(entry.options),
         )
         spec.workdir.mkdir(parents=True, exist_ok=True)
         self.log(f"starting {entry.name} ({entry.kind}) ...")
@@ -197,7 +202,7 @@ class Runner:
         pkey = f"{key.workload}|{key.params_key}"
         if pkey not in st.prepared:
             try:
-                workload.prepare(inst, key.params)
+                workload.prepare(inst, key.params, self.loadgen)
                 st.prepared[pkey] = None
             except (SanityError, ExecError, OSError, TimeoutError) as e:
                 st.prepared[pkey] = f"prepare failed: {e}"
@@ -205,7 +210,7 @@ class Runner:
         if err:
             return CellStatus.FAILED, err, []
         try:
-            samples = workload.run(inst, key.params)
+            samples = workload.run(inst, key.params, self.loadgen)
         except (SanityError, ExecError, OSError, TimeoutError, ValueError) as e:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         if not samples:
@@ -220,7 +225,14 @@ class Runner:
         workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
         status = "failed"
         try:
-            with _sigterm_as_interrupt():
+            with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+                wls = registry.workloads()
+                if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
+                    from isotax.loadgen import open_loadgen
+
+                    self.loadgen = stack.enter_context(open_loadgen())
+                # Unwinds first (LIFO): environments stop before the load generator goes.
+                stack.callback(self._stop_environments)
                 self._start_environments(run_id, workdir)
                 if self.plan.baseline not in self.started:
                     self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
@@ -235,7 +247,8 @@ class Runner:
             status = "interrupted"
             self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
         finally:
-            self._stop_environments()
+            self._stop_environments()  # idempotent: whatever the stack did not reach
+            self.loadgen = None
             shutil.rmtree(workdir, ignore_errors=True)
             self.store.set_run_status(run_id, status, time.time())
         return status

@@ -33,6 +33,12 @@ PACKAGES: tuple[str, ...] = (
     "kmod",
     "busybox",
     "linux-image-amd64",
+    # I/O workloads: block I/O, bulk network throughput, request/response latency.
+    "fio",
+    "iperf3",
+    "nuttcp",
+    "netperf",  # non-free
+    "sockperf",
 )
 
 # Kernel modules the VM's initrd must carry to reach its root disk and its channels

@@ -118,6 +118,9 @@ def render(d: ReportData) -> str:
             "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
             "of the ratio contains 1). Warm-ups are excluded.", ""]
     out += table1(d) if d.rows else ["No results: every cell failed or none ran."]
+    ns = sorted({c.summary.n for c in d.cells.values()})
+    if ns:
+        out += ["", "Measured repetitions per cell (n): " + ", ".join(map(str, ns)) + "."]
     if d.common_params:
         out += ["", "Parameters of every point (the sweep column shows the ones that vary):", ""]
         out += [f"- {_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())

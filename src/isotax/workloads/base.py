@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from isotax.environments.base import Instance
+from isotax.environments.base import Completed, Instance
 from isotax.model import Sample
 
 Params = Mapping[str, Any]
@@ -43,17 +43,36 @@ class ParamSpec:
         return None
 
 
+class LoadGen(Protocol):
+    """The studies' "other machine": a network namespace joined to the host by a veth pair.
+    Network clients run here, so every environment, native included, is reached over a real
+    network path and adds only its own layers (bridge, NAT, tap + virtio, ...)."""
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        """Run a client inside the load generator's namespace."""
+
+    def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
+        """Where a client reaches a server listening on `port` inside `inst` (installing the
+        port mapping a bridged container needs, as Docker's -p does; removed at close)."""
+
+    def path(self, inst: Instance) -> str:
+        """The layers between the load generator and `inst`, in words, for the report."""
+
+
 class Workload(Protocol):
     name: ClassVar[str]
     version: ClassVar[str]  # version of isotax's driver for this workload (bump on change)
     description: ClassVar[str]
     params: ClassVar[Sequence[ParamSpec]]
     tools: ClassVar[Mapping[str, Sequence[str]]]  # tool -> argv that prints its version
+    # True for workloads with a network client: the runner then creates the load generator
+    # and passes it; otherwise `loadgen` is None.
+    needs_loadgen: ClassVar[bool]
 
-    def prepare(self, inst: Instance, params: Params) -> None:
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         """Once per instance and parameter set, before warm-ups (e.g. make the corpus)."""
 
-    def run(self, inst: Instance, params: Params) -> list[Sample]: ...
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]: ...
 
 
 REGISTRY: dict[str, type[Workload]] = {}

@@ -17,7 +17,7 @@ from typing import ClassVar
 from isotax.environments.base import Instance
 from isotax.model import Sample, SanityError
 from isotax.parsers.itx_time import parse_itx_time
-from isotax.workloads.base import Params, ParamSpec, register
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 MIB = 1024 * 1024
 
@@ -36,6 +36,7 @@ class Compress:
     tools: ClassVar[Mapping[str, Sequence[str]]] = {
         "xz-utils": ("dpkg-query", "-W", "-f=${Version}", "xz-utils"),
     }
+    needs_loadgen: ClassVar[bool] = False
 
     # Same bits everywhere: the corpus digest and the compressed size (xz output is
     # deterministic for a given level, thread count and block size) must agree across
@@ -46,7 +47,7 @@ class Compress:
     def _corpus(self, inst: Instance, params: Params) -> str:
         return f"{inst.scratch}/corpus-{params['corpus_mib']}m-s{params['seed']}"
 
-    def prepare(self, inst: Instance, params: Params) -> None:
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         path = self._corpus(inst, params)
         n = params["corpus_mib"] * MIB
         script = (
@@ -65,7 +66,7 @@ class Compress:
             return int(params["threads"])
         return int(inst.exec(["nproc"], timeout=30).check().stdout.strip())
 
-    def run(self, inst: Instance, params: Params) -> list[Sample]:
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         corpus = self._corpus(inst, params)
         threads = self._threads(inst, params)
         timing_file = f"{inst.scratch}/compress-time.json"

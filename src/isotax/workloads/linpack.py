@@ -13,7 +13,7 @@ from isotax.environments.base import Instance
 from isotax.model import Sample
 from isotax.parsers.hpcc import hpl_samples
 from isotax.workloads import hpcc
-from isotax.workloads.base import Params, ParamSpec, register
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 
 @register
@@ -24,10 +24,11 @@ class Linpack:
     params: ClassVar[Sequence[ParamSpec]] = hpcc.common_params(
         hpcc.QUICK_N, "HPL matrix order N (memory N^2*8 bytes; HPL work 2/3 N^3 flops)")
     tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
+    needs_loadgen: ClassVar[bool] = False
 
-    def prepare(self, inst: Instance, params: Params) -> None:
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         hpcc.check_tools(inst)
 
-    def run(self, inst: Instance, params: Params) -> list[Sample]:
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return hpl_samples(result.output, result.labels())

@@ -19,7 +19,7 @@ from isotax.environments.base import Instance
 from isotax.model import Sample
 from isotax.parsers.hpcc import RA_VARIANTS, randomaccess_samples
 from isotax.workloads import hpcc
-from isotax.workloads.base import Params, ParamSpec, register
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 
 @register
@@ -35,11 +35,12 @@ class RandomAccess:
                   choices=RA_VARIANTS),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
+    needs_loadgen: ClassVar[bool] = False
 
-    def prepare(self, inst: Instance, params: Params) -> None:
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         hpcc.check_tools(inst)
 
-    def run(self, inst: Instance, params: Params) -> list[Sample]:
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         variant = str(hpcc.param(params, self.params, "variant"))
         result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return randomaccess_samples(result.output, variant, result.labels())
