@@ -287,8 +287,8 @@ def test_quick_hpcc_workloads_natively() -> None:
                                    (Stream, {"copy", "scale", "add", "triad"}, "GB/s"),
                                    (RandomAccess, {"gups"}, "GUP/s")):
             w = cls()
-            w.prepare(inst, {})
-            samples = w.run(inst, {})
+            w.prepare(inst, {}, None)
+            samples = w.run(inst, {}, None)
             assert {s.metric for s in samples} == metrics
             for s in samples:
                 assert s.unit == unit and s.value > 0
@@ -310,7 +310,7 @@ def test_hpcc_killed_by_its_time_limit() -> None:
     try:
         t0 = time.monotonic()
         with pytest.raises(SanityError, match="timed out"):
-            Linpack().run(inst, {"n": 6000, "timeout_s": 2})
+            Linpack().run(inst, {"n": 6000, "timeout_s": 2}, None)
         assert time.monotonic() - t0 < 60
         deadline = time.monotonic() + 20  # Open MPI stops its ranks shortly after mpirun
         while _procs_in(inst.scratch) and time.monotonic() < deadline:
