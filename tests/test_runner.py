@@ -132,3 +132,31 @@ def test_interrupt_then_resume_repeats_nothing(setup) -> None:
     assert len(set(idents)) == 16
     assert [c.id for c in after[:6]] == [c.id for c in first]  # first part kept as it was
     assert _Counter.calls == 16 + 1  # the interrupted call, then exactly the missing ones
+
+
+def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
+    """pyroute2 forks to make a namespace and SIGTERMs the child when done: that child must
+    exit, not unwind through the runner's teardown (which removed the parent's netns)."""
+    import os
+    import signal
+    import time
+
+    from isotax.runner import _interrupts_for_this_process_only
+
+    marker = tmp_path / "teardown-ran-in"
+    with _interrupts_for_this_process_only():
+        pid = os.fork()
+        if pid == 0:  # the child: wait for SIGTERM inside a try/finally like the runner's
+            try:
+                time.sleep(30)
+            finally:
+                marker.write_text(str(os.getpid()))
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+    assert not marker.exists()
+    with pytest.raises(KeyboardInterrupt), _interrupts_for_this_process_only():
+        os.kill(os.getpid(), signal.SIGTERM)  # the run's own process still stops cleanly
+        time.sleep(1)

@@ -12,6 +12,7 @@ VM's timer ticks don't steal CPU from the measurement.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import secrets
 import shutil
@@ -103,17 +104,29 @@ def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops a run the way Ctrl-C does: through the same teardown."""
+def _interrupts_for_this_process_only() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop a run through its teardown, in this process only.
+
+    Libraries fork helpers that run on in a copy of this process (pyroute2 forks to create a
+    network namespace). Python's default SIGINT handler, or a SIGTERM turned into an
+    exception, would make such a child unwind through the runner's teardown and remove the
+    parent's namespaces, links and containers while the parent still uses them. A child just
+    exits; the process that started the run raises KeyboardInterrupt.
+    """
+    owner = os.getpid()
 
     def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            os._exit(128 + signum)
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old_int = signal.signal(signal.SIGINT, handler)
+    old_term = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
 
 
 @contextlib.contextmanager
@@ -224,8 +237,9 @@ class Runner:
         self.store.update_host(run_id, host)
         workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
         status = "failed"
+        owner = os.getpid()
         try:
-            with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+            with _interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
                 wls = registry.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
                     from isotax.loadgen import open_loadgen
@@ -244,6 +258,8 @@ class Runner:
                 self._run_cells(run_id, cells)
                 status = "complete"
         except KeyboardInterrupt:
+            if os.getpid() != owner:  # a forked helper of a library: never tear down for it
+                os._exit(1)
             status = "interrupted"
             self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
         finally:
