@@ -104,6 +104,8 @@ def analyze(store: Store, run_id: str) -> ReportData:
     wl_order = [w.get("name") for w in plan.get("workloads", [])]
     rows.sort(key=lambda r: wl_order.index(r.workload) if r.workload in wl_order else 1 << 30)
     common, sweep = _split_params(measured)
+    common = dict(sorted(common.items(), key=lambda kv: wl_order.index(kv[0])
+                         if kv[0] in wl_order else 1 << 30))
     order = [e.name for e in envs if e.available]
     columns = [baseline] + [n for n in order if n != baseline]
     cells: dict[tuple[Row, str], Cell] = {}
