@@ -93,6 +93,9 @@ def ensure_image(cache_dir: Path | None = None, log: Log | None = None,
 def show_images(cache_dir: Path | None = None) -> list[dict[str, object]]:
     """One dict per cached layer (images first, then bases), for `isotax image show`."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    recipe = Recipe()
+    current = {"image": image_hash(recipe, guest_files(default_guest_dir())),
+               "base": recipe.base_hash()}  # what the next build of this isotax would use
     out: list[dict[str, object]] = []
     for layer, marker in (("image", "manifest.json"), ("base", "base.json")):
         parent = cache / ("images" if layer == "image" else "base")
@@ -103,6 +106,7 @@ def show_images(cache_dir: Path | None = None) -> list[dict[str, object]]:
                 continue
             entry: dict[str, object] = {"layer": layer, "hash": d.name, "path": str(d),
                                         "complete": (d / marker).exists(),
+                                        "current": d.name == current[layer],
                                         "size_bytes": _du(d)}
             if (d / marker).exists():
                 meta = json.loads((d / marker).read_text())
@@ -112,8 +116,6 @@ def show_images(cache_dir: Path | None = None) -> list[dict[str, object]]:
                 if layer == "image":
                     entry["base_hash"] = meta.get("base_hash", "")
                     entry["kernel"] = meta.get("kernel", {}).get("version", "")
-                    entry["current"] = d.name == image_hash(
-                        Recipe(), guest_files(default_guest_dir()))
             out.append(entry)
     return out
 
