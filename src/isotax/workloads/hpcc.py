@@ -42,12 +42,12 @@ import shlex
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from isotax.environments.base import ExecError, Instance
-from isotax.model import SanityError
+from isotax.model import Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core
-from isotax.workloads.base import Params, ParamSpec, put_text
+from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text
 
 # The versions that make a result: hpcc itself, the BLAS it really loads, and the MPI.
 TOOLS: dict[str, tuple[str, ...]] = {
@@ -267,3 +267,23 @@ def check_tools(inst: Instance) -> Mapping[str, str]:
         raise ExecError("mpirun or timeout missing in this environment; "
                         "fix: install openmpi-bin and coreutils")
     return {"blas": blas_library(inst)}
+
+
+class HpccWorkload:
+    """What linpack, stream and randomaccess share: one full hpcc run with the plan's
+    parameters, then each keeps its own metric (`samples`)."""
+
+    version: ClassVar[str] = "1"
+    tools: ClassVar[Mapping[str, Sequence[str]]] = TOOLS
+    needs_loadgen: ClassVar[bool] = False
+    params: ClassVar[Sequence[ParamSpec]]
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        check_tools(inst)
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        result = run_hpcc(inst, config_from(inst, params, self.params))
+        return self.samples(result, params)
+
+    def samples(self, result: HpccRun, params: Params) -> list[Sample]:
+        raise NotImplementedError

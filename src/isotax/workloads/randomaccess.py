@@ -12,20 +12,18 @@ Table size follows HPL's N (see workloads/hpcc.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.model import Sample
 from isotax.parsers.hpcc import RA_VARIANTS, randomaccess_samples
 from isotax.workloads import hpcc
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import Params, ParamSpec, register
 
 
 @register
-class RandomAccess:
+class RandomAccess(hpcc.HpccWorkload):
     name: ClassVar[str] = "randomaccess"
-    version: ClassVar[str] = "1"
     description: ClassVar[str] = "RandomAccess from HPC Challenge, all ranks at once; GUP/s"
     params: ClassVar[Sequence[ParamSpec]] = (
         *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes the tables "
@@ -34,13 +32,7 @@ class RandomAccess:
                   "star (all ranks, summed), single (one rank) or mpi (global, via MPI)",
                   choices=RA_VARIANTS),
     )
-    tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
-    needs_loadgen: ClassVar[bool] = False
 
-    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        hpcc.check_tools(inst)
-
-    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+    def samples(self, result: hpcc.HpccRun, params: Params) -> list[Sample]:
         variant = str(hpcc.param(params, self.params, "variant"))
-        result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return randomaccess_samples(result.output, variant, result.labels())

@@ -11,20 +11,18 @@ N^2/(3*ranks) doubles per rank; the quick N measures cache-resident bandwidth.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.model import Sample
 from isotax.parsers.hpcc import STREAM_VARIANTS, stream_samples
 from isotax.workloads import hpcc
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import Params, ParamSpec, register
 
 
 @register
-class Stream:
+class Stream(hpcc.HpccWorkload):
     name: ClassVar[str] = "stream"
-    version: ClassVar[str] = "1"
     description: ClassVar[str] = "STREAM from HPC Challenge, all ranks at once; GB/s"
     params: ClassVar[Sequence[ParamSpec]] = (
         *hpcc.common_params(hpcc.QUICK_N, "HPL's N, which sizes STREAM's arrays "
@@ -32,13 +30,7 @@ class Stream:
         ParamSpec("variant", str, "star", "star (all ranks at once, summed) or single (one rank)",
                   choices=STREAM_VARIANTS),
     )
-    tools: ClassVar[Mapping[str, Sequence[str]]] = hpcc.TOOLS
-    needs_loadgen: ClassVar[bool] = False
 
-    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        hpcc.check_tools(inst)
-
-    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+    def samples(self, result: hpcc.HpccRun, params: Params) -> list[Sample]:
         variant = str(hpcc.param(params, self.params, "variant"))
-        result = hpcc.run_hpcc(inst, hpcc.config_from(inst, params, self.params))
         return stream_samples(result.output, variant, result.labels())
