@@ -21,6 +21,8 @@ PACKAGES=(
   fio iperf3 nuttcp netperf sockperf
   # Python for the virtual environment
   python3 python3-venv
+  # host-wide CPU cycles where the machine has a PMU (telemetry.py)
+  linux-perf
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main

@@ -8,9 +8,11 @@ the environment sends). The iperf3 server runs inside the environment in one-sho
 
 Gbit/s is the receiver's count. The CPU cost is host-wide, as IBM's `perf stat -a`: /proc/stat
 before and after the client, divided by the bytes received, split into user, system (+hardirq)
-and softirq (telemetry.py says why not perf cycles here). Host-wide includes both ends (the
-client's share is the same for every environment) and everything in between: for a VM,
-QEMU's virtio-net emulation and, under TCG, the emulated guest itself -- the hidden cost.
+and softirq; where the host can count cycles, also `perf stat -a -e cycles` around the
+client, as cycles per received byte (telemetry.py; the cpu_method label says which method and,
+without cycles, why not). Host-wide includes both ends (the client's share is the same for
+every environment) and everything in between: for a VM, QEMU's virtio-net emulation and,
+under TCG, the emulated guest itself -- the hidden cost.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from isotax.environments.base import Instance
 from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
-from isotax.telemetry import cost_per_gb, cpu_method, read_cpu_times
+from isotax.telemetry import cost_per_gb, perf_cycles, read_cpu_times
 from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 
@@ -68,7 +70,8 @@ class Throughput:
         server = [*server_pin, "iperf3", "-s", "-1", "-p", str(port)]
         client = [*client_pin, "iperf3", "-c", host, "-p", str(mapped), "-t", str(seconds),
                   "-P", str(streams), "-J", *(["-R"] if reverse else [])]
-        with serving(inst, server, port, "tcp", program="iperf3"):
+        # perf_cycles runs nothing where cycles are not supported.
+        with serving(inst, server, port, "tcp", program="iperf3"), perf_cycles() as cycles:
             before = read_cpu_times()
             done = lg.exec(client, seconds + 60)
             delta = read_cpu_times() - before
@@ -84,14 +87,21 @@ class Throughput:
             "direction": params["direction"], "streams": streams,
             "path": lg.path(inst), "congestion": r.congestion,
             "retransmits": r.retransmits if r.retransmits is not None else "n/a",
-            "bytes": r.bytes_received, "cpu_method": cpu_method(),
+            "bytes": r.bytes_received,
+            # Without cycles, the same words as telemetry.cpu_method(): /proc/stat and why.
+            "cpu_method": "/proc/stat" if cycles.value is not None
+            else f"/proc/stat (perf: {cycles.reason})",
             "host_cpu_window_s": round(delta.busy + delta.idle, 3),
             "host_cpu_busy_s": round(delta.busy, 3), "steal_s": round(delta.steal, 3),
         }
-        return [
+        samples = [
             Sample("throughput", r.bits_per_second / 1e9, "Gbit/s", True, labels),
             Sample("cpu_per_gb", cost["total"], "CPU-s/GB", False, labels),
             Sample("cpu_user_per_gb", cost["user"], "CPU-s/GB", False, labels),
             Sample("cpu_system_per_gb", cost["system"], "CPU-s/GB", False, labels),
             Sample("cpu_softirq_per_gb", cost["softirq"], "CPU-s/GB", False, labels),
         ]
+        if cycles.value is not None:
+            samples.append(Sample("cycles_per_byte", cycles.value / r.bytes_received,
+                                  "cycles/B", False, {**labels, "cpu_method": "perf cycles"}))
+        return samples
