@@ -19,6 +19,7 @@ PACKAGES=(
   # workload tools, natively (same packages as in the image)
   xz-utils hpcc libopenblas0-pthread openmpi-bin
   fio iperf3 nuttcp netperf sockperf
+  redis-server redis-tools
   # Python for the virtual environment
   python3 python3-venv
   # host-wide CPU cycles where the machine has a PMU (telemetry.py)
@@ -44,7 +45,25 @@ fi
 # `install` also upgrades an installed package to the candidate version: the image gets the
 # candidate from debootstrap, and native runs must use the same version of each tool.
 "${APT[@]}" update
+# redis-server's postinst starts (and enables) a system Redis on 6379 through invoke-rc.d:
+# isotax starts its own servers, on its own port, and a stray service would load the host.
+# A policy-rc.d that exits 101 tells invoke-rc.d "no": created only if none is there (a
+# container host may have its own), and removed right after. If a service still got started
+# (a host whose init ignores policy-rc.d), it is the system's, not isotax's: stop it with
+# `systemctl disable --now redis-server` if you want it gone; this script kills nothing.
+POLICY=/usr/sbin/policy-rc.d
+OWN_POLICY=
+if [ ! -e "$POLICY" ]; then
+  printf '#!/bin/sh\n# isotax setup.sh: no services started by package installs\nexit 101\n' > "$POLICY"
+  chmod 755 "$POLICY"
+  OWN_POLICY=1
+  trap '[ -n "$OWN_POLICY" ] && rm -f "$POLICY"' EXIT
+fi
 DEBIAN_FRONTEND=noninteractive "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}"
+if [ -n "$OWN_POLICY" ]; then
+  rm -f "$POLICY"
+  OWN_POLICY=
+fi
 
 # Debian's python3 (3.11 on bookworm) for the venv: the same interpreter on every such host.
 if [ ! -x .venv/bin/isotax ]; then

@@ -39,6 +39,9 @@ PACKAGES: tuple[str, ...] = (
     "nuttcp",
     "netperf",  # non-free
     "sockperf",
+    # Real applications: the key-value server and its benchmark client.
+    "redis-server",
+    "redis-tools",
 )
 
 # Kernel modules the VM's initrd must carry to reach its root disk and its channels

@@ -1,0 +1,151 @@
+"""redis: a key-value server in the environment, GET and SET from the load generator.
+
+The studies' (IBM) Redis test: 50% GET / 50% SET, small keys, ~50-byte values, 10 requests
+in flight per connection, throughput and latency swept over connection counts. Here:
+
+- the server: a fresh redis-server per run inside the environment (no persistence:
+  `--save '' --appendonly no`), listening on 0.0.0.0:REDIS_PORT. A fresh process, not
+  FLUSHALL, makes the dataset fresh: nothing a previous run allocated (jemalloc arenas,
+  rehashed dicts) carries over, and a server that died in the last run cannot leak into this
+  one. It starts in well under a second, even in the emulated VM.
+- the client: redis-benchmark in the load generator, `-t set,get`: SET then GET, each
+  `requests` requests, over `connections` connections with `-P pipeline` (10 in flight per
+  connection), `-d value_bytes` values, `-r keyspace` random keys. The keys are
+  redis-benchmark's own `key:` + 12 digits (16 characters): __rand_int__ always expands to 12
+  digits, so 10-character keys are not possible without dropping the built-in SET/GET tests
+  (6 bytes more per request, next to ~90 bytes of RESP framing and value).
+- the numbers: per test (set, get) its requests/s and mean, p50, p99 latency in ms (the
+  tool's histogram, µs resolution), and their 50/50 combination: both tests run the same
+  number of requests back to back, so the mix's rate is total requests over total time, the
+  harmonic mean of the two rates.
+
+Sanity: a server that does not answer PING before or after, a client error or timeout, a
+test with no rate, or an empty dataset afterwards fails the point.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from isotax.environments.base import Instance
+from isotax.environments.native import run_host
+from isotax.loadgen import serving
+from isotax.model import Sample, SanityError
+from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
+from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+
+# An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
+REDIS_PORT = 46379
+KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
+
+
+@functools.cache
+def _benchmark_version() -> str:
+    try:
+        return parse_redis_version(run_host(["redis-benchmark", "--version"], 30).stdout)
+    except (ValueError, OSError):
+        return "unknown"
+
+
+def _need(loadgen: LoadGen | None) -> LoadGen:
+    if loadgen is None:
+        raise SanityError("this workload needs the load generator (the runner creates it)")
+    return loadgen
+
+
+def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
+    done = lg.exec(["redis-cli", "-h", host, "-p", str(port), "PING"], 30)
+    if done.returncode != 0 or done.stdout.strip() != "PONG":
+        raise SanityError(f"redis-server does not answer PING {when}: "
+                          f"{(done.stdout + done.stderr).strip()[:200]}")
+
+
+@register
+class Redis:
+    name: ClassVar[str] = "redis"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ("redis-server in the environment, redis-benchmark SET and GET "
+                                  "from the load generator, pipelined; requests/s and ms")
+    params: ClassVar[Sequence[ParamSpec]] = (
+        ParamSpec("connections", int, 10, "client connections (redis-benchmark -c); sweep it",
+                  minimum=1),
+        ParamSpec("requests", int, 100000, "requests per test (SET, then GET)", minimum=1000),
+        ParamSpec("pipeline", int, 10, "requests in flight per connection (-P)", minimum=1),
+        ParamSpec("value_bytes", int, 50, "value size of SET (-d)", minimum=1),
+        ParamSpec("keyspace", int, 100000, "distinct random keys (-r)", minimum=1),
+    )
+    tools: ClassVar[Mapping[str, Sequence[str]]] = {
+        "redis-server": ("redis-server", "--version"),
+        "redis-benchmark": ("redis-benchmark", "--version"),
+    }
+    needs_loadgen: ClassVar[bool] = True
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        _need(loadgen)
+        done = inst.exec(["redis-server", "--version"], 60)
+        if done.returncode != 0:
+            raise SanityError(f"redis-server is not runnable in the environment "
+                              f"({done.returncode}): {done.stderr.strip()[:200]} "
+                              "(rebuild the image: isotax image build)")
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        lg = _need(loadgen)
+        conns, requests = int(params["connections"]), int(params["requests"])
+        pipeline, value = int(params["pipeline"]), int(params["value_bytes"])
+        keyspace = int(params["keyspace"])
+        host, port = lg.target(inst, REDIS_PORT, "tcp")
+        server = ["redis-server", "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
+                  "--protected-mode", "no", "--save", "", "--appendonly", "no",
+                  "--dir", "/tmp", "--logfile", ""]
+        client = ["redis-benchmark", "-h", host, "-p", str(port), "-t", "set,get",
+                  "-n", str(requests), "-c", str(conns), "-P", str(pipeline),
+                  "-d", str(value), "-r", str(keyspace), "--csv"]
+        # redis-benchmark hangs (it does not exit) when it cannot connect: the timeout is
+        # the backstop, generous enough for the emulated VM (~1k requests/s at worst).
+        timeout = 60 + 2 * requests / 1000
+        with serving(inst, server, REDIS_PORT, "tcp", program="redis-server"):
+            _ping(lg, host, port, "before the run")
+            done = lg.exec(client, timeout)
+            if done.returncode == 124:
+                raise SanityError(f"redis-benchmark timed out after {timeout:.0f} s")
+            tests = parse_redis_benchmark(done.stdout + "\n" + done.stderr)
+            if done.returncode != 0:
+                raise SanityError(f"redis-benchmark exited {done.returncode}: "
+                                  f"{done.stderr.strip()[:200]}")
+            _ping(lg, host, port, "after the run (did it die?)")
+            size = lg.exec(["redis-cli", "-h", host, "-p", str(port), "DBSIZE"], 30)
+        missing = {"SET", "GET"} - tests.keys()
+        if missing:
+            raise SanityError(f"redis-benchmark gave no {' or '.join(sorted(missing))} result")
+        try:
+            keys = int(size.stdout.strip())
+        except ValueError:
+            keys = -1
+        if keys <= 0:
+            raise SanityError(f"after SET the server holds {size.stdout.strip() or '?'} keys")
+        labels = {"tool": f"redis-benchmark {_benchmark_version()} (client on the host)",
+                  "path": lg.path(inst), "connections": conns, "pipeline": pipeline,
+                  "in_flight": conns * pipeline, "value_bytes": value, "key_bytes": KEY_BYTES,
+                  "keyspace": keyspace, "requests_per_test": requests, "keys_after": keys}
+        samples: list[Sample] = []
+        for t in (tests["SET"], tests["GET"]):
+            samples += self._samples(t, labels)
+        s, g = tests["SET"].rps, tests["GET"].rps
+        samples.append(Sample("requests_per_s", 2 / (1 / s + 1 / g), "req/s", True,
+                              {**labels, "mix": "50% SET / 50% GET, run back to back: total "
+                               "requests over total time"}))
+        return samples
+
+    @staticmethod
+    def _samples(t: RedisTest, labels: Mapping[str, object]) -> list[Sample]:
+        op = t.test.lower()
+        own = {**labels, "test": t.test, "min_ms": t.min_ms, "p95_ms": t.p95_ms,
+               "max_ms": t.max_ms}
+        return [
+            Sample(f"{op}_requests_per_s", t.rps, "req/s", True, own),
+            Sample(f"{op}_latency_mean_ms", t.avg_ms, "ms", False, own),
+            Sample(f"{op}_latency_p50_ms", t.p50_ms, "ms", False, own),
+            Sample(f"{op}_latency_p99_ms", t.p99_ms, "ms", False, own),
+        ]

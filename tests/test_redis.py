@@ -1,0 +1,191 @@
+"""redis: the redis-benchmark CSV parser on real output captured here (errors included), and
+a tiny connection sweep run for real through the load generator: natively, in runc on a
+bridge with NAT, and in the QEMU VM (TCG here: tiny), leaving nothing behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isotax import registry
+from isotax.environments.base import EnvSpec, Instance
+from isotax.image.artifacts import ImageArtifacts
+from isotax.leaks import find_leaks
+from isotax.loadgen import NamespaceLoadGen, open_loadgen
+from isotax.model import SanityError
+from isotax.parsers.redis_benchmark import parse_redis_benchmark, parse_redis_version
+from isotax.workloads.redis import REDIS_PORT, Redis
+
+DATA = Path(__file__).parent / "data" / "redis"
+
+
+def text(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["native-c1.txt", "native-c10.txt"])
+def test_parse_both_tests(name: str) -> None:
+    tests = parse_redis_benchmark(text(name))
+    assert set(tests) == {"SET", "GET"}
+    for t in tests.values():
+        assert t.rps > 1000
+        assert t.min_ms <= t.p50_ms <= t.p95_ms <= t.p99_ms <= t.max_ms
+        assert t.min_ms <= t.avg_ms <= t.max_ms
+
+
+def test_parse_exact_values() -> None:
+    s = parse_redis_benchmark(text("native-c10.txt"))["SET"]
+    assert (s.rps, s.avg_ms, s.p50_ms, s.p99_ms, s.max_ms) == (666666.69, 0.134, 0.127, 0.343,
+                                                               0.423)
+
+
+def test_refused_is_a_sanity_failure() -> None:
+    with pytest.raises(SanityError, match=r"Could not connect to Redis at 127\.0\.0\.1:46380"):
+        parse_redis_benchmark(text("refused.txt"))
+
+
+def test_a_run_shorter_than_the_clock_tick_has_no_rate() -> None:
+    with pytest.raises(SanityError, match=r"rate is inf.*raise `requests`"):
+        parse_redis_benchmark(text("too-short.txt"))
+
+
+def test_zero_rate_empty_and_foreign_output() -> None:
+    good = text("native-c1.txt")
+    with pytest.raises(SanityError, match="rate is 0"):
+        parse_redis_benchmark(good.replace('"SET","250000.00"', '"SET","0"'))
+    with pytest.raises(SanityError, match="no results"):
+        parse_redis_benchmark("")
+    with pytest.raises(SanityError, match="unexpected CSV row"):
+        parse_redis_benchmark(good.split("\n", 1)[1])  # rows without the header
+    with pytest.raises(SanityError, match="not a number"):
+        parse_redis_benchmark(good.replace('"0.036"', '"x"'))
+
+
+def test_version() -> None:
+    assert parse_redis_version(text("version.txt")) == "7.0.15"
+    with pytest.raises(ValueError):
+        parse_redis_version("redis-cli 7.0.15")
+
+
+def test_params() -> None:
+    specs = {p.name: p for p in Redis.params}
+    assert specs["connections"].problem(0) is not None
+    assert specs["connections"].problem(50) is None
+    assert specs["requests"].problem(10) is not None
+    assert (specs["pipeline"].default, specs["value_bytes"].default) == (10, 50)
+    assert Redis.needs_loadgen and "redis" in registry.workloads()
+
+
+# -- for real ----------------------------------------------------------------------------------
+
+ENVS = {"native": ("native", "host"), "runc-bridge": ("runc", "bridge"),
+        "qemu": ("qemu", "bridge")}
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces, veth pairs, containers and the VM's tap"
+    for tool in ("nsenter", "iptables", "redis-server", "redis-benchmark", "redis-cli"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/setup.sh installs it)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def image() -> ImageArtifacts:
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    from isotax.image.build import ImageError, ensure_image
+
+    try:
+        return ensure_image(log=print)
+    except ImageError as e:
+        pytest.skip(f"cannot build the workload image: {e}")
+
+
+@pytest.fixture(scope="module")
+def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
+    with open_loadgen() as lg:
+        tag = lg.netns
+        yield lg
+    assert [x for x in find_leaks() if tag in x] == []
+
+
+@pytest.fixture(scope="module", params=list(ENVS))
+def inst(request: pytest.FixtureRequest, image: ImageArtifacts, loadgen: NamespaceLoadGen,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    kind, net = ENVS[request.param]
+    if kind != "native" and shutil.which(kind if kind != "qemu" else "qemu-system-x86_64") \
+            is None:
+        pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
+    env = registry.environments()[kind]()
+    avail = env.available()
+    if not avail.ok:
+        pytest.skip(f"{kind} unavailable here: {avail}")
+    spec = EnvSpec(name=f"test-redis-{request.param}", kind=kind, image=image,
+                   workdir=tmp_path_factory.mktemp(request.param), network=net)
+    i = env.start(spec)
+    try:
+        yield i
+    finally:
+        i.stop()
+    # Only this test's own names: other suites may run beside it on a shared host.
+    assert [x for x in find_leaks() if spec.name in x or "redis" in x] == []
+
+
+def _redis_servers(inst: Instance) -> int:
+    """Live redis-server processes inside inst."""
+    done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
+                      '| grep -c "^(redis-server) [^Z]"; true'], 60)
+    return int(done.stdout.strip() or 0)
+
+
+@pytest.mark.integration
+def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
+    """Two connection counts; every point a fresh server, stopped afterwards."""
+    w = Redis()
+    # redis-benchmark's clock ticks in ms: natively enough requests to last tens of ms; the
+    # emulated VM answers ~100x slower, so a few thousand are plenty there.
+    requests = 3000 if inst.describe().get("emulated") == "yes" else 30000
+    for conns in (1, 10):
+        params = {"connections": conns, "requests": requests, "pipeline": 10,
+                  "value_bytes": 50, "keyspace": 10000}
+        w.prepare(inst, params, loadgen)
+        samples = {s.metric: s for s in w.run(inst, params, loadgen)}
+        names = {f"{op}_{m}" for op in ("set", "get") for m in
+                 ("requests_per_s", "latency_mean_ms", "latency_p50_ms", "latency_p99_ms")}
+        assert set(samples) == names | {"requests_per_s"}
+        for op in ("set", "get"):
+            assert samples[f"{op}_requests_per_s"].value > 100
+            assert samples[f"{op}_latency_p50_ms"].value <= samples[f"{op}_latency_p99_ms"].value
+        mix = samples["requests_per_s"]
+        lo, hi = sorted(samples[f"{op}_requests_per_s"].value for op in ("set", "get"))
+        assert lo <= mix.value <= hi
+        assert mix.labels["connections"] == conns and mix.labels["in_flight"] == conns * 10
+        assert 0 < mix.labels["keys_after"] <= 10000
+        assert mix.labels["path"].startswith(f"loadgen netns {loadgen.netns}")
+        if inst.describe().get("network") == "bridge":
+            assert "DNAT" in mix.labels["path"]
+        v = {k: s.value for k, s in samples.items()}
+        print(f"{inst.describe().get('kind')} c={conns}: SET {v['set_requests_per_s']:.0f} "
+              f"GET {v['get_requests_per_s']:.0f} mix {v['requests_per_s']:.0f} req/s, p99 "
+              f"SET {v['set_latency_p99_ms']} GET {v['get_latency_p99_ms']} ms")
+        assert _redis_servers(inst) == 0
+
+
+@pytest.mark.integration
+def test_a_dead_server_is_a_sanity_failure(inst: Instance, loadgen: NamespaceLoadGen) -> None:
+    """Nothing listening where redis-benchmark connects: one clear failure, not a hang."""
+    if inst.describe().get("kind") != "native":
+        pytest.skip("the client side is the same for every environment; native suffices")
+    host, port = loadgen.target(inst, REDIS_PORT, "tcp")
+    from isotax.workloads.redis import _ping
+
+    with pytest.raises(SanityError, match="does not answer PING"):
+        _ping(loadgen, host, port, "before the run")
