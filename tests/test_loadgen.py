@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,27 @@ def test_our_servers_are_recognised_by_program_and_port() -> None:
     assert not is_our_server(["iperf3", "-s", "-p", "5201"])  # somebody else's
     assert not is_our_server(["nc", "-l", str(PORTS["iperf3"])])
     assert not is_our_server([])
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None,
+                    reason="redis-server is not installed (scripts/setup.sh installs it)")
+def test_a_leftover_native_redis_server_is_found(tmp_path: Path) -> None:
+    """redis-server rewrites its command line ("redis-server 127.0.0.1:46379"): a real one
+    left on isotax's port must still be reported."""
+    port = str(PORTS["redis"])
+    p = subprocess.Popen(["redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(str(p.pid) in x
+                                                      for x in leaked_servers()):
+            time.sleep(0.1)
+        assert any(str(p.pid) in x for x in leaked_servers())
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert not any(str(p.pid) in x for x in leaked_servers())
 
 
 def test_loadgen_names_fit_interfaces() -> None:

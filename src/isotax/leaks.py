@@ -133,14 +133,18 @@ def leaked_processes() -> list[str]:
 
 
 def is_our_server(args: list[str]) -> bool:
-    """A network workload's server (iperf3, netserver, sockperf) on one of isotax's ports:
-    natively it runs on the host, where nothing else would stop it. Pure."""
+    """A network workload's server (iperf3, netserver, sockperf, redis-server) on one of
+    isotax's ports: natively it runs on the host, where nothing else would stop it. Pure.
+    redis-server rewrites its command line to one word list like "redis-server 0.0.0.0:46379",
+    so the words are split again and a port may come as ADDRESS:PORT."""
     from isotax.loadgen import PORTS, SERVER_PROGRAMS
 
-    if not args:
+    words = " ".join(args).split()
+    if not words:
         return False
     ports = {str(p) for p in PORTS.values()}
-    return os.path.basename(args[0]) in SERVER_PROGRAMS and any(a in ports for a in args[1:])
+    return os.path.basename(words[0]) in SERVER_PROGRAMS and any(
+        w.rsplit(":", 1)[-1] in ports for w in words[1:])
 
 
 def leaked_servers() -> list[str]:

@@ -37,8 +37,9 @@ PORTS: Mapping[str, int] = {
     "netperf": 42865,  # netserver's control connection
     "netperf-data": 42866,  # the test's data connection (netperf -P)
     "sockperf": 41111,
+    "redis": 46379,
 }
-SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf")
+SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf", "redis-server")
 
 # A clean, defined environment for clients: nothing inherited from the caller's shell.
 _CLIENT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}

@@ -31,13 +31,13 @@ from typing import ClassVar
 
 from isotax.environments.base import Instance
 from isotax.environments.native import run_host
-from isotax.loadgen import serving
+from isotax.loadgen import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
 from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
-REDIS_PORT = 46379
+REDIS_PORT = PORTS["redis"]
 KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
 
 
