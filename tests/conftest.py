@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
+
+from isotax.image.artifacts import ImageArtifacts
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -19,3 +22,19 @@ def _leaks_before_suite() -> Iterator[list[str]]:
     from isotax.leaks import find_leaks
 
     yield find_leaks() if os.geteuid() == 0 else []
+
+
+@pytest.fixture(scope="session")
+def image() -> ImageArtifacts:
+    """The workload image, built once for the suite (a no-op when cached). Skips only where
+    this machine cannot build it; any other build failure fails the tests that need it."""
+    if os.geteuid() != 0:
+        pytest.skip("building and using the workload image needs root (debootstrap, chroot)")
+    for tool, package in (("debootstrap", "debootstrap"), ("gcc", "gcc libc6-dev"),
+                          ("mkfs.ext4", "e2fsprogs")):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (apt-get install {package}; "
+                        "scripts/setup.sh installs it)")
+    from isotax.image.build import ensure_image
+
+    return ensure_image(log=print)

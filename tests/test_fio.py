@@ -182,17 +182,6 @@ def _why_not(kind: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def image() -> ImageArtifacts:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to build and use the workload image")
-    from isotax.image.build import ImageError, ensure_image
-    try:
-        return ensure_image(log=print)
-    except ImageError as e:
-        pytest.skip(f"cannot build the workload image: {e}")
-
-
 @pytest.fixture(params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def case(request: pytest.FixtureRequest, image: ImageArtifacts
          ) -> Iterator[tuple[Instance, str, str, set[str]]]:

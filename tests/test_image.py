@@ -249,15 +249,6 @@ def test_remove_image_refuses_while_something_is_mounted_inside(tmp_path: Path) 
 # ------------------------------------------------------------------------------ integration
 
 
-@pytest.fixture(scope="module")
-def image():  # type: ignore[no-untyped-def]
-    if not IS_ROOT:
-        pytest.skip("building the image needs root (debootstrap, chroot, mkfs)")
-    if shutil.which("debootstrap") is None:
-        pytest.skip("debootstrap not installed (apt-get install debootstrap)")
-    return ensure_image()  # the shared cache: fast when already built
-
-
 @pytest.mark.integration
 def test_image_is_complete_and_exports_agree(image) -> None:  # type: ignore[no-untyped-def]
     assert image.complete() and image.rootfs.is_dir()

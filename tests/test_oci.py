@@ -118,19 +118,6 @@ def _why_not(rt: str) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def image() -> ImageArtifacts:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to build and use the workload image")
-    from isotax.image.build import ImageError, ensure_image
-    try:
-        return ensure_image(log=print)
-    except ImageError as e:
-        if "needs root" in str(e) or "not found: apt-get install" in str(e):
-            pytest.skip(f"cannot build the workload image: {e}")
-        raise
-
-
 def ours(*names: str) -> list[str]:
     return [x for x in find_leaks() if any(n in x for n in names)]
 
