@@ -1,11 +1,19 @@
-"""Shared by the end-to-end tests: a skip that names exactly what the machine lacks."""
+"""Shared by the end-to-end tests: skips that name exactly what the machine lacks, and
+running instances of real environments."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from isotax import registry
+from isotax.environments.base import EnvSpec, Instance
+from isotax.image.artifacts import ImageArtifacts
 
 
 def requires_root_and(*tools: str) -> pytest.MarkDecorator:
@@ -17,3 +25,30 @@ def requires_root_and(*tools: str) -> pytest.MarkDecorator:
         if missing:
             reason = f"{', '.join(missing)} not installed (scripts/setup.sh installs them)"
     return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+@contextlib.contextmanager
+def started(name: str, kind: str, network: str, image: ImageArtifacts,
+            workdir: Path) -> Iterator[Instance]:
+    """A running instance of `kind`, stopped afterwards; skips, with the reason, where this
+    host lacks the environment."""
+    tool = {"native": None, "qemu": "qemu-system-x86_64"}.get(kind, kind)
+    if tool is not None and shutil.which(tool) is None:
+        pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
+    env = registry.environments()[kind]()
+    avail = env.available()
+    if not avail.ok:
+        pytest.skip(f"{kind} unavailable here: {avail}")
+    inst = env.start(EnvSpec(name=name, kind=kind, image=image, workdir=workdir,
+                             network=network))
+    try:
+        yield inst
+    finally:
+        inst.stop()
+
+
+def running_in(inst: Instance, program: str) -> int:
+    """Live (not zombie) processes named program inside inst."""
+    done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
+                      '| grep -c "^($1) [^Z]"; true', "sh", program], 60)
+    return int(done.stdout.strip() or 0)

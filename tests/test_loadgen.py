@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import running_in, started
 
-from isotax import registry
-from isotax.environments.base import EnvSpec, Instance
+from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import find_leaks, is_our_server, leaked_servers
 from isotax.loadgen import (
@@ -154,27 +154,9 @@ def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
 def inst(request: pytest.FixtureRequest, image: ImageArtifacts, loadgen: NamespaceLoadGen,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     kind, net = ENVS[request.param]
-    if kind != "native" and shutil.which(kind if kind != "qemu" else "qemu-system-x86_64") \
-            is None:
-        pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
-    env = registry.environments()[kind]()
-    avail = env.available()
-    if not avail.ok:
-        pytest.skip(f"{kind} unavailable here: {avail}")
-    spec = EnvSpec(name=f"test-{request.param}", kind=kind, image=image,
-                   workdir=tmp_path_factory.mktemp(request.param), network=net)
-    i = env.start(spec)
-    try:
+    with started(f"test-{request.param}", kind, net, image,
+                 tmp_path_factory.mktemp(request.param)) as i:
         yield i
-    finally:
-        i.stop()
-
-
-def _running_in(inst: Instance, program: str) -> int:
-    """Live (not zombie) processes named program inside inst."""
-    done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
-                      '| grep -c "^($1) [^Z]"; true', "sh", program], 60)
-    return int(done.stdout.strip() or 0)
 
 
 @pytest.mark.integration
@@ -186,10 +168,10 @@ def test_background_server_returns_and_is_stopped(inst: Instance) -> None:
     pid = start_server(inst, ["iperf3", "-s", "-p", str(port)], port)
     try:
         assert time.monotonic() - t0 < 60
-        assert _running_in(inst, "iperf3") == 1
+        assert running_in(inst, "iperf3") == 1
     finally:
         stop_server(inst, pid, "iperf3")
-    assert _running_in(inst, "iperf3") == 0
+    assert running_in(inst, "iperf3") == 0
     assert leaked_servers() == []
 
 
@@ -229,7 +211,7 @@ def test_throughput(inst: Instance, loadgen: NamespaceLoadGen, direction: str) -
     total = samples["cpu_per_gb"].value
     parts = sum(samples[f"cpu_{k}_per_gb"].value for k in ("user", "system", "softirq"))
     assert total > 0 and parts == pytest.approx(total)
-    assert _running_in(inst, "iperf3") == 0
+    assert running_in(inst, "iperf3") == 0
     if network_mode(inst.describe(), inst.address) == "bridge":
         assert "DNAT" in gbit.labels["path"]
 
@@ -253,4 +235,4 @@ def test_rr(inst: Instance, loadgen: NamespaceLoadGen, proto: str) -> None:
     assert tail.labels["tool"].startswith("sockperf") and tail.value > 0
     assert tail.labels["sockperf_p99_us"] <= tail.value
     for program in ("netserver", "sockperf"):
-        assert _running_in(inst, program) == 0
+        assert running_in(inst, program) == 0

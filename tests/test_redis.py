@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import running_in, started
 
 from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
@@ -117,29 +118,11 @@ def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
 def inst(request: pytest.FixtureRequest, image: ImageArtifacts, loadgen: NamespaceLoadGen,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
     kind, net = ENVS[request.param]
-    if kind != "native" and shutil.which(kind if kind != "qemu" else "qemu-system-x86_64") \
-            is None:
-        pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
-    env = registry.environments()[kind]()
-    avail = env.available()
-    if not avail.ok:
-        pytest.skip(f"{kind} unavailable here: {avail}")
-    spec = EnvSpec(name=f"test-redis-{request.param}", kind=kind, image=image,
-                   workdir=tmp_path_factory.mktemp(request.param), network=net)
-    i = env.start(spec)
-    try:
+    name = f"test-redis-{request.param}"
+    with started(name, kind, net, image, tmp_path_factory.mktemp(request.param)) as i:
         yield i
-    finally:
-        i.stop()
     # Only this test's own names: other suites may run beside it on a shared host.
-    assert [x for x in find_leaks() if spec.name in x or "redis" in x] == []
-
-
-def _redis_servers(inst: Instance) -> int:
-    """Live redis-server processes inside inst."""
-    done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
-                      '| grep -c "^(redis-server) [^Z]"; true'], 60)
-    return int(done.stdout.strip() or 0)
+    assert [x for x in find_leaks() if name in x or "redis" in x] == []
 
 
 @pytest.mark.integration
@@ -172,7 +155,7 @@ def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
         print(f"{inst.describe().get('kind')} c={conns}: SET {v['set_requests_per_s']:.0f} "
               f"GET {v['get_requests_per_s']:.0f} mix {v['requests_per_s']:.0f} req/s, p99 "
               f"SET {v['set_latency_p99_ms']} GET {v['get_latency_p99_ms']} ms")
-        assert _redis_servers(inst) == 0
+        assert running_in(inst, "redis-server") == 0
 
 
 @pytest.mark.integration
