@@ -20,6 +20,7 @@ PACKAGES=(
   xz-utils hpcc libopenblas0-pthread openmpi-bin
   fio iperf3 nuttcp netperf sockperf
   redis-server redis-tools
+  mariadb-server mariadb-client sysbench
   # Python for the virtual environment
   python3 python3-venv
   # host-wide CPU cycles where the machine has a PMU (telemetry.py)
@@ -45,12 +46,13 @@ fi
 # `install` also upgrades an installed package to the candidate version: the image gets the
 # candidate from debootstrap, and native runs must use the same version of each tool.
 "${APT[@]}" update
-# redis-server's postinst starts (and enables) a system Redis on 6379 through invoke-rc.d:
-# isotax starts its own servers, on its own port, and a stray service would load the host.
+# redis-server's and mariadb-server's postinsts start (and enable) a system Redis on 6379 and
+# MariaDB on 3306 through invoke-rc.d: isotax starts its own servers, on its own ports, and a
+# stray service would load the host.
 # A policy-rc.d that exits 101 tells invoke-rc.d "no": created only if none is there (a
 # container host may have its own), and removed right after. If a service still got started
 # (a host whose init ignores policy-rc.d), it is the system's, not isotax's: stop it with
-# `systemctl disable --now redis-server` if you want it gone; this script kills nothing.
+# `systemctl disable --now redis-server mariadb` if you want them gone; this script kills nothing.
 POLICY=/usr/sbin/policy-rc.d
 OWN_POLICY=
 if [ ! -e "$POLICY" ]; then

@@ -133,10 +133,11 @@ def leaked_processes() -> list[str]:
 
 
 def is_our_server(args: list[str]) -> bool:
-    """A network workload's server (iperf3, netserver, sockperf, redis-server) on one of
-    isotax's ports: natively it runs on the host, where nothing else would stop it. Pure.
-    redis-server rewrites its command line to one word list like "redis-server 0.0.0.0:46379",
-    so the words are split again and a port may come as ADDRESS:PORT."""
+    """A network workload's server (iperf3, netserver, sockperf, redis-server, mariadbd) on
+    one of isotax's ports: natively it runs on the host, where nothing else would stop it.
+    Pure. redis-server rewrites its command line to one word list like "redis-server
+    0.0.0.0:46379", so the words are split again and a port may come as ADDRESS:PORT, or as
+    an option's value (mariadbd --port=43306)."""
     from isotax.loadgen import PORTS, SERVER_PROGRAMS
 
     words = " ".join(args).split()
@@ -144,7 +145,7 @@ def is_our_server(args: list[str]) -> bool:
         return False
     ports = {str(p) for p in PORTS.values()}
     return os.path.basename(words[0]) in SERVER_PROGRAMS and any(
-        w.rsplit(":", 1)[-1] in ports for w in words[1:])
+        w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in ports for w in words[1:])
 
 
 def leaked_servers() -> list[str]:

@@ -38,8 +38,9 @@ PORTS: Mapping[str, int] = {
     "netperf-data": 42866,  # the test's data connection (netperf -P)
     "sockperf": 41111,
     "redis": 46379,
+    "mysql": 43306,
 }
-SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf", "redis-server")
+SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf", "redis-server", "mariadbd")
 
 # A clean, defined environment for clients: nothing inherited from the caller's shell.
 _CLIENT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}

@@ -42,6 +42,10 @@ PACKAGES: tuple[str, ...] = (
     # Real applications: the key-value server and its benchmark client.
     "redis-server",
     "redis-tools",
+    # The OLTP database and its benchmark (sysbench drives it from the load generator on the
+    # host; in the image for the version record and for runs without a load generator).
+    "mariadb-server",
+    "sysbench",
 )
 
 # Kernel modules the VM's initrd must carry to reach its root disk and its channels
