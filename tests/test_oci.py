@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments.base import REGISTRY, EnvSpec
+from isotax.environments.base import REGISTRY, EnvSpec, parse_ready_marker
 from isotax.environments.oci import (
     SCRATCH,
     OciInstance,
@@ -20,7 +20,6 @@ from isotax.environments.oci import (
     exec_not_found,
     hybrid_cgroup2_with_controllers,
     new_container_id,
-    parse_ready_marker,
     parse_version,
     start_times_ms,
 )

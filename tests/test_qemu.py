@@ -280,7 +280,7 @@ def vm(image: ImageArtifacts, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def test_vm_boots_with_milestones_and_describes_itself(vm: QemuInstance) -> None:
     m = vm.milestones
     assert 0 < m["create"] < m["started"] < m["ready"]
-    assert m["create"] < m["kernel"] < m["init"] < m["ready"]
+    assert m["create"] < m["started"] < m["kernel"] < m["first_instruction"] < m["ready"]
     d = vm.describe()
     assert d["accelerator"] in ("kvm", "tcg")
     assert d["emulated"] == ("yes" if d["accelerator"] == "tcg" else "no")

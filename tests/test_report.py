@@ -104,3 +104,31 @@ def test_sweep_axes_in_rows_common_parameters_once(tmp_path: Path) -> None:
     assert "| compress | threads=1 | throughput ↑ |" in md
     assert "| compress | threads=2 | throughput ↑ |" in md
     assert "| linpack |  | hpl ↑ |" in md
+
+
+def test_startup_and_density_sections(store: SQLiteStore) -> None:
+    # Two repetitions of a startup cell and one density cell per environment.
+    phases = {"native": (0.1, 0.4, 1.0, 17.0, 1.5), "qemu": (35.0, 134.0, 5990.0, 8170.0, 325)}
+    for env, (create, started, first, ready, stop) in phases.items():
+        for rep in (1, 2):
+            got = {"create": create, "started": started, "first_instruction": first,
+                   "ready": ready * rep, "stop": stop}
+            samples = [Sample(f"{p}{suffix}", v * k, "ms", False)
+                       for p, v in got.items() for suffix, k in (("_ms", 1), ("_p95_ms", 2))]
+            store.commit_cell("r1", CellKey(env, "startup", {"starts": 3}, rep), "1",
+                              CellStatus.OK, "", 0, 1, samples)
+        store.commit_cell("r1", CellKey(env, "density", {"max_instances": 3}, 1), "1",
+                          CellStatus.OK, "", 0, 1,
+                          [Sample("idle_instance_mib", 373.0 if env == "qemu" else 0.197, "MiB",
+                                  False), Sample("instances", 3, "instances")])
+    md = markdown.render(analyze(store, "r1"))
+    startup = md[md.index("### Startup phases"):md.index("### Memory footprint")]
+    # Means over the repetitions of each cell's median (and p95); seconds from 1 s up.
+    assert "| native | 0.1 ms (0.2 ms) | 0.4 ms (0.8 ms) | 1 ms (2 ms) | 25.5 ms (51 ms) |" \
+        in startup
+    assert "| qemu (emulated) | 35 ms (70 ms) | 134 ms (268 ms) | 5.99 s (11.98 s) | " \
+        "12.26 s (24.51 s) | 325 ms (650 ms) |" in startup
+    assert "| runc | — | — |" in startup  # ran, but not this workload
+    density = md[md.index("### Memory footprint"):]
+    assert "| native | 0.197 | — | 3 | — | — |" in density
+    assert "| qemu (emulated) | 373 | — | 3 |" in density

@@ -126,8 +126,11 @@ def leaked_processes() -> list[str]:
         if not args:
             continue
         prog = os.path.basename(args[0])
-        if (prog.startswith("qemu-system") or prog in OCI_RUNTIMES) and \
-                any("itx-" in a for a in args[1:]):
+        # The native environment's holding process (a container's PID 1 shows up here too,
+        # beside its container).
+        held = prog == "itx-ready" and "--hold" in args[1:]
+        if held or ((prog.startswith("qemu-system") or prog in OCI_RUNTIMES) and \
+                any("itx-" in a for a in args[1:])):
             out.append(f"process {pid} {' '.join(args)[:120]} (kill {pid})")
     return out
 

@@ -31,6 +31,6 @@ def environments() -> dict[str, type[env_base.Environment]]:
     return dict(env_base.REGISTRY)
 
 
-def workloads() -> dict[str, type[wl_base.Workload]]:
+def workloads() -> dict[str, type[wl_base.AnyWorkload]]:
     _load()
     return dict(wl_base.REGISTRY)

@@ -34,10 +34,11 @@ from isotax.environments.base import (
 )
 from isotax.host import fingerprint
 from isotax.image.artifacts import ImageArtifacts
+from isotax.launcher import EnvLauncher
 from isotax.model import CellKey, CellStatus, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.store.base import EnvRecord, Store
-from isotax.workloads.base import LoadGen
+from isotax.workloads.base import LaunchingWorkload, LoadGen
 
 Log = Callable[[str], None]
 
@@ -152,6 +153,7 @@ class Runner:
         self.progress = progress  # a rich Progress, or None
         self.started: dict[str, _Started] = {}
         self.loadgen: LoadGen | None = None
+        self.workdir = Path("/nonexistent")  # set by run()
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -173,17 +175,20 @@ class Runner:
                 _tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
+    def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
+        return EnvSpec(
+            name=entry.name, kind=entry.kind, image=self.image,
+            workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
+            network=entry.network, storage=entry.storage, options=dict(entry.options),
+        )
+
     def _start_one(self, entry: EnvironmentEntry, workdir: Path) -> Instance | str:
         """A started instance, or why the environment cannot run here."""
         env = registry.environments()[entry.kind]()
         avail = env.available()
         if not avail.ok:
             return f"unavailable: {avail}"
-        spec = EnvSpec(
-            name=entry.name, kind=entry.kind, image=self.image,
-            workdir=workdir / entry.name, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
-            network=entry.network, storage=entry.storage, options=dict(entry.options),
-        )
+        spec = self._spec(entry, workdir / entry.name)
         spec.workdir.mkdir(parents=True, exist_ok=True)
         self.log(f"starting {entry.name} ({entry.kind}) ...")
         try:
@@ -223,12 +228,33 @@ class Runner:
         if err:
             return CellStatus.FAILED, err, []
         try:
-            samples = workload.run(inst, key.params, self.loadgen)
-        except (SanityError, ExecError, OSError, TimeoutError, ValueError) as e:
+            if isinstance(workload, LaunchingWorkload):
+                samples = self._launching(workload, key)
+            else:
+                samples = workload.run(inst, key.params, self.loadgen)
+        except (SanityError, ExecError, OSError, TimeoutError, ValueError, Unavailable,
+                RuntimeError) as e:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         if not samples:
             return CellStatus.FAILED, "the workload returned no samples", []
         return CellStatus.OK, "", samples
+
+    def _launching(self, workload: LaunchingWorkload, key: CellKey) -> list[Sample]:
+        """A workload that starts its own instances of the cell's environment (the runner's
+        long-lived one stays paused); every one it leaves running is stopped here."""
+        entry = next(e for e in self.plan.environments if e.name == key.environment)
+        env = registry.environments()[entry.kind]()
+        spec = self._spec(entry, self.workdir / entry.name / "launched")
+        launcher = EnvLauncher(env, spec, time.monotonic() + self.plan.timeout_s)
+        main = self.started[key.environment].instance
+        main.pause()  # fresh instances are the subject: the long-lived one stays out of it
+        try:
+            return workload.launch_and_measure(launcher, key.params, self.loadgen)
+        finally:
+            with _no_interrupts():
+                launcher.close()
+                shutil.rmtree(spec.workdir, ignore_errors=True)
+                main.resume()
 
     def run(self, run_id: str) -> str:
         """Run (or finish) run_id. Returns the final status."""
@@ -236,6 +262,7 @@ class Runner:
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
         workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
+        self.workdir = workdir
         status = "failed"
         owner = os.getpid()
         try:

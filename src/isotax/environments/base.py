@@ -8,6 +8,7 @@ and Ctrl-C; `stop()` must be idempotent and must remove every resource the insta
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,9 @@ class Instance(Protocol):
     scratch: str  # a writable, tmpfs-backed directory *inside* the environment for workload files
     data_dir: str  # a writable directory inside the environment on the plan's storage path,
     #                for disk workloads (fio); on the host's disk, never tmpfs
-    milestones: Mapping[str, float]  # startup milestones, seconds since start() was called
+    # Startup milestones, seconds since start() was called: every environment records the
+    # PHASES below; some add their own (the VM's "kernel", "storage").
+    milestones: Mapping[str, float]
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
@@ -104,6 +107,13 @@ class Instance(Protocol):
 
     def stop(self) -> None: ...
 
+    def host_pids(self) -> Sequence[int]:
+        """The host processes that make up this instance (their descendants count too): what
+        its memory footprint and CPU cost are measured on."""
+
+    def kernel_memory_bytes(self) -> int | None:
+        """Kernel memory charged to the instance's own cgroup; None where it has none."""
+
 
 class Environment(Protocol):
     kind: ClassVar[str]
@@ -112,6 +122,17 @@ class Environment(Protocol):
     def available(self) -> Availability: ...
 
     def start(self, spec: EnvSpec) -> Instance: ...
+
+
+# The startup phases every environment records, in seconds from start():
+#   create            - the runtime is asked (what came before is isotax's own preparation:
+#                       bundle, network namespace, disk overlay);
+#   started           - the runtime says the container's process or the VM runs;
+#   first_instruction - isotax's guest helper ran: its ITX-READY marker (user code in the
+#                       container, the guest's init in a VM, the first process natively);
+#   ready             - the instance takes commands (a workload may add its own readiness,
+#                       as the startup workload does with a server answering).
+PHASES = ("create", "started", "first_instruction", "ready")
 
 
 class Stopwatch:
@@ -124,6 +145,17 @@ class Stopwatch:
     def mark(self, name: str) -> float:
         self.marks[name] = time.monotonic() - self.t0
         return self.marks[name]
+
+
+# isotax's guest helper that marks the first instruction (and holds a container open as PID 1).
+READY_HELPER = "/opt/isotax/bin/itx-ready"
+READY_MARKER = "ITX-READY"
+
+
+def parse_ready_marker(text: str) -> int | None:
+    """The CLOCK_MONOTONIC ns of the first `ITX-READY <ns>` line, None when unstamped."""
+    m = re.search(rf"^{READY_MARKER} (\d+)\s*$", text, re.MULTILINE)
+    return int(m.group(1)) if m else None
 
 
 # PATH inside every environment: isotax's helpers first, then Debian's usual directories.

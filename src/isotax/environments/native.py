@@ -13,11 +13,13 @@ from typing import ClassVar
 
 from isotax.environments.base import (
     GUEST_PATH,
+    READY_MARKER,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Stopwatch,
+    parse_ready_marker,
     register,
 )
 
@@ -88,8 +90,38 @@ class NativeInstance:
         self._data = spec.workdir / "data"
         self._data.mkdir(parents=True, exist_ok=True)
         self.data_dir = str(self._data)
-        sw.mark("ready")
+        self._hold: subprocess.Popen[str] | None = None
+        try:
+            self._start_hold(sw)
+        except BaseException:
+            self.stop()
+            raise
         self.milestones: Mapping[str, float] = dict(sw.marks)
+
+    def _start_hold(self, sw: Stopwatch) -> None:
+        """The native counterpart of a container's PID 1: isotax's helper as a plain host
+        process. It gives the baseline its startup phases (a process is created, runs its first
+        instruction) and the density sweep something to count: a native "instance" costs one
+        idle process."""
+        helper = self.helper_dir / "itx-ready"
+        if not helper.exists():
+            # An image without the helper (or a test's empty one): no process, no phases
+            # beyond "ready"; the startup and density workloads say so.
+            sw.mark("ready")
+            return
+        sw.mark("create")
+        self._hold = subprocess.Popen([str(helper), "--hold"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      text=True, env=self.env, start_new_session=True)
+        sw.mark("started")
+        assert self._hold.stdout is not None
+        line = self._hold.stdout.readline()  # the helper prints its marker, flushed, at once
+        seen = sw.mark("ready")
+        stamp = parse_ready_marker(line)
+        if stamp is None:
+            raise RuntimeError(f"{helper} printed no {READY_MARKER} marker: {line.strip()!r} "
+                               "(rebuild the image: isotax image build)")
+        sw.marks["first_instruction"] = min(seen, max(0.0, stamp / 1e9 - sw.t0))
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # TMPDIR points workloads at a private scratch directory the runner removes afterwards.
@@ -110,7 +142,22 @@ class NativeInstance:
     def resume(self) -> None:
         pass
 
+    def host_pids(self) -> Sequence[int]:
+        return [self._hold.pid] if self._hold is not None and self._hold.poll() is None else []
+
+    def kernel_memory_bytes(self) -> int | None:
+        return None  # a host process has no cgroup of its own
+
     def stop(self) -> None:
+        if self._hold is not None and self._hold.poll() is None:
+            self._hold.terminate()  # itx-ready exits 0 on SIGTERM
+            try:
+                self._hold.wait(5)
+            except subprocess.TimeoutExpired:
+                self._hold.kill()
+                self._hold.wait(5)
+        if self._hold is not None and self._hold.stdout is not None:
+            self._hold.stdout.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
         shutil.rmtree(self._data, ignore_errors=True)
 

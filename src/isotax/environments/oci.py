@@ -36,20 +36,23 @@ from typing import Any, ClassVar
 
 from isotax.environments.base import (
     GUEST_ENV,
+    READY_HELPER,
+    READY_MARKER,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Stopwatch,
     Unavailable,
+    parse_ready_marker,
     register,
 )
 from isotax.environments.native import host_storage
+from isotax.footprint import cgroup_kernel_bytes
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import OCI_STATE_ROOT
 from isotax.network import Bridge, Lease, netns_path
 
-READY_MARKER = "ITX-READY"
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
 # "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
 # image, so the runtime never has to create a mount point in the shared, read-only rootfs;
@@ -57,7 +60,6 @@ READY_MARKER = "ITX-READY"
 VOLUME_DIR = "/mnt"
 ROOTFS_DATA_DIR = "/var/lib/itx-data"
 STORAGES = ("volume", "rootfs")
-READY_HELPER = "/opt/isotax/bin/itx-ready"
 SCRATCH = "/tmp"
 
 # Docker's default capability set: what users of containers usually run with.
@@ -362,12 +364,13 @@ class OciInstance:
                 f"{self.rt.name} run failed ({rc}): {self._log_tail()}",
                 f"check `{self.rt.name} --version` and the bundle in {self.bundle}"))
         ready_ns = self._wait_ready(timeout=30)
-        sw.mark("ready")
+        seen = sw.mark("ready")
+        sw.marks["first_instruction"] = seen
         if ready_ns is not None and sw.t0 < ready_ns / 1e9 <= time.monotonic():
             # itx-ready stamps its marker with CLOCK_MONOTONIC (the clock of time.monotonic):
             # the moment user code ran, free of this loop's polling delay. It can come before
             # "started": `run --detach` returns after the container's PID 1 is running.
-            sw.marks["ready"] = ready_ns / 1e9 - sw.t0
+            sw.marks["first_instruction"] = ready_ns / 1e9 - sw.t0
         self.milestones = dict(sw.marks)
 
     def _storage(self, rootfs: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -510,6 +513,24 @@ class OciInstance:
         where = host_storage(self._volume) if self._volume else "unknown"
         return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"
 
+    def _cgroup_dirs(self) -> tuple[Path | None, Path | None]:
+        """The container's cgroup (cgroups_path "/<cid>"): v1's memory hierarchy, v2's."""
+        v1 = Path("/sys/fs/cgroup/memory") / self.cid
+        v2 = Path("/sys/fs/cgroup") / self.cid
+        return (v1 if v1.is_dir() else None,
+                v2 if (v2 / "cgroup.procs").exists() else None)
+
+    def host_pids(self) -> Sequence[int]:
+        # Every process of the container is in its cgroup; `runc run --detach` leaves no shim.
+        for d in self._cgroup_dirs():
+            if d is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+        return []
+
+    def kernel_memory_bytes(self) -> int | None:
+        return cgroup_kernel_bytes(*self._cgroup_dirs())
+
     def pause(self) -> None:
         p = self.rt.call("pause", self.cid)
         if p.returncode != 0:
@@ -541,12 +562,6 @@ class OciInstance:
         with contextlib.suppress(Exception):
             self._release_storage()
         shutil.rmtree(self.bundle, ignore_errors=True)
-
-
-def parse_ready_marker(text: str) -> int | None:
-    """The CLOCK_MONOTONIC ns of the first `ITX-READY <ns>` line, None when unstamped."""
-    m = re.search(rf"^{READY_MARKER} (\d+)\s*$", text, re.MULTILINE)
-    return int(m.group(1)) if m else None
 
 
 def exec_not_found(stderr: str) -> bool:

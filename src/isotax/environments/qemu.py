@@ -225,6 +225,13 @@ class QemuInstance:
         return (f"root disk: virtio-blk qcow2 overlay on raw ext4, {io}; "
                 f"data in {ROOTFS_DATA_DIR}")
 
+    def host_pids(self) -> Sequence[int]:
+        vm = self._vm
+        return [vm.proc.pid] if vm is not None and vm.proc is not None and vm.alive() else []
+
+    def kernel_memory_bytes(self) -> int | None:
+        return None  # qemu runs in the caller's cgroup: there is none of the VM's own
+
     def pause(self) -> None:
         if self._vm is not None:
             self._vm.pause()

@@ -10,8 +10,8 @@ Layout of a VM's workdir (all relative, QEMU runs with the workdir as its cwd):
     qemu.log      QEMU's own stderr (why a VM failed to start or died)
 
 The console is QEMU's stdout, read by a thread that writes console.log and timestamps the
-first byte (milestone "kernel") and the ITX-READY line (milestone "init") as they arrive,
-rather than polling a file.
+first byte (milestone "kernel") and the ITX-READY line (milestone "first_instruction") as
+they arrive, rather than polling a file.
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ class BootError(Exception):
 
 class Console(threading.Thread):
     """Copies the serial console to console.log, noting when milestones appear: "kernel"
-    (the kernel's first message) and "init" (itx-init's ITX-READY line)."""
+    (the kernel's first message) and "first_instruction" (itx-init's ITX-READY line: the
+    guest's first user-space code, isotax's init)."""
 
     def __init__(self, stream: Any, log_path: Path, sw: Stopwatch) -> None:
         super().__init__(name="itx-qemu-console", daemon=True)
@@ -197,7 +198,7 @@ class Console(threading.Thread):
                         self.sw.mark("kernel")
                         self.first_output.set()
                     if not self.ready.is_set() and READY_MARKER in raw:
-                        self.sw.mark("init")
+                        self.sw.mark("first_instruction")
                         self.ready_line = line.strip()
                         self.ready.set()
 

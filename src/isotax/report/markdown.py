@@ -7,6 +7,7 @@ import datetime as dt
 import math
 
 from isotax.analysis import ReportData
+from isotax.report import lifecycle
 
 
 def _esc(text: object) -> str:
@@ -125,6 +126,7 @@ def render(d: ReportData) -> str:
         out += ["", "Parameters of every point (the sweep column shows the ones that vary):", ""]
         out += [f"- {_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
                 for wl, p in d.common_params.items()]
+    out += lifecycle.startup(d, _table) + lifecycle.density(d, _table)
     if d.rows and len(d.columns) > 1:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)

@@ -8,9 +8,10 @@ with its reason and no number.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from isotax.environments.base import Completed, Instance
 from isotax.model import Sample
@@ -60,6 +61,8 @@ class LoadGen(Protocol):
 
 
 class Workload(Protocol):
+    """Runs in one long-lived instance of each environment, which the runner starts."""
+
     name: ClassVar[str]
     version: ClassVar[str]  # version of isotax's driver for this workload (bump on change)
     description: ClassVar[str]
@@ -75,10 +78,61 @@ class Workload(Protocol):
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]: ...
 
 
-REGISTRY: dict[str, type[Workload]] = {}
+@dataclass(frozen=True)
+class Launched:
+    """A fresh instance from a Launcher, and when it was asked for (time.monotonic())."""
+
+    instance: Instance
+    t0: float  # just before the environment's start(): its milestones count from here
+
+    def since(self) -> float:
+        """Seconds from the request to now."""
+        return time.monotonic() - self.t0
 
 
-def register(cls: type[Workload]) -> type[Workload]:
+class Launcher(Protocol):
+    """Starts fresh instances of the cell's environment, exactly as the plan defines it (the
+    runner's own long-lived instance stays paused meanwhile)."""
+
+    def launch(self) -> Launched:
+        """Start one; raises Unavailable or another exception (after removing what it made)
+        when it does not start."""
+
+    def stop(self, launched: Launched) -> float:
+        """Stop it and remove everything it made; seconds the stop took. Idempotent."""
+
+
+@runtime_checkable
+class LaunchingWorkload(Protocol):
+    """A workload whose subject is the starting of instances (startup, density): it gets a
+    Launcher instead of running inside the environment's long-lived instance. The runner stops
+    whatever it leaves running, on failure and Ctrl-C too."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    params: ClassVar[Sequence[ParamSpec]]
+    tools: ClassVar[Mapping[str, Sequence[str]]]
+    needs_loadgen: ClassVar[bool]
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        """As Workload.prepare, on the runner's long-lived instance (e.g. check a tool)."""
+
+    def launch_and_measure(self, launcher: Launcher, params: Params,
+                           loadgen: LoadGen | None) -> list[Sample]: ...
+
+
+AnyWorkload = Workload | LaunchingWorkload
+
+
+def launches_instances(cls: type[AnyWorkload]) -> bool:
+    """Whether a workload class is a LaunchingWorkload (issubclass cannot tell protocols with
+    data members apart)."""
+    return callable(getattr(cls, "launch_and_measure", None))
+REGISTRY: dict[str, type[AnyWorkload]] = {}
+
+
+def register(cls: type[AnyWorkload]) -> type[AnyWorkload]:
     REGISTRY[cls.name] = cls
     return cls
 

@@ -1,0 +1,82 @@
+"""The startup and density sections of the markdown report: one row per environment, so the
+phases of a start (and what an idle instance costs) read across like the studies' claims
+("containers start in under a second, VMs in 11 s"). Values are the means over repetitions of
+each cell's own median and p95; Table 1 has the same numbers with their deviations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from isotax.analysis import ReportData, Row
+from isotax.environments.base import PHASES
+
+STARTUP_COLUMNS = (*PHASES, "stop")
+DENSITY_METRICS = (("idle_instance_mib", "idle instance (MiB)"),
+                   ("mean_instance_mib", "per instance with all up (MiB)"),
+                   ("instances", "instances"),
+                   ("first_start_s", "first start (s)"),
+                   ("last_start_s", "last start (s)"))
+
+Table = Callable[[list[str], list[list[str]]], list[str]]
+
+
+def _points(d: ReportData, workload: str) -> list[str]:
+    keys: list[str] = []
+    for r in d.rows:
+        if r.workload == workload and r.params_key not in keys:
+            keys.append(r.params_key)
+    return keys
+
+
+def _mean(d: ReportData, workload: str, key: str, metric: str, env: str) -> float | None:
+    row = next((r for r in d.rows if (r.workload, r.params_key, r.metric) ==
+                (workload, key, metric)), None)
+    cell = d.cells.get((row, env)) if isinstance(row, Row) else None
+    return cell.summary.mean if cell is not None else None
+
+
+def _ms(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x >= 1000:
+        return f"{x / 1000:.2f} s"
+    return f"{x:.3g} ms"
+
+
+def startup(d: ReportData, table: Table) -> list[str]:
+    out: list[str] = []
+    for key in _points(d, "startup"):
+        sweep = d.sweep_label.get(("startup", key), "")
+        out += ["", "### Startup phases" + (f" ({sweep})" if sweep else ""), "",
+                "Median (p95) from the request; `ready` is the plan's readiness probe. "
+                "`first_instruction` can precede `started`: a runtime reports the container "
+                "running only after its first process ran.", ""]
+        rows = []
+        for env in d.columns:
+            line = [d.label(env)]
+            for phase in STARTUP_COLUMNS:
+                med = _mean(d, "startup", key, f"{phase}_ms", env)
+                p95 = _mean(d, "startup", key, f"{phase}_p95_ms", env)
+                line.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
+            rows.append(line)
+        out += table(["environment", *STARTUP_COLUMNS], rows)
+    return out
+
+
+def density(d: ReportData, table: Table) -> list[str]:
+    out: list[str] = []
+    for key in _points(d, "density"):
+        sweep = d.sweep_label.get(("density", key), "")
+        out += ["", "### Memory footprint and density" + (f" ({sweep})" if sweep else ""), "",
+                "Host memory per idle instance: the PSS of its host processes plus its "
+                "cgroup's kernel memory (isotax.footprint).", ""]
+        rows = []
+        for env in d.columns:
+            line = [d.label(env)]
+            for metric, _ in DENSITY_METRICS:
+                v = _mean(d, "density", key, metric, env)
+                line.append("—" if v is None else f"{v:.3g}")
+            rows.append(line)
+        out += table(["environment", *(title for _, title in DENSITY_METRICS)], rows)
+    return out

@@ -1,0 +1,70 @@
+"""Memory footprint: parsers on real /proc text, the process tree, and a real native instance
+whose holding process is measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import started
+
+from isotax.footprint import (
+    measure,
+    parse_ppid,
+    parse_smaps_rollup,
+    with_descendants,
+)
+from isotax.image.artifacts import ImageArtifacts
+from isotax.leaks import find_leaks
+from isotax.workloads.density import parse_mem_available
+
+DATA = Path(__file__).parent / "data" / "proc"
+
+
+def test_smaps_rollup_of_a_real_process() -> None:
+    f = parse_smaps_rollup((DATA / "smaps_rollup-itx-ready.txt").read_text())
+    assert f["Pss"] == 688 * 1024 and f["Rss"] == 692 * 1024
+    assert f["Pss_Anon"] + f["Pss_File"] + f["Pss_Shmem"] == f["Pss"]
+
+
+def test_smaps_rollup_refuses_other_text() -> None:
+    with pytest.raises(ValueError, match="Pss"):
+        parse_smaps_rollup((DATA / "meminfo.txt").read_text())
+
+
+def test_ppid_of_a_process_whose_name_holds_parentheses() -> None:
+    # The command name here is "a) (b": splitting on spaces or the first ")" gets it wrong.
+    line = (DATA / "stat-paren-comm.txt").read_text()
+    assert line.startswith("12698 (a) (b) S ")
+    assert parse_ppid(line) == 1
+
+
+def test_mem_available_from_real_meminfo() -> None:
+    assert parse_mem_available((DATA / "meminfo.txt").read_text()) == 23977296 * 1024
+    with pytest.raises(ValueError, match="MemAvailable"):
+        parse_mem_available((DATA / "smaps_rollup-itx-ready.txt").read_text())
+
+
+def test_descendants_follow_the_tree_and_nothing_else() -> None:
+    parents = {1: 0, 10: 1, 11: 10, 12: 11, 13: 10, 20: 1, 21: 20}
+    assert with_descendants([10], parents) == [10, 11, 12, 13]
+    assert with_descendants([12, 21], parents) == [12, 21]
+    assert with_descendants([99], parents) == [99]  # gone from the table: itself only
+
+
+@pytest.mark.integration
+def test_native_instance_is_its_holding_process(image: ImageArtifacts, tmp_path: Path) -> None:
+    with started("fp", "native", "host", image, tmp_path) as inst:
+        pids = list(inst.host_pids())
+        assert len(pids) == 1
+        fp = measure(inst)
+        assert [p.name for p in fp.processes] == ["itx-ready"]
+        # A static helper: well under a MiB, but never nothing.
+        assert 0 < fp.pss_bytes < 4 * 1024 * 1024 and fp.kernel_bytes is None
+        assert fp.total_bytes == fp.pss_bytes
+        assert {"create", "started", "first_instruction", "ready"} <= inst.milestones.keys()
+        # While it runs the leak check sees it (were it left behind, it would be named).
+        assert any(f"process {pids[0]} " in x for x in find_leaks())
+    assert not any(f"process {pids[0]} " in x for x in find_leaks())
+    assert not Path(f"/proc/{pids[0]}").exists() or \
+        Path(f"/proc/{pids[0]}/comm").read_text().strip() != "itx-ready"
