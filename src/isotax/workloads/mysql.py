@@ -33,6 +33,11 @@ point, plotted against the host's CPU utilisation. Here:
   the client's share (the same for every environment) and what an environment hides (QEMU's
   emulation, NAT, the bridge).
 
+Samples per point: transactions_per_s, queries_per_s, latency_mean/p95/p99_ms,
+host_cpu_utilization (% of all host CPUs over the client's run), host_cpu_s and
+host_cpu_ms_per_tx; ignored errors, errors/s and reconnects are labels (mostly zero: a ratio to
+a zero baseline means nothing), with the transactions, the copy time and the network path.
+
 Sanity: a server that does not answer before or after the run (or lost rows: the table count
 must stay `tables * table_size`, delete + insert keep it), a FATAL from sysbench, reconnects,
 ignored errors (deadlocks) above `max_error_pct` of the transactions, or no transaction at
@@ -225,7 +230,9 @@ class Mysql:
         ParamSpec("flush_log_at_trx_commit", int, 1, "1: fsync the redo log per commit "
                   "(durable); 2: write per commit, fsync once a second; 0: neither",
                   choices=(0, 1, 2)),
-        ParamSpec("max_error_pct", float, 1.0, "ignored errors (deadlocks, lock wait "
+        # Deadlocks are part of OLTP under contention (sysbench retries the transaction, and
+        # only completed ones count); many of them mean the point measured lock conflicts.
+        ParamSpec("max_error_pct", float, 5.0, "ignored errors (deadlocks, lock wait "
                   "timeouts) allowed, in % of transactions, before the point fails",
                   minimum=0),
     )
@@ -354,8 +361,11 @@ class Mysql:
         if window <= 0 or r.transactions <= 0:
             raise SanityError("no host CPU time passed during the run")
         cpus = os.cpu_count() or 1
+        # Errors and reconnects are labels, not samples: mostly zero, and a ratio to a zero
+        # baseline means nothing (reconnects are always zero here: any fails the point).
         own = {**labels, "transactions": r.transactions, "queries": r.queries,
                "reads": r.reads, "writes": r.writes, "ignored_errors": r.ignored_errors,
+               "errors_per_s": r.errors_per_s, "reconnects": r.reconnects,
                "total_time_s": r.total_time_s, "latency_min_ms": r.lat_min_ms,
                "latency_max_ms": r.lat_max_ms, "host_cpus": cpus,
                "cpu_method": "/proc/stat", "host_cpu_window_s": round(window, 3),
@@ -367,8 +377,6 @@ class Mysql:
             Sample("latency_mean_ms", r.lat_avg_ms, "ms", False, own),
             Sample("latency_p95_ms", r.latency_percentile(95), "ms", False, own),
             Sample("latency_p99_ms", r.latency_percentile(99), "ms", False, own),
-            Sample("errors_per_s", r.errors_per_s, "errors/s", False, own),
-            Sample("reconnects_per_s", r.reconnects_per_s, "reconnects/s", False, own),
             Sample("host_cpu_utilization", 100 * delta.busy / window, "%", False, own),
             Sample("host_cpu_s", delta.busy, "CPU-s", False, own),
             Sample("host_cpu_ms_per_tx", 1000 * delta.busy / r.transactions, "CPU-ms/tx",
