@@ -132,3 +132,44 @@ def test_startup_and_density_sections(store: SQLiteStore) -> None:
     density = md[md.index("### Memory footprint"):]
     assert "| native | 0.197 | — | 3 | — | — |" in density
     assert "| qemu (emulated) | 373 | — | 3 |" in density
+
+
+SWEEP_PLAN = """
+name = "sweep"
+repetitions = 2
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+[[workloads]]
+name = "redis"
+params = { connections = [1, 2, 4, 16] }
+"""
+
+
+def test_sweep_rows_in_plan_order_and_zero_baselines(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "isotax.db")
+    s.create_run("r2", "sweep", SWEEP_PLAN, 1, {"hostname": "h"})
+    for env in ("native", "runc"):
+        s.put_environment(EnvRecord("r2", env, env, True, "", {}, {}, {}))
+        # Committed in text order (16 before 2), as a shuffled run may.
+        for conns in (1, 16, 2, 4):
+            params = {"connections": conns, "keyspace": 100000, "pipeline": 10,
+                      "requests": 100000, "value_bytes": 50}
+            for rep in (1, 2):
+                errors = 0.0 if env == "native" else float(rep)
+                s.commit_cell("r2", CellKey(env, "redis", params, rep), "1", CellStatus.OK, "",
+                              0, 1, [Sample("requests_per_s", 1000.0 * conns + rep, "req/s"),
+                                     Sample("errors", errors, "count", False)])
+    s.set_run_status("r2", "complete", 2.0)
+    d = analyze(s, "r2")
+    s.close()
+    assert [d.sweep_label[(r.workload, r.params_key)] for r in d.rows
+            if r.metric == "requests_per_s"] == [f"connections={c}" for c in (1, 2, 4, 16)]
+    err = next(r for r in d.rows if r.metric == "errors")
+    # No errors natively: no ratio to zero, but the cell is there and the report renders.
+    assert d.cells[(err, "runc")].ratio is None and d.cells[(err, "runc")].summary.mean == 1.5
+    assert "| redis | connections=16 | errors ↓ | count | 0 [0] | 1.50 [0.707] |" \
+        in markdown.render(d)

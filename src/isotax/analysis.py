@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from isotax.model import CellStatus
+from isotax.model import CellKey, CellStatus
+from isotax.plan import PlanError, parse_plan
 from isotax.stats import Ratio, Summary, ratio, summarize
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 
@@ -100,9 +101,12 @@ def analyze(store: Store, run_id: str) -> ReportData:
             if row not in rows:
                 rows.append(row)
             values[(row, c.key.environment)].append(s.value)
-    # Rows follow the plan's order of workloads, then the order points first appeared.
+    # Rows follow the plan: its order of workloads, each one's points in sweep order
+    # (threads 1, 2, 4, 16, not as text), then the order metrics first appeared.
     wl_order = [w.get("name") for w in plan.get("workloads", [])]
-    rows.sort(key=lambda r: wl_order.index(r.workload) if r.workload in wl_order else 1 << 30)
+    points = _plan_points(run.plan_toml)
+    rows.sort(key=lambda r: (wl_order.index(r.workload) if r.workload in wl_order else 1 << 30,
+                             points.get((r.workload, r.params_key), 1 << 30)))
     common, sweep = _split_params(measured)
     common = dict(sorted(common.items(), key=lambda kv: wl_order.index(kv[0])
                          if kv[0] in wl_order else 1 << 30))
@@ -112,13 +116,29 @@ def analyze(store: Store, run_id: str) -> ReportData:
     for (row, env), vals in values.items():
         base_vals = values.get((row, baseline))
         r = None
-        if env != baseline and base_vals:
+        # A baseline of zero (e.g. no errors natively) has no ratio: the mean stands alone.
+        if env != baseline and base_vals and any(base_vals):
             r = ratio(vals, base_vals, row.higher_is_better, seed=int(run.seed))
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.warnings = _warnings(data)
     return data
+
+
+def _plan_points(plan_toml: str) -> dict[tuple[str, str], int]:
+    """(workload, params_key) -> its position in the plan's own order of points; empty when
+    the stored plan no longer parses (e.g. a workload since removed): rows then keep the
+    order they appeared in."""
+    try:
+        plan = parse_plan(plan_toml)
+    except PlanError:
+        return {}
+    out: dict[tuple[str, str], int] = {}
+    for w in plan.workloads:
+        for p in w.combinations():
+            out.setdefault((w.name, CellKey("", w.name, p, 0).params_key), len(out))
+    return out
 
 
 def _split_params(cells: list[CellRecord]
