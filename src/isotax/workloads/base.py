@@ -124,11 +124,6 @@ class LaunchingWorkload(Protocol):
 
 AnyWorkload = Workload | LaunchingWorkload
 
-
-def launches_instances(cls: type[AnyWorkload]) -> bool:
-    """Whether a workload class is a LaunchingWorkload (issubclass cannot tell protocols with
-    data members apart)."""
-    return callable(getattr(cls, "launch_and_measure", None))
 REGISTRY: dict[str, type[AnyWorkload]] = {}
 
 
