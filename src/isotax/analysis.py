@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.model import CellKey, CellStatus
 from isotax.plan import PlanError, parse_plan
 from isotax.stats import Ratio, Summary, ratio, summarize
@@ -72,6 +73,9 @@ class ReportData:
     common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Pairs of environments that differ in one setting, and per metric what that change did.
+    layers: list[Layer] = field(default_factory=list)
+    layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -122,6 +126,14 @@ def analyze(store: Store, run_id: str) -> ReportData:
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
+    data.layers = single_layer_pairs(plan.get("environments", []), columns, baseline)
+    for layer in data.layers:
+        for row in rows:
+            lr = layer_ratio(values.get((row, layer.after_env), []),
+                             values.get((row, layer.before_env), []), row.higher_is_better,
+                             int(run.seed))
+            if lr is not None:
+                data.layer_ratios[(layer, row)] = lr
     data.warnings = _warnings(data)
     return data
 

@@ -24,6 +24,14 @@ def render(d: ReportData) -> str:
             for e in d.environments
         ],
         "results": result_rows(d),
+        "layers": [
+            {"axis": lay.axis, "before": lay.before, "after": lay.after,
+             "before_environment": lay.before_env, "after_environment": lay.after_env,
+             "workload": row.workload, "params": row.params_key, "metric": row.metric,
+             "ratio": r.ratio, "ci_low": r.ci_low if r.has_ci else None,
+             "ci_high": r.ci_high if r.has_ci else None, "verdict": r.verdict}
+            for (lay, row), r in d.layer_ratios.items()
+        ],
         "failures": [
             {"environment": c.key.environment, "workload": c.key.workload,
              "params": c.key.params_key, "repetition": c.key.repetition,

@@ -7,7 +7,7 @@ import datetime as dt
 import math
 
 from isotax.analysis import ReportData
-from isotax.report import lifecycle
+from isotax.report import layers, lifecycle
 
 
 def _esc(text: object) -> str:
@@ -130,6 +130,7 @@ def render(d: ReportData) -> str:
     if d.rows and len(d.columns) > 1:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)
+    out += layers.render(d, _table)
     out += ["", "## Tool versions", ""]
     tools = sorted({t for e in d.environments for t in e.tools})
     avail = [e for e in d.environments if e.available]

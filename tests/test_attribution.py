@@ -1,0 +1,89 @@
+"""Attribution to layers: which environment pairs differ in one setting, and the report's
+section built from a store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from isotax.analysis import analyze
+from isotax.attribution import settings, single_layer_pairs
+from isotax.model import CellKey, CellStatus, Sample
+from isotax.report import json_report, markdown
+from isotax.store.base import EnvRecord
+from isotax.store.sqlite import SQLiteStore
+
+ENVS = [
+    {"name": "native", "kind": "native"},
+    {"name": "runc", "kind": "runc", "network": "bridge"},
+    {"name": "runc-host", "kind": "runc", "network": "host"},
+    {"name": "crun", "kind": "crun"},  # network host by default
+    {"name": "qemu-untuned", "kind": "qemu", "network": "bridge",
+     "options": {"profile": "untuned"}},
+    {"name": "qemu-tuned", "kind": "qemu", "network": "bridge", "options": {"profile": "tuned"}},
+    {"name": "qemu-pin", "kind": "qemu", "network": "bridge",
+     "options": {"profile": "untuned", "pin": True}},
+]
+
+
+def test_settings_use_the_plans_defaults_and_flatten_options() -> None:
+    s = settings({"name": "x", "kind": "qemu", "memory_mib": 2048, "options": {"pin": True}})
+    assert s["network"] == "host" and s["storage"] == "volume" and s["memory_mib"] == "2048"
+    assert s["options.pin"] == "True" and s["vcpus"] == "(unset)"
+
+
+def test_only_pairs_that_differ_in_one_setting() -> None:
+    names = [e["name"] for e in ENVS]
+    pairs = {(p.before_env, p.after_env): p for p in single_layer_pairs(ENVS, names)}
+    assert set(pairs) == {("runc", "runc-host"), ("runc-host", "crun"),
+                          ("qemu-untuned", "qemu-tuned"), ("qemu-untuned", "qemu-pin")}
+    assert pairs[("runc", "runc-host")].words() == "network: bridge → host"
+    assert pairs[("runc-host", "crun")].words() == "kind: runc → crun"
+    assert pairs[("qemu-untuned", "qemu-pin")].words() == "options.pin: (unset) → True"
+    # An environment that did not run pairs with nothing.
+    assert all("runc-host" not in k for k in
+               {(p.before_env, p.after_env) for p in single_layer_pairs(ENVS, ["runc", "crun"])})
+
+
+PLAN = """
+name = "layers"
+repetitions = 3
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+network = "bridge"
+[[environments]]
+name = "runc-host"
+kind = "runc"
+network = "host"
+"""
+
+
+def test_report_names_the_layer_and_what_it_cost(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "isotax.db")
+    s.create_run("r", "layers", PLAN, 1, {"hostname": "h"})
+    # NAT doubles the latency and leaves throughput alone.
+    data = {"native": ([10.0, 10.5, 9.5], [100.0, 101.0, 99.0]),
+            "runc": ([20.0, 21.0, 19.0], [100.5, 99.5, 100.0]),
+            "runc-host": ([10.2, 10.4, 9.9], [99.0, 101.0, 100.5])}
+    for env, (lat, thr) in data.items():
+        s.put_environment(EnvRecord("r", env, env.split("-")[0], True, "", {}, {}, {}))
+        for i in range(3):
+            s.commit_cell("r", CellKey(env, "rr", {"proto": "tcp"}, i + 1), "1", CellStatus.OK,
+                          "", 0, 1, [Sample("latency_us", lat[i], "µs", False),
+                                     Sample("throughput", thr[i], "Gbit/s")])
+    s.set_run_status("r", "complete", 1.0)
+    d = analyze(s, "r")
+    s.close()
+    assert [lay.words() for lay in d.layers] == ["network: bridge → host"]
+    md = markdown.render(d)
+    section = md[md.index("## Attribution to layers"):md.index("## Tool versions")]
+    assert "| network: bridge → host | runc → runc-host | 2 | 1 |" in section
+    assert "| network: bridge → host | rr |  | latency_us |" in section and "better" in section
+    assert "throughput" not in section  # within noise: counted, not listed
+    doc = json.loads(json_report.render(d))
+    lat = next(x for x in doc["layers"] if x["metric"] == "latency_us")
+    assert lat["before_environment"] == "runc" and 0.45 < lat["ratio"] < 0.55
