@@ -22,6 +22,7 @@ seed = 5
 repetitions = 2
 warmups = 0
 timeout_s = 600
+parity = "flag"  # the VM has 1 GiB, the host more: reported, not refused
 [[environments]]
 name = "native"
 kind = "native"
@@ -69,6 +70,9 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
         assert qemu["emulated"]
         md = (run_dir / "report.md").read_text()
         assert "qemu (emulated)" in md and "EMULATED" in md
+    # Unequal memory was flagged, with the number the VM's guest really has.
+    assert any("unequal resources: qemu has" in w and "MiB of memory" in w
+               for w in doc["warnings"])
     # Same bits everywhere: compress fails a cell whose corpus digest or compressed size
     # differs from another environment's, so no failures above means they all agreed.
     assert set(find_leaks()) <= before

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyroute2 import IPRoute
 from support import running_in, started
 
 from isotax.environments.base import Instance
@@ -27,7 +28,7 @@ from isotax.loadgen import (
     stop_server,
 )
 from isotax.model import SanityError
-from isotax.network import iptables
+from isotax.network import iptables, uplink_mtu
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.throughput import Throughput
 
@@ -105,7 +106,8 @@ def test_open_close_leaves_nothing() -> None:
         assert f"{lg.veth.ns_ip}/24" in done.stdout
         route = lg.exec(["ip", "route", "show", "default"], 10).check().stdout
         assert f"via {lg.veth.host_ip}" in route
-        assert lg.veth.mtu() == 1500
+        with IPRoute() as ipr:  # the host uplink's MTU, not the veth default of 1500
+            assert lg.veth.mtu() == uplink_mtu(ipr)
         rules = [ln for ln in iptables("-t", "filter", "-S", "FORWARD").stdout.splitlines()
                  if tag in ln]
         assert len(rules) == 2 and all("isotax" in r for r in rules)

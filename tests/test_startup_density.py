@@ -217,3 +217,19 @@ def test_runner_stops_what_a_failing_launch_left(image: ImageArtifacts, tmp_path
     ok = cells["startup"]
     assert ok.status is CellStatus.OK
     assert {s.metric for s in ok.samples} >= {"create_ms", "ready_ms", "ready_p95_ms"}
+
+
+@pytest.mark.integration
+def test_launched_instances_leave_the_long_lived_ones_scratch_alone(
+        image: ImageArtifacts, tmp_path: Path) -> None:
+    # Same environment name, same process: a launched native instance once shared (and at
+    # its stop removed) the runner's own instance's scratch directory.
+    with started("native", "native", "host", image, tmp_path / "main") as main:
+        env = registry.environments()["native"]()
+        lau = EnvLauncher(env, EnvSpec(name="native", kind="native", image=image,
+                                       workdir=tmp_path / "launched"), deadline=float("inf"))
+        launched = lau.launch()
+        assert launched.instance.scratch != main.scratch
+        lau.stop(launched)
+        assert Path(main.scratch).is_dir()
+        assert main.exec(["sh", "-c", 'echo x > "$TMPDIR/f"'], 10).returncode == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.model import CellKey, CellStatus
+from isotax.parity import all_problems
 from isotax.plan import PlanError, parse_plan
 from isotax.stats import Ratio, Summary, ratio, summarize
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
@@ -33,6 +34,8 @@ class ReportWarning(Enum):
                      "host or add repetitions.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
                        "better 5 or more; raise `repetitions` in the plan.")
+    PARITY = ("unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
+              "differences from this alone are not isolation overhead).")
     INCOMPLETE = ("the run is {status}: `isotax run --resume {run}` finishes it.")
 
     def say(self, **kw: Any) -> str:
@@ -189,6 +192,9 @@ def _warnings(d: ReportData) -> list[str]:
                 if other is not None and other != version:
                     out.append(ReportWarning.VERSION_MISMATCH.say(
                         tool=tool, env=e.name, other=other, base=d.baseline, version=version))
+    described = {e.name: e.describe for e in d.environments if e.available}
+    out += [ReportWarning.PARITY.say(problem=p)
+            for p in all_problems(described, d.baseline)]
     reps = int(d.plan.get("repetitions", 3))
     if reps < 2:
         out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))

@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import ipaddress
 import re
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -107,6 +108,23 @@ class _Rule:
     spec: tuple[str, ...]
 
 
+def uplink_mtu(ipr: IPRoute) -> int:
+    """The MTU of the interface the host's default route leaves by (1500 without one).
+
+    Every link isotax makes gets it, so a bridged container, a VM's tap and the load
+    generator's veth carry the same packet sizes as the host's own network: Docker's bridge
+    keeps 1500 whatever the uplink has (a classic source of fragmentation and of an unequal
+    comparison), and isotax.parity would flag the difference.
+    """
+    for route in ipr.get_default_routes(family=socket.AF_INET):
+        oif = route.get_attr("RTA_OIF")
+        if oif is not None:
+            links = ipr.get_links(oif)
+            if links and links[0].get_attr("IFLA_MTU"):
+                return int(links[0].get_attr("IFLA_MTU"))
+    return 1500
+
+
 @dataclass
 class Bridge:
     """One bridge and what hangs off it. Not thread-safe; one owner at a time."""
@@ -161,6 +179,7 @@ class Bridge:
                 ipr.link("add", ifname=self.name, kind="bridge")
                 self._created_link = True
                 idx = ipr.link_lookup(ifname=self.name)[0]
+                ipr.link("set", index=idx, mtu=uplink_mtu(ipr))
                 ipr.addr("add", index=idx, address=str(net.network_address + 1),
                          prefixlen=24)
                 ipr.link("set", index=idx, state="up")
@@ -216,15 +235,16 @@ class Bridge:
             assert lease.netns is not None
             netns.create(lease.netns)
             with IPRoute() as ipr:
+                mtu = uplink_mtu(ipr)
                 ipr.link("add", ifname=lease.iface, kind="veth",
                          peer={"ifname": f"{lease.iface}c", "net_ns_fd": lease.netns})
                 idx = ipr.link_lookup(ifname=lease.iface)[0]
                 br = ipr.link_lookup(ifname=self.name)[0]
-                ipr.link("set", index=idx, master=br, state="up")
+                ipr.link("set", index=idx, master=br, mtu=mtu, state="up")
             with IPRoute(netns=lease.netns) as ns:
                 ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
                 c = ns.link_lookup(ifname=f"{lease.iface}c")[0]
-                ns.link("set", index=c, ifname="eth0")
+                ns.link("set", index=c, ifname="eth0", mtu=mtu)
                 ns.addr("add", index=c, address=lease.ip, prefixlen=lease.prefixlen)
                 ns.link("set", index=c, state="up")
                 ns.route("add", dst="default", gateway=lease.gateway)
@@ -245,7 +265,7 @@ class Bridge:
                 ipr.link("add", ifname=lease.iface, kind="tuntap", mode="tap")
                 idx = ipr.link_lookup(ifname=lease.iface)[0]
                 br = ipr.link_lookup(ifname=self.name)[0]
-                ipr.link("set", index=idx, master=br, state="up")
+                ipr.link("set", index=idx, master=br, mtu=uplink_mtu(ipr), state="up")
         except BaseException:
             self.release(lease)
             raise
@@ -374,16 +394,17 @@ class VethNamespace:
                 net = pick_subnet(ipaddress.IPv4Network(self.subnet), used_networks(ipr))
                 self._created = True  # from here on, down() has something to remove
                 netns.create(self.name)
+                mtu = uplink_mtu(ipr)
                 ipr.link("add", ifname=self.name, kind="veth",
                          peer={"ifname": f"{self.name}c", "net_ns_fd": self.name})
                 idx = ipr.link_lookup(ifname=self.name)[0]
                 ipr.addr("add", index=idx, address=str(net.network_address + 1), prefixlen=24)
-                ipr.link("set", index=idx, state="up")
+                ipr.link("set", index=idx, mtu=mtu, state="up")
                 self._net = net
             with IPRoute(netns=self.name) as ns:
                 ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
                 c = ns.link_lookup(ifname=f"{self.name}c")[0]
-                ns.link("set", index=c, ifname="eth0")
+                ns.link("set", index=c, ifname="eth0", mtu=mtu)
                 ns.addr("add", index=c, address=self.ns_ip, prefixlen=24)
                 ns.link("set", index=c, state="up")
                 ns.route("add", dst="default", gateway=self.host_ip)

@@ -8,6 +8,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     repetitions = 3          # measured repetitions per cell, interleaved across environments
     warmups = 1              # unmeasured runs per environment x workload x parameters, first
     timeout_s = 900          # one workload run
+    parity = "refuse"        # unequal resources (isotax.parity): refuse to run, or "flag"
 
     [[environments]]
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
@@ -117,6 +118,9 @@ class Plan(_Frozen):
     warmups: int = Field(default=1, ge=0, le=100)
     timeout_s: float = Field(default=900, gt=0)
     baseline: str = "native"
+    # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (isotax.parity):
+    # "refuse" stops the run before it measures; "flag" runs and lists them in the report.
+    parity: Literal["refuse", "flag"] = "refuse"
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isotax import registry
+from isotax import parity, registry
 from isotax.environments.base import (
     Completed,
     EnvSpec,
@@ -154,6 +154,7 @@ class Runner:
         self.started: dict[str, _Started] = {}
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
+        self.described: dict[str, dict[str, str]] = {}
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -170,6 +171,11 @@ class Runner:
             describe = dict(started.describe())
             if self.loadgen is not None:
                 describe["loadgen_path"] = self.loadgen.path(started)
+            try:
+                describe.update(parity.probe(started).as_describe())
+            except (ValueError, ExecError) as e:
+                describe["parity.error"] = str(e)
+            self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
                 _tool_versions(started, self.plan), dict(started.milestones)))
@@ -279,6 +285,15 @@ class Runner:
                     self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
                              "nothing to compare against[/]")
                     return "failed"
+                unequal = parity.all_problems(self.described, self.plan.baseline)
+                for p in unequal:
+                    self.log(f"[yellow]parity: {p}[/]")
+                if unequal and self.plan.parity == "refuse":
+                    self.log("[red]refused: the environments do not get equal resources; fix "
+                             "the plan, or set parity = \"flag\" to run and have the report "
+                             "list the differences[/]")
+                    status = "refused"
+                    return status
                 cells = [k for k in schedule(self.plan, list(self.started))
                          if k.ident not in done]
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")

@@ -6,6 +6,7 @@ import os
 import platform
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -82,8 +83,9 @@ class NativeInstance:
         # from the caller's shell may change a workload's behaviour natively only.
         self.env = {"PATH": f"{self.helper_dir}:{GUEST_PATH}", "HOME": "/root", "LANG": "C.UTF-8"}
         # Scratch lives in tmpfs, like /tmp inside the containers and the VM: in-memory everywhere.
-        self._scratch = Path("/dev/shm") / f"itx-{spec.name}-{os.getpid()}"
-        self._scratch.mkdir(parents=True, exist_ok=True)
+        # One directory per instance: the startup and density workloads start more instances
+        # of the same environment beside the runner's own, and each removes its own at stop.
+        self._scratch = Path(tempfile.mkdtemp(prefix=f"itx-{spec.name}-", dir="/dev/shm"))
         self.scratch = str(self._scratch)
         # Disk workloads write under the run's workdir (removed by the runner), on the host's
         # disk. The plan's storage choice has no meaning here: the host has one filesystem.

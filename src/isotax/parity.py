@@ -1,0 +1,158 @@
+"""Parity: the environments a run compares must get equal resources, or the report must say
+they did not. A VM with half the host's memory, a container with a smaller cpuset, THP on in a
+guest and off on the host, or a NIC without segmentation offload all move results by
+themselves; the studies' own lesson (the untuned VM) is exactly such a difference.
+
+Before the first cell each environment is probed from inside (one small shell script, the same
+in every environment): the CPUs it may run on (`nproc`: affinity, cpuset or vCPUs), the memory
+it may use (MemTotal, capped by its memory cgroup's limit), transparent hugepages, the MTU and
+the offloads (ethtool -k) of the interface its default route leaves by, plus hugepage backing
+where the environment's describe() reports it (a VM's guest cannot see that). Every difference
+from the baseline is a problem: the plan's `parity = "refuse"` (default) stops the run before it
+measures anything; `parity = "flag"` runs and lists them in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from isotax.environments.base import Instance
+
+PROBE = r"""
+echo "cpus=$(nproc)"
+awk '/^MemTotal:/ {print "mem_total_kib=" $2}' /proc/meminfo
+for f in /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max; do
+  [ -r "$f" ] && { echo "mem_limit=$(cat "$f")"; break; }
+done
+echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+dev=$(ip route show default 2>/dev/null |
+      awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+echo "dev=$dev"
+if [ -n "$dev" ]; then
+  echo "mtu=$(cat "/sys/class/net/$dev/mtu" 2>/dev/null)"
+  command -v ethtool >/dev/null 2>&1 && ethtool -k "$dev" 2>/dev/null | sed 's/^/ethtool /'
+fi
+true
+"""
+
+# The offloads that change what a byte costs on the network path (the rest rarely differ).
+OFFLOADS = ("rx-checksumming", "tx-checksumming", "scatter-gather", "tcp-segmentation-offload",
+            "generic-segmentation-offload", "generic-receive-offload", "large-receive-offload")
+MEMORY_TOLERANCE = 0.05  # a VM's guest kernel keeps some of its RAM: MemTotal < -m
+
+
+def parse_ethtool_features(text: str) -> dict[str, str]:
+    """Top-level features of `ethtool -k`: name -> "on"/"off" ("[fixed]" dropped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0].isspace() or ":" not in line:
+            continue  # sub-features are indented; the header has no value
+        name, _, rest = line.partition(":")
+        value = rest.split()
+        if value and value[0] in ("on", "off"):
+            out[name.strip()] = value[0]
+    return out
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: int
+    memory_mib: int  # what the environment may use: MemTotal, capped by its cgroup limit
+    thp: str  # the selected transparent hugepage mode, e.g. "madvise"
+    mtu: int | None  # of the default route's interface; None without a network
+    offloads: Mapping[str, str] = field(default_factory=dict)  # empty: unknown (no ethtool)
+    hugepages: str = "none"  # hugepage backing of the environment's memory
+
+    def as_describe(self) -> dict[str, str]:
+        d = {"parity.cpus": str(self.cpus), "parity.memory_mib": str(self.memory_mib),
+             "parity.thp": self.thp, "parity.mtu": str(self.mtu or "none"),
+             "parity.hugepages": self.hugepages}
+        if self.offloads:
+            d["parity.offloads"] = ",".join(f"{k}={v}" for k, v in sorted(self.offloads.items()))
+        return d
+
+    @classmethod
+    def from_describe(cls, d: Mapping[str, str]) -> Resources | None:
+        if "parity.cpus" not in d:
+            return None
+        offloads = dict(kv.split("=", 1) for kv in d.get("parity.offloads", "").split(",")
+                        if "=" in kv)
+        mtu = d.get("parity.mtu", "none")
+        return cls(int(d["parity.cpus"]), int(d["parity.memory_mib"]), d.get("parity.thp", "?"),
+                   None if mtu == "none" else int(mtu), offloads,
+                   d.get("parity.hugepages", "none"))
+
+
+def parse_probe(text: str, hugepages: str = "none") -> Resources:
+    """The probe script's output -> Resources. Raises ValueError on anything else."""
+    kv: dict[str, str] = {}
+    ethtool = []
+    for line in text.splitlines():
+        if line.startswith("ethtool "):
+            ethtool.append(line[len("ethtool "):])
+        elif "=" in line:
+            k, _, v = line.partition("=")
+            kv[k.strip()] = v.strip()
+    if "cpus" not in kv or "mem_total_kib" not in kv:
+        raise ValueError(f"not the parity probe's output: {text.strip()[:200]!r}")
+    mem = int(kv["mem_total_kib"]) * 1024
+    limit = kv.get("mem_limit", "max")
+    if limit.isdigit():
+        mem = min(mem, int(limit))  # an unlimited v1 group reads as ~2^63
+    thp = kv.get("thp", "")
+    selected = thp[thp.find("[") + 1:thp.find("]")] if "[" in thp else (thp or "unknown")
+    mtu = kv.get("mtu", "")
+    features = parse_ethtool_features("\n".join(ethtool))
+    return Resources(int(kv["cpus"]), mem // (1024 * 1024), selected,
+                     int(mtu) if mtu.isdigit() else None,
+                     {k: features[k] for k in OFFLOADS if k in features}, hugepages)
+
+
+def probe(inst: Instance) -> Resources:
+    done = inst.exec(["sh", "-c", PROBE], 60)
+    if done.returncode != 0:
+        raise ValueError(f"the parity probe failed ({done.returncode}): {done.stderr.strip()}")
+    return parse_probe(done.stdout, str(inst.describe().get("hugepages", "none")))
+
+
+def problems(name: str, env: Resources, base_name: str, base: Resources) -> list[str]:
+    """Each difference from the baseline, in words, with the plan setting that fixes it."""
+    out = []
+    if env.cpus != base.cpus:
+        out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: "
+                   f"set vcpus = {base.cpus} for {name}")
+    if abs(env.memory_mib - base.memory_mib) > MEMORY_TOLERANCE * base.memory_mib:
+        out.append(f"{name} has {env.memory_mib} MiB of memory, {base_name} "
+                   f"{base.memory_mib} MiB: set memory_mib for {name} (a VM's guest keeps "
+                   "some for its kernel)")
+    if env.thp != base.thp:
+        out.append(f"transparent hugepages are {env.thp!r} in {name}, {base.thp!r} in "
+                   f"{base_name}: set the same mode in both")
+    if env.hugepages != base.hugepages:
+        out.append(f"{name}'s memory is backed by {env.hugepages} hugepages, {base_name}'s by "
+                   f"{base.hugepages}")
+    if env.mtu is not None and base.mtu is not None and env.mtu != base.mtu:
+        out.append(f"{name}'s interface has MTU {env.mtu}, {base_name}'s {base.mtu}")
+    both = sorted(set(env.offloads) & set(base.offloads))
+    differ = [k for k in both if env.offloads[k] != base.offloads[k]]
+    if differ:
+        out.append(f"NIC offloads differ between {name} and {base_name}: " + ", ".join(
+            f"{k} {env.offloads[k]} vs {base.offloads[k]}" for k in differ))
+    return out
+
+
+def all_problems(described: Mapping[str, Mapping[str, str]], baseline: str) -> list[str]:
+    """Every environment's differences from the baseline's resources (isotax.parity)."""
+    base = Resources.from_describe(described.get(baseline, {}))
+    out: list[str] = []
+    for name, d in described.items():
+        if name == baseline:
+            continue
+        if "parity.error" in d:
+            out.append(f"{name}: resources could not be probed: {d['parity.error']}")
+            continue
+        res = Resources.from_describe(d)
+        if base is not None and res is not None:
+            out += problems(name, res, baseline, base)
+    return out
