@@ -34,6 +34,8 @@ class ReportWarning(Enum):
                      "host or add repetitions.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
                        "better 5 or more; raise `repetitions` in the plan.")
+    NUMA_SINGLE_NODE = ("this host has one NUMA node: pinning {envs} to it cannot show a "
+                        "placement effect; run the plan on a multi-node host for that.")
     PARITY = ("unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
               "differences from this alone are not isolation overhead).")
     INCOMPLETE = ("the run is {status}: `isotax run --resume {run}` finishes it.")
@@ -192,6 +194,10 @@ def _warnings(d: ReportData) -> list[str]:
                 if other is not None and other != version:
                     out.append(ReportWarning.VERSION_MISMATCH.say(
                         tool=tool, env=e.name, other=other, base=d.baseline, version=version))
+    pinned = [str(e.get("name")) for e in d.plan.get("environments", [])
+              if e.get("numa_node") is not None]
+    if pinned and int(d.run.host.get("numa_nodes", 1)) == 1:
+        out.append(ReportWarning.NUMA_SINGLE_NODE.say(envs=", ".join(pinned)))
     described = {e.name: e.describe for e in d.environments if e.available}
     out += [ReportWarning.PARITY.say(problem=p)
             for p in all_problems(described, d.baseline)]

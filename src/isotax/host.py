@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from isotax import __version__
+from isotax.numa import nodes
 
 _RUNTIME_VERSION_ARGV = {
     "runc": ["runc", "--version"],
@@ -68,6 +69,7 @@ def fingerprint() -> dict[str, Any]:
         "cpus": os.cpu_count() or 0,
         "memory_mib": _mem_total_mib(),
         "cgroup": _cgroup_version(),
+        "numa_nodes": len(nodes()) or 1,
         "python": sys.version.split()[0],
         "isotax": __version__,
         "runtimes": {k: _first_line(v) for k, v in _RUNTIME_VERSION_ARGV.items()},

@@ -17,6 +17,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     storage = "volume"       # volume | rootfs: where disk workloads write
     vcpus = 2                # optional; VMs get it as -smp, containers as a cpuset
     memory_mib = 2048
+    numa_node = 0            # optional: CPUs and memory on this NUMA node (unset: scheduler)
     options = { accel = "auto" }   # kind-specific
 
     [[workloads]]
@@ -56,6 +57,8 @@ class EnvironmentEntry(_Frozen):
     storage: Literal["volume", "rootfs"] = "volume"
     vcpus: int | None = Field(default=None, ge=1, le=1024)
     memory_mib: int | None = Field(default=None, ge=128)
+    # Pin the environment's CPUs and memory to this NUMA node; unset: the scheduler decides.
+    numa_node: int | None = Field(default=None, ge=0, le=1023)
     options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("kind")

@@ -20,11 +20,11 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import parity, registry
+from isotax import numa, parity, registry
 from isotax.environments.base import (
     Completed,
     EnvSpec,
@@ -155,6 +155,7 @@ class Runner:
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
         self.described: dict[str, dict[str, str]] = {}
+        self.multi_node = len(numa.nodes()) > 1
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -185,7 +186,8 @@ class Runner:
         return EnvSpec(
             name=entry.name, kind=entry.kind, image=self.image,
             workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
-            network=entry.network, storage=entry.storage, options=dict(entry.options),
+            network=entry.network, storage=entry.storage, numa_node=entry.numa_node,
+            options=dict(entry.options),
         )
 
     def _start_one(self, entry: EnvironmentEntry, workdir: Path) -> Instance | str:
@@ -194,6 +196,14 @@ class Runner:
         avail = env.available()
         if not avail.ok:
             return f"unavailable: {avail}"
+        if entry.numa_node is not None:
+            host_nodes = numa.nodes()
+            if entry.numa_node not in host_nodes:
+                return (f"unavailable: NUMA node {entry.numa_node} does not exist here (nodes: "
+                        f"{', '.join(map(str, host_nodes)) or 'none'}); fix numa_node")
+            if not getattr(env, "supports_numa", False):
+                return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
+                        "node yet; remove numa_node for it")
         spec = self._spec(entry, workdir / entry.name)
         spec.workdir.mkdir(parents=True, exist_ok=True)
         self.log(f"starting {entry.name} ({entry.kind}) ...")
@@ -233,6 +243,8 @@ class Runner:
         err = st.prepared[pkey]
         if err:
             return CellStatus.FAILED, err, []
+        # Node-local share of the cell's allocations, where there is more than one node.
+        numastat_before = numa.counters() if self.multi_node else None
         try:
             if isinstance(workload, LaunchingWorkload):
                 samples = self._launching(workload, key)
@@ -243,6 +255,11 @@ class Runner:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         if not samples:
             return CellStatus.FAILED, "the workload returned no samples", []
+        if numastat_before is not None:
+            share = numa.local_share(numastat_before, numa.counters())
+            if share is not None:
+                samples = [replace(s, labels={**s.labels, "numa_local_share": round(share, 4)})
+                           for s in samples]
         return CellStatus.OK, "", samples
 
     def _launching(self, workload: LaunchingWorkload, key: CellKey) -> list[Sample]:

@@ -58,6 +58,7 @@ class EnvSpec:
     memory_mib: int | None = None
     network: str = "host"  # "host", "bridge" or "none"
     storage: str = "volume"  # "volume" or "rootfs": where `Instance.data_dir` lives
+    numa_node: int | None = None  # CPUs and memory bound to this node; None: the scheduler's
     options: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,9 +21,11 @@ from isotax.environments.base import (
     EnvSpec,
     Instance,
     Stopwatch,
+    Unavailable,
     parse_ready_marker,
     register,
 )
+from isotax.numa import numactl_prefix
 
 
 def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
@@ -127,7 +130,9 @@ class NativeInstance:
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # TMPDIR points workloads at a private scratch directory the runner removes afterwards.
-        return run_host(argv, timeout, env={**self.env, "TMPDIR": self.scratch})
+        done = run_host([*numactl_prefix(self.spec.numa_node), *argv], timeout,
+                        env={**self.env, "TMPDIR": self.scratch})
+        return replace(done, argv=tuple(argv)) if self.spec.numa_node is not None else done
 
     def describe(self) -> Mapping[str, str]:
         return {
@@ -136,6 +141,8 @@ class NativeInstance:
             "cpus": str(os.cpu_count()),
             "network": "host",
             "storage": f"host directory ({host_storage(self._data)})",
+            "numa": "scheduler" if self.spec.numa_node is None
+            else f"CPUs and memory on node {self.spec.numa_node} (numactl)",
         }
 
     def pause(self) -> None:
@@ -168,9 +175,13 @@ class NativeInstance:
 class Native:
     kind: ClassVar[str] = "native"
     description: ClassVar[str] = "the host itself: the baseline"
+    supports_numa: ClassVar[bool] = True  # numa_node: every command under numactl
 
     def available(self) -> Availability:
         return Availability.yes()
 
     def start(self, spec: EnvSpec) -> Instance:
+        if spec.numa_node is not None and shutil.which("numactl") is None:
+            raise Unavailable(Availability.no("numa_node needs numactl, which is not installed",
+                                              "apt-get install numactl (scripts/setup.sh)"))
         return NativeInstance(spec)

@@ -92,10 +92,12 @@ def render(d: ReportData) -> str:
     ]
     runtimes = host.get("runtimes", {})
     out += _table(
-        ["host", "kernel", "distribution", "CPU model", "CPUs", "memory", "cgroups"],
+        ["host", "kernel", "distribution", "CPU model", "CPUs", "NUMA nodes", "memory",
+         "cgroups"],
         [[host.get("hostname", "?"), host.get("kernel", "?"), host.get("distro", "?"),
           host.get("cpu_model", "?"), str(host.get("cpus", "?")),
-          f"{host.get('memory_mib', 0)} MiB", host.get("cgroup", "?")]],
+          str(host.get("numa_nodes", "?")), f"{host.get('memory_mib', 0)} MiB",
+          host.get("cgroup", "?")]],
     )
     out += ["", "Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()), ""]
     out += ["## Environments", ""]
