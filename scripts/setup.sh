@@ -67,6 +67,53 @@ if [ -n "$OWN_POLICY" ]; then
   OWN_POLICY=
 fi
 
+# gVisor: Debian bookworm's runsc (20221219) has no systrap platform and its netstack fails
+# here, so build the current one the way gVisor's docs say, with `go install` (the "go" branch
+# of gvisor.dev/gvisor, pinned here and nowhere else), into /opt/isotax/runsc/runsc; skipped
+# when that version is there. The version is stamped into `runsc --version` as Bazel does.
+# Go: the host's go if it is >= 1.21 (it fetches the toolchain gVisor's go.mod asks for through
+# the Go proxy by itself), else Go's own toolchain zip from the Go proxy, checked by sha256
+# (bookworm's golang 1.19 is too old for gVisor and cannot switch toolchains).
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237  # go branch, 2026-09-05
+GO_BOOTSTRAP=go1.26.8
+GO_BOOTSTRAP_SHA256=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
+RUNSC=/opt/isotax/runsc/runsc
+if [ "$("$RUNSC" --version 2>/dev/null | head -1)" != "runsc version $RUNSC_VERSION" ]; then
+  t0=$SECONDS
+  GO=$(command -v go || echo /usr/local/go/bin/go)
+  minor=$({ "$GO" version 2>/dev/null || true; } | sed -n 's/^go version go1\.\([0-9]*\).*/\1/p')
+  if [ "${minor:-0}" -lt 21 ]; then
+    GOROOT_BOOT=/opt/isotax/$GO_BOOTSTRAP
+    if [ ! -x "$GOROOT_BOOT/bin/go" ]; then
+      mkdir -p /opt/isotax
+      /usr/bin/python3 - "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-$GO_BOOTSTRAP.linux-amd64.zip" \
+          "$GO_BOOTSTRAP_SHA256" "$GOROOT_BOOT" <<'PY'
+import hashlib, io, os, shutil, sys, tempfile, urllib.request, zipfile
+url, want, dest = sys.argv[1:]
+data = urllib.request.urlopen(url, timeout=600).read()
+if hashlib.sha256(data).hexdigest() != want:
+    sys.exit(f"setup.sh: {url} does not have the pinned sha256 {want}")
+tmp = tempfile.mkdtemp(dir=os.path.dirname(dest))
+with zipfile.ZipFile(io.BytesIO(data)) as z:
+    for info in z.infolist():
+        path = z.extract(info, tmp)
+        os.chmod(path, (info.external_attr >> 16) & 0o777 or 0o644)
+top = os.path.join(tmp, "golang.org", os.listdir(os.path.join(tmp, "golang.org"))[0])
+os.rename(top, dest)
+shutil.rmtree(tmp)
+PY
+    fi
+    GO=$GOROOT_BOOT/bin/go
+  fi
+  GOBIN_TMP=$(mktemp -d)
+  GOTOOLCHAIN=auto GOBIN="$GOBIN_TMP" CGO_ENABLED=0 "$GO" install \
+    -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
+    "gvisor.dev/gvisor/runsc@$RUNSC_VERSION"
+  install -D -m 755 "$GOBIN_TMP/runsc" "$RUNSC"
+  rm -rf "$GOBIN_TMP"
+  echo "setup.sh: runsc $RUNSC_VERSION installed in $RUNSC ($((SECONDS - t0)) s)"
+fi
+
 # Debian's python3 (3.11 on bookworm) for the venv: the same interpreter on every such host.
 if [ ! -x .venv/bin/isotax ]; then
   /usr/bin/python3 -m venv .venv

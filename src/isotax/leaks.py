@@ -16,7 +16,7 @@ from isotax.network import COMMENT, IP_FORWARD_SAVED
 
 # Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
 OCI_STATE_ROOT = Path("/run/isotax")
-OCI_RUNTIMES = ("runc", "crun")
+OCI_RUNTIMES = ("runc", "crun", "runsc")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
 
 
@@ -95,10 +95,23 @@ def leaked_containers() -> list[str]:
         root = OCI_STATE_ROOT / rt
         if not root.is_dir():
             continue
-        # Each container has a directory in the runtime's state root; reading the directory
-        # works even when the runtime binary is broken or gone.
-        for d in sorted(p.name for p in root.iterdir() if p.is_dir()):
+        # Each container has a directory in the runtime's state root (runsc: a
+        # `<container>_sandbox:<sandbox>.state` file); reading the directory works even when
+        # the runtime binary is broken or gone.
+        for d in runtime_state_containers(sorted(root.iterdir())):
             out.append(f"{rt} container {d} ({rt} --root {root} delete --force {d})")
+    return out
+
+
+def runtime_state_containers(entries: list[Path]) -> list[str]:
+    """Container ids in an OCI runtime's --root: runc's and crun's directories, runsc's state
+    files (a runsc root also holds `.lock` files, and may hold a pinned `null-netns`)."""
+    out = []
+    for p in entries:
+        if p.name.endswith(".state") and "_sandbox:" in p.name:
+            out.append(p.name.split("_sandbox:", 1)[0])
+        elif p.is_dir():
+            out.append(p.name)
     return out
 
 
@@ -129,7 +142,9 @@ def leaked_processes() -> list[str]:
         # The native environment's holding process (a container's PID 1 shows up here too,
         # beside its container).
         held = prog == "itx-ready" and "--hold" in args[1:]
-        if held or ((prog.startswith("qemu-system") or prog in OCI_RUNTIMES) and \
+        # runsc's own processes are runsc-sandbox (the Sentry) and runsc-gofer.
+        runtime = prog in OCI_RUNTIMES or prog.startswith("runsc-")
+        if held or ((prog.startswith("qemu-system") or runtime) and \
                 any("itx-" in a for a in args[1:])):
             out.append(f"process {pid} {' '.join(args)[:120]} (kill {pid})")
     return out

@@ -1,7 +1,8 @@
 """runc and crun: an OCI bundle whose root is the workload image's rootfs, read-only (or,
 with the plan's storage = "rootfs", an overlayfs over it, as Docker's overlay2 builds).
 
-One implementation, two registered environments (kinds "runc" and "crun"). The container's
+One implementation, two registered environments (kinds "runc" and "crun"; gvisor.py runs
+runsc over the same bundle with its own flags, a Runtime's `flags`). The container's
 PID 1 is the image's `itx-ready --hold` (prints the ready marker, then holds the container
 open); workloads run through `<runtime> exec`. isotax keeps the runtimes' state under its own
 `--root` (/run/isotax/<runtime>) so it never sees or touches anybody else's containers.
@@ -128,16 +129,21 @@ def _detach_unified_cgroup2() -> None:
 # -- the runtime CLI ----------------------------------------------------------------------------
 
 class Runtime:
-    """`<runtime> --root /run/isotax/<runtime> ...`, with crun's workaround where needed."""
+    """`<runtime> --root /run/isotax/<runtime> [global flags] ...`, with crun's workaround
+    where needed. `binary` is the program to run when it is not `name` on PATH (isotax's own
+    runsc build); `flags` are runtime-wide options every command gets before its subcommand
+    (runsc's --platform and --network are per sandbox but global on its command line)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, binary: str | None = None, flags: Sequence[str] = ()) -> None:
         self.name = name
+        self.binary = binary or name
+        self.flags = list(flags)
         self.root = OCI_STATE_ROOT / name
         self.preexec: Callable[[], None] | None = (
             _detach_unified_cgroup2 if name == "crun" and _needs_unified_detached() else None)
 
     def argv(self, *args: str) -> list[str]:
-        return [self.name, "--root", str(self.root), *args]
+        return [self.binary, "--root", str(self.root), *self.flags, *args]
 
     def popen(self, *args: str, stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
               ) -> subprocess.Popen[str]:
@@ -565,11 +571,15 @@ class OciInstance:
 
 
 def exec_not_found(stderr: str) -> bool:
-    """The runtime's words for 'no such program' (runc and crun say it differently)."""
+    """The runtime's words for 'no such program' (runc, crun and runsc say it differently)."""
     # runc: 'exec: "x": executable file not found in $PATH' (or 'exec: "/x": stat /x: no such
-    # file or directory'); crun: 'executable file `x` not found in $PATH'.
+    # file or directory'); crun: 'executable file `x` not found in $PATH'; runsc: 'error
+    # finding executable "x" in PATH [...]: no such file or directory' (or 'failed to load
+    # /x: no such file or directory').
     return bool(re.search(r'executable file (not found|`[^`]*` not found)'
-                          r'|exec: \\?"[^"]*": stat [^:]*: no such file', stderr))
+                          r'|exec: \\?"[^"]*": stat [^:]*: no such file'
+                          r'|error finding executable "[^"]*" in PATH'
+                          r'|in sandbox: failed to load [^:]*: no such file', stderr))
 
 
 # -- the environments --
@@ -591,9 +601,9 @@ def _probe_bundle(dirpath: Path) -> tuple[Path, list[dict[str, Any]]]:
     return root, mounts
 
 
-def probe(runtime: Runtime) -> Availability:
+def probe(runtime: Runtime, timeout: float = 30) -> Availability:
     """Run /bin/true in a throwaway container; say why it failed and what to do."""
-    if shutil.which(runtime.name) is None:
+    if shutil.which(runtime.binary) is None:
         return Availability.no(f"{runtime.name} is not installed",
                                f"apt-get install {runtime.name}")
     if os.geteuid() != 0:
@@ -606,7 +616,7 @@ def probe(runtime: Runtime) -> Availability:
         write_bundle(Path(tmp) / "bundle", bundle_config(
             root=root, args=["/bin/true"], hostname=cid, cgroups_path=f"/{cid}",
             network="new", extra_mounts=mounts))
-        p = runtime.call("run", "--bundle", str(Path(tmp) / "bundle"), cid, timeout=30)
+        p = runtime.call("run", "--bundle", str(Path(tmp) / "bundle"), cid, timeout=timeout)
         runtime.call("delete", "--force", cid, timeout=10)
     if p.returncode != 0:
         msg = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]

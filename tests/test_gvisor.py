@@ -1,0 +1,314 @@
+"""gVisor (runsc): golden command lines per platform and network, parsers of real runsc output,
+and, where the machine has isotax's runsc build, real sandboxes on systrap (bridge and host
+network, volume and overlay storage), the other platforms where they work (the reason where
+they do not), a short compress, rr and fio run, and the Sentry and Gofer in the footprint."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import started
+
+from isotax import registry
+from isotax.environments.base import PHASES, EnvSpec, Unavailable
+from isotax.environments.gvisor import (
+    INSTALL_FIX,
+    RUNSC_PATH,
+    GvisorInstance,
+    first_panic,
+    overlay_words,
+    parse_state_pids,
+    runsc_flags,
+    runsc_path,
+)
+from isotax.environments.oci import Runtime, exec_not_found, parse_version
+from isotax.image.artifacts import ImageArtifacts
+from isotax.launcher import EnvLauncher
+from isotax.leaks import OCI_STATE_ROOT, find_leaks, runtime_state_containers
+from isotax.workloads.density import Density
+
+DATA = Path(__file__).parent / "data" / "gvisor"
+
+
+# -- pure: command lines, options, parsers ---------------------------------------------------
+
+def _command_lines() -> str:
+    """Every platform x network (and the overlay2 knob) as the argv of `runsc ... run`."""
+    lines = []
+    for platform in ("systrap", "ptrace", "kvm"):
+        for network in ("bridge", "host"):
+            for overlay2 in (None, "none"):
+                rt = Runtime("runsc", str(RUNSC_PATH), runsc_flags(platform, network, overlay2))
+                argv = rt.argv("run", "--detach", "--bundle", "B", "itx-c")
+                lines.append(f"{platform} {network} {overlay2}: {' '.join(argv)}")
+    return "\n".join(lines) + "\n"
+
+
+def test_command_lines_golden() -> None:
+    assert _command_lines() == (DATA / "command-lines.golden").read_text()
+
+
+def test_bad_platform_and_network_are_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"'kvmm'.*systrap, ptrace, kvm"):
+        runsc_flags("kvmm", "host")
+    with pytest.raises(ValueError, match=r"'none'.*bridge, host"):
+        runsc_flags("systrap", "none")
+
+
+def test_unknown_option_is_refused(image_stub: ImageArtifacts, tmp_path: Path) -> None:
+    env = registry.environments()["gvisor"]()
+    spec = EnvSpec(name="x", kind="gvisor", image=image_stub, workdir=tmp_path,
+                   options={"platfrom": "ptrace"})
+    with pytest.raises(ValueError, match=r"platfrom.*known are platform, overlay2"):
+        env.start(spec)
+
+
+@pytest.fixture
+def image_stub(tmp_path: Path) -> ImageArtifacts:
+    # Never started: the options are checked before anything else.
+    return ImageArtifacts(recipe_hash="x", root=tmp_path / "img")
+
+
+def test_version_of_the_pinned_build() -> None:
+    first = (DATA / "version.txt").read_text().splitlines()[0]
+    assert parse_version(first).startswith("v0.0.0-2026")
+
+
+def test_state_file_gives_sentry_and_gofer() -> None:
+    pids = parse_state_pids((DATA / "state.json").read_text())
+    assert len(pids) == 2 and len(set(pids)) == 2 and all(p > 1 for p in pids)
+    assert parse_state_pids('{"sandbox": {"pid": 0}, "goferPid": 0}') == []
+
+
+@pytest.mark.parametrize("name", ["exec-not-found.txt", "exec-not-found-path.txt"])
+def test_exec_not_found_on_real_runsc_error(name: str) -> None:
+    assert exec_not_found((DATA / name).read_text())
+    assert not exec_not_found("sh: 1: exit: Illegal number: x")
+
+
+def test_first_panic_of_a_real_kvm_failure() -> None:
+    # runsc --platform=kvm on this machine's kvm_pvm (head of its --panic-log).
+    assert first_panic((DATA / "kvm-panic-log.txt").read_text()) == (
+        "panic: error initializing vCPU(id=0) state: error setting system registers: "
+        "invalid argument")
+    assert first_panic("") == ""
+
+
+def test_state_root_listing(tmp_path: Path) -> None:
+    for name in ("itx-a-1_sandbox:itx-a-1.state", "itx-a-1_sandbox:itx-a-1.lock"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "itx-runc-2").mkdir()
+    assert runtime_state_containers(sorted(tmp_path.iterdir())) == ["itx-a-1", "itx-runc-2"]
+
+
+def test_overlay_words_follow_runsc() -> None:
+    assert "none in effect" in overlay_words(None, "volume")
+    assert "IS overlaid" in overlay_words("all:memory", "volume")
+    assert "filestore" in overlay_words(None, "rootfs")
+    assert "host's overlayfs" in overlay_words("none", "rootfs")
+
+
+def test_runsc_path_prefers_isotax_build() -> None:
+    path = runsc_path()
+    if RUNSC_PATH.exists():
+        assert path == str(RUNSC_PATH)
+    assert "scripts/setup.sh" in INSTALL_FIX
+    assert "go install gvisor.dev/gvisor/runsc@" in INSTALL_FIX
+
+
+# -- real sandboxes -------------------------------------------------------------------------
+
+def ours(*names: str) -> list[str]:
+    return [x for x in find_leaks() if any(n in x for n in names)]
+
+
+@pytest.fixture(params=["bridge", "host"])
+def inst(request: pytest.FixtureRequest, image: ImageArtifacts,
+         tmp_path: Path) -> Iterator[GvisorInstance]:
+    with started(f"test-gv-{request.param}", "gvisor", request.param, image, tmp_path) as i:
+        assert isinstance(i, GvisorInstance)
+        yield i
+
+
+@pytest.mark.integration
+def test_sandbox_runs_the_image(inst: GvisorInstance) -> None:
+    m = inst.milestones
+    assert list(m)[:4] == list(PHASES) or set(PHASES) <= set(m)
+    assert 0 <= m["create"] <= m["started"] <= m["first_instruction"] <= m["ready"] < 30
+    assert inst.exec(["cat", "/etc/debian_version"], 30).check().stdout.startswith("12.")
+    # The kernel the workload sees is gVisor's, not the host's.
+    dmesg = inst.exec(["dmesg"], 30).check().stdout
+    assert "gVisor" in dmesg or "Starting gVisor" in dmesg
+    assert inst.exec(["itx-no-such-program"], 30).returncode == 127
+    d = inst.describe()
+    assert d["kind"] == "gvisor" and d["platform"] == "systrap"
+    assert d["runtime"].startswith("runsc v0.0.0-") or "runsc" in d["runtime"]
+    assert d["network"] == inst.network and "--gofer-network-namespace=new" in d["runsc_flags"]
+
+
+@pytest.mark.integration
+def test_sentry_and_gofer_are_the_instance(inst: GvisorInstance) -> None:
+    pids = inst.host_pids()
+    args = {p: Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode() for p in pids}
+    assert any(a.endswith("runsc-sandbox") for a in args.values()), args
+    assert any(a.endswith("runsc-gofer") for a in args.values()), args
+    kmem = inst.kernel_memory_bytes()
+    assert kmem is not None and kmem > 0
+
+
+@pytest.mark.integration
+def test_network(inst: GvisorInstance) -> None:
+    if inst.network == "host":
+        assert inst.address == "127.0.0.1"
+        # hostinet: the sandbox's interfaces are the host's.
+        seen = inst.exec(["cat", "/proc/net/dev"], 30).check().stdout
+        assert all(f"{dev}:" in seen for dev in os.listdir("/sys/class/net")
+                   if not dev.startswith("itx"))
+        return
+    lease = inst._lease
+    assert lease is not None and inst.address == lease.ip
+    srv = socket.socket()
+    srv.bind((lease.gateway, 0))
+    srv.listen(1)
+    srv.settimeout(20)
+    port = srv.getsockname()[1]
+    got: list[str] = []
+
+    def accept() -> None:
+        conn, peer = srv.accept()
+        got.append(peer[0])
+        conn.close()
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    inst.exec(["bash", "-c", f"echo hi > /dev/tcp/{lease.gateway}/{port}"], 30).check()
+    t.join(20)
+    srv.close()
+    assert got == [lease.ip]  # gVisor's netstack speaks from the leased address
+
+
+@pytest.mark.integration
+def test_pause_resume_and_stop_twice(inst: GvisorInstance) -> None:
+    inst.pause()
+    assert inst.state() == "paused"
+    inst.resume()
+    assert inst.state() == "running"
+    inst.exec(["true"], 30).check()
+    names = [inst.cid]
+    if inst._bridge is not None:
+        names.append(inst._bridge.name)
+    assert ours(*names)  # the running sandbox is visible to find_leaks()
+    pids = inst.host_pids()
+    inst.pause()  # stop() must cope with a paused sandbox
+    inst.stop()
+    inst.stop()
+    assert ours(*names) == []
+    left = [(p, Path(f"/proc/{p}/cmdline").read_bytes()[:80]) for p in pids if _live(p)]
+    assert not left
+    assert not inst.bundle.exists() and not inst.state_file().exists()
+    assert inst.state() == "gone"
+
+
+def _live(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+
+
+def _start(image: ImageArtifacts, tmp_path: Path, name: str, **kw: object) -> GvisorInstance:
+    env = registry.environments()["gvisor"]()
+    a = env.available()
+    if not a.ok:
+        pytest.skip(f"gvisor unavailable here: {a}")
+    i = env.start(EnvSpec(name=name, kind="gvisor", image=image, workdir=tmp_path, **kw))  # type: ignore[arg-type]
+    assert isinstance(i, GvisorInstance)
+    return i
+
+
+@pytest.mark.integration
+def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Path) -> None:
+    # volume: runsc does not overlay a read-only root or the volume: writes reach the host.
+    i = _start(image, tmp_path / "v", "test-gv-vol")
+    try:
+        i.exec(["sh", "-c", "echo v > /mnt/itx-f"], 30).check()
+        assert i._volume is not None and (i._volume / "itx-f").read_text() == "v\n"
+        assert i.exec(["touch", "/itx-ro"], 30).returncode != 0
+    finally:
+        i.stop()
+    # rootfs, runsc's default overlay2 (root:self): writes stay in the sandbox's overlay ...
+    i = _start(image, tmp_path / "r", "test-gv-ovl", storage="rootfs")
+    try:
+        i.exec(["sh", "-c", f"echo r > {i.data_dir}/itx-f"], 30).check()
+        assert not list(i._upper.rglob("itx-f"))
+        assert "filestore" in i.describe()["overlay2"]
+    finally:
+        i.stop()
+    # ... and with --overlay2=none they go through the Gofer to the host's overlayfs.
+    i = _start(image, tmp_path / "n", "test-gv-none", storage="rootfs",
+               options={"overlay2": "none"})
+    try:
+        i.exec(["sh", "-c", f"echo n > {i.data_dir}/itx-f"], 30).check()
+        assert [p.read_text() for p in i._upper.rglob("itx-f")] == ["n\n"]
+    finally:
+        i.stop()
+    assert ours("test-gv-") == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("platform", ["ptrace", "kvm"])
+def test_other_platforms_run_or_say_why(platform: str, image: ImageArtifacts,
+                                        tmp_path: Path) -> None:
+    env = registry.environments()["gvisor"]()
+    if not env.available().ok:
+        pytest.skip(f"gvisor unavailable here: {env.available()}")
+    spec = EnvSpec(name=f"test-gv-{platform}", kind="gvisor", image=image, workdir=tmp_path,
+                   options={"platform": platform})
+    try:
+        i = env.start(spec)
+    except Unavailable as e:
+        # Only kvm may be missing (hardware virtualisation), and the reason must say so.
+        assert platform == "kvm", str(e)
+        assert "kvm" in str(e) and "systrap" in e.availability.fix
+        assert ours(f"test-gv-{platform}") == []
+        return
+    try:
+        assert i.describe()["platform"] == platform
+        assert i.exec(["cat", "/etc/debian_version"], 60).check().stdout.startswith("12.")
+    finally:
+        i.stop()
+    assert ours(f"test-gv-{platform}") == []
+
+
+@pytest.mark.integration
+def test_density_counts_sentry_and_gofer(image: ImageArtifacts, tmp_path: Path) -> None:
+    name = "test-gv-density"
+    with started(name, "gvisor", "host", image, tmp_path / "probe"):
+        pass
+    spec = EnvSpec(name=name, kind="gvisor", image=image, workdir=tmp_path / "launched",
+                   network="host")
+    lau = EnvLauncher(registry.environments()["gvisor"](), spec, deadline=float("inf"))
+    try:
+        params = {"max_instances": 2, "min_available_mib": 512, "settle_s": 0.5}
+        samples = {s.metric: s for s in Density().launch_and_measure(lau, params, None)}
+    finally:
+        lau.close()
+    assert samples["instances"].value == 2
+    labels = samples["idle_instance_mib"].labels
+    by_prog = labels["idle_by_program_mib"]
+    # The Sentry and the Gofer are host processes of the instance; the workload's own
+    # processes live inside the Sentry and are not host processes at all.
+    assert "itx-ready" not in by_prog, by_prog
+    assert samples["idle_instance_mib"].value > 5 and labels["idle_kernel_mib"] is not None
+    assert ours(name) == []
+
+
+def test_state_root_is_isotax_private() -> None:
+    assert Runtime("runsc").root == OCI_STATE_ROOT / "runsc"
+
