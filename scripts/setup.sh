@@ -14,6 +14,9 @@ APT=(apt-get -y -q -o DPkg::Lock::Timeout=600 -o Dir::Cache::archives="$APT_CACH
 PACKAGES=(
   # environments
   runc crun qemu-system-x86 qemu-utils iproute2 iptables kmod
+  # container engines (docker: isotax starts a private dockerd when none runs; podman: the CNI
+  # plugins for its bridge); policy-rc.d below keeps their services from starting
+  docker.io podman containernetworking-plugins
   # the image: debootstrap, ext4 export, static guest helpers
   debootstrap e2fsprogs gcc libc6-dev
   # workload tools, natively (same packages as in the image)

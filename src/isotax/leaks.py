@@ -191,8 +191,19 @@ def leaked_sysctl() -> list[str]:
     return []
 
 
+def leaked_engines() -> list[str]:
+    """Docker's and Podman's: isotax-labelled containers and volumes, a private dockerd still
+    running or its directories and cgroups, Podman's CNI networks, and rules an engine made
+    for an isotax bridge (they lack isotax's comment)."""
+    from isotax.environments.docker import docker_leaks
+    from isotax.environments.engine import engine_iptables_leaks
+    from isotax.environments.podman import podman_leaks
+
+    return docker_leaks() + podman_leaks() + engine_iptables_leaks()
+
+
 def find_leaks() -> list[str]:
     """Every isotax-created resource still present, one line each; empty when clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
             + leaked_containers() + leaked_cgroups() + leaked_processes() + leaked_servers()
-            + leaked_sysctl())
+            + leaked_sysctl() + leaked_engines())

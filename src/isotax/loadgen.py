@@ -101,6 +101,9 @@ class NamespaceLoadGen:
             return inst.address, port
         if mode == "bridge":
             return self._map(inst.address, port, proto)
+        if mode == "published":
+            # The engine published the port itself (docker/podman -p) on a host address.
+            return str(inst.describe()["published"]), port
         raise NetworkError(f"{kind}: network {mode!r} cannot be reached from the load "
                            "generator; give it network = \"host\" or \"bridge\" in the plan")
 
@@ -137,6 +140,10 @@ class NamespaceLoadGen:
                 raise SanityError(f"load generator: {e}") from e
             return (f"{head} -> host DNAT {pub} -> {inst.address} (iptables nat, as docker -p) "
                     f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
+        if mode == "published":
+            return (f"{head} -> host {d.get('published')} -> {kind}'s own port mapping (-p: "
+                    f"iptables DNAT) -> bridge {d.get('bridge', '?')} -> veth -> {kind} "
+                    "container netns")
         if mode == "tap":
             accel = d.get("accelerator", "?")
             emulated = ", emulated" if d.get("emulated") == "yes" else ""
@@ -152,11 +159,14 @@ def _network_of(inst: Instance) -> tuple[str, str]:
 
 def network_mode(describe: Mapping[str, str], address: str) -> str:
     """How the load generator reaches an instance, from its describe() and address: host (the
-    host's stack), bridge (a container behind NAT), tap (a VM's NIC on a bridge, routed), or
-    what describe() says otherwise ("none"). Pure."""
+    host's stack), bridge (a container behind NAT), published (a container engine's bridge
+    whose ports the engine published on the host address describe()["published"]), tap (a
+    VM's NIC on a bridge, routed), or what describe() says otherwise ("none"). Pure."""
     net = str(describe.get("network", ""))
     if net == "host" or (not net and address == "127.0.0.1"):
         return "host"
+    if net == "bridge" and describe.get("published"):
+        return "published"
     if net == "bridge":
         return "bridge"
     if net.startswith("bridge ") and "tap" in net:
