@@ -144,7 +144,9 @@ def leaked_processes() -> list[str]:
         held = prog == "itx-ready" and "--hold" in args[1:]
         # runsc's own processes are runsc-sandbox (the Sentry) and runsc-gofer.
         runtime = prog in OCI_RUNTIMES or prog.startswith("runsc-")
-        if held or ((prog.startswith("qemu-system") or runtime) and \
+        # virtiofsd: a vm9p share's daemon (its socket is /run/isotax/itx-vfs-*).
+        vmm = prog.startswith("qemu-system") or prog == "virtiofsd"
+        if held or ((vmm or runtime) and \
                 any("itx-" in a for a in args[1:])):
             out.append(f"process {pid} {' '.join(args)[:120]} (kill {pid})")
     return out
@@ -191,6 +193,13 @@ def leaked_sysctl() -> list[str]:
     return []
 
 
+def leaked_hugepages() -> list[str]:
+    """vm.nr_hugepages raised for a VM (qemu hugepages knob) and never lowered."""
+    from isotax.environments.qemu_tuning import leaked_hugepage_reservations
+
+    return leaked_hugepage_reservations()
+
+
 def leaked_engines() -> list[str]:
     """Docker's and Podman's: isotax-labelled containers and volumes, a private dockerd still
     running or its directories and cgroups, Podman's CNI networks, and rules an engine made
@@ -206,4 +215,4 @@ def find_leaks() -> list[str]:
     """Every isotax-created resource still present, one line each; empty when clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
             + leaked_containers() + leaked_cgroups() + leaked_processes() + leaked_servers()
-            + leaked_sysctl() + leaked_engines())
+            + leaked_sysctl() + leaked_hugepages() + leaked_engines())

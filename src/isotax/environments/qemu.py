@@ -15,6 +15,10 @@ Plan options (spec.options):
     boot_timeout  seconds (default 120; TCG on a busy host is slow)
     data_disk_gib size of the data disk (storage "volume"; default 4, a sparse file)
     quiet       true: kernel log level "quiet" on the console
+    machine     pc | microvm      (kind "microvm" defaults to microvm; see microvm.py)
+    profile     default | untuned | tuned, and each tuning knob on its own (cpu_model,
+                cpu_topology, cache_info, pin, pin_cpus, hugepages, iothread, vhost, vnuma):
+                see qemu_tuning. describe() gives every knob's effective value and why.
 network: "bridge" (a tap on an isotax bridge; the guest's address is the instance's address)
 or "none" (no NIC at all). A VM cannot share the host's network stack, so "host" is refused.
 
@@ -47,6 +51,22 @@ from isotax.environments.base import (
 from isotax.environments.native import host_storage
 from isotax.environments.qemu_accel import Probe, kvm_openable, probe_accelerator
 from isotax.environments.qemu_initrd import select_initrd
+from isotax.environments.qemu_share import (
+    ReadonlyBind,
+    Share,
+    Virtiofsd,
+    find_virtiofsd,
+)
+from isotax.environments.qemu_tuning import (
+    HugepageError,
+    HugepageReservation,
+    KnobError,
+    Knobs,
+    host_facts,
+    pin_vcpus,
+    resolve_knobs,
+    vcpu_threads,
+)
 from isotax.environments.qemu_vm import (
     DATA_DISK,
     QEMU,
@@ -69,6 +89,35 @@ DEFAULT_DATA_DISK_GIB = 4.0
 VOLUME_DIR = "/mnt"  # the data disk's mount point (the containers' volume is there too)
 ROOTFS_DATA_DIR = "/var/lib/itx-data"  # on the root disk, as in a container's overlay rootfs
 _TRUE = {"1", "true", "yes", "on"}
+MACHINES = ("pc", "microvm")
+RUN_DIR = Path("/run/isotax")  # short paths for sockets and mounts (sun_path is 108 bytes)
+
+
+def host_tsc_khz() -> int | None:
+    """The host's TSC rate in kHz ("cpu MHz" of /proc/cpuinfo): under TCG the guest's TSC
+    ticks at the host's rate. None when unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def guest_modules(machine: str, disk: bool, net: bool, shares: Sequence[Share]) -> tuple[str, ...]:
+    """The modules the minimal initrd loads for this VM (itx.mods=), in load order. Pure."""
+    mods = ["virtio_mmio" if machine == "microvm" else "virtio_pci"]
+    if disk:
+        mods += ["virtio_blk", "crc32c_generic", "ext4"]
+    mods.append("virtio_console")
+    if net:
+        mods.append("virtio_net")
+    if any(sh.transport == "9p" for sh in shares):
+        mods += ["9pnet_virtio", "9p"]
+    if any(sh.transport == "virtiofs" for sh in shares):
+        mods.append("virtiofs")
+    return tuple(mods)
 
 
 def _resolve_accel(spec: EnvSpec, choice: str) -> Probe:
@@ -86,7 +135,11 @@ def _resolve_accel(spec: EnvSpec, choice: str) -> Probe:
 
 
 class QemuInstance:
-    """One VM. start() in the constructor; stop() always (idempotent)."""
+    """One VM. start() in the constructor; stop() always (idempotent). Subclasses (microvm,
+    vm9p) change the machine type and where the root file system and the volume come from."""
+
+    kind = "qemu"
+    default_machine = "pc"
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
@@ -97,17 +150,30 @@ class QemuInstance:
         self._bridge: Bridge | None = None
         self._lease: Lease | None = None
         self._vm: Vm | None = None
+        self._hugepages: HugepageReservation | None = None
+        self._daemons: list[Virtiofsd] = []
+        self._binds: list[ReadonlyBind] = []
+        self._volume_dir: Path | None = None
+        self.pinned: list[str] = []
         self._stopped = False
         self._tag = "q" + secrets.token_hex(3)  # itx-t<tag> / itx-br<tag>: 12 characters
         opts = spec.options
+        kind = self.kind
         if spec.network not in ("bridge", "none"):
             raise Unavailable(Availability.no(
-                f"qemu: network {spec.network!r} is impossible for a VM (it has its own "
+                f"{kind}: network {spec.network!r} is impossible for a VM (it has its own "
                 "kernel and network stack)", 'set network = "bridge" or "none" for this '
                 "environment in the plan"))
         if spec.storage not in ("volume", "rootfs"):
-            raise Unavailable(Availability.no(f"qemu: storage {spec.storage!r} is not volume "
-                                              "or rootfs", 'set storage = "volume" or "rootfs"'))
+            raise Unavailable(Availability.no(f"{kind}: storage {spec.storage!r} is not "
+                                              "volume or rootfs",
+                                              'set storage = "volume" or "rootfs"'))
+        self.machine = str(opts.get("machine", self.default_machine))
+        if self.machine not in MACHINES:
+            raise Unavailable(Availability.no(f"{kind}: machine {self.machine!r} is not one of "
+                                              f"{', '.join(MACHINES)}",
+                                              'set options.machine = "pc" or "microvm"'))
+        self._check_options()
         self.data_dir = VOLUME_DIR if spec.storage == "volume" else ROOTFS_DATA_DIR
         try:
             self.data_disk_gib = float(opts.get("data_disk_gib", DEFAULT_DATA_DISK_GIB))
@@ -115,9 +181,15 @@ class QemuInstance:
             self.data_disk_gib = -1.0
         if not self.data_disk_gib > 0:
             raise Unavailable(Availability.no(
-                f"qemu: data_disk_gib {opts.get('data_disk_gib')!r} is not a positive number",
+                f"{kind}: data_disk_gib {opts.get('data_disk_gib')!r} is not a positive number",
                 "set options.data_disk_gib to a size in GiB, e.g. 4"))
         self.probe = _resolve_accel(spec, str(opts.get("accel", "auto")))
+        vcpus = spec.vcpus or os.cpu_count() or 1
+        try:
+            self.knobs: Knobs = resolve_knobs(opts, self.probe.accel, self.machine, vcpus,
+                                              host_facts())
+        except KnobError as e:
+            raise Unavailable(Availability.no(f"{kind}: {e}", "fix the plan's options")) from e
         workdir = Path(spec.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         # cache=none needs O_DIRECT on the overlay and the backing file; tmpfs has none.
@@ -131,8 +203,9 @@ class QemuInstance:
             kernel = select_kernel(spec.image, str(opts.get("kernel", "auto")))
             initrd, self.initrd_note = select_initrd(spec.image, str(opts.get("initrd", "auto")))
         except ValueError as e:
-            raise Unavailable(Availability.no(f"qemu: {e}", "rebuild the image "
+            raise Unavailable(Availability.no(f"{kind}: {e}", "rebuild the image "
                                               "(isotax image rm; isotax image build)")) from e
+        memory_mib = spec.memory_mib or DEFAULT_MEMORY_MIB
         try:
             tap = ip = gw = None
             if spec.network == "bridge":
@@ -142,36 +215,101 @@ class QemuInstance:
                 tap, gw = self._lease.iface, self._lease.gateway
                 ip = f"{self._lease.ip}/{self._lease.prefixlen}"
                 self.address = self._lease.ip
+            hugepages_dir = None
+            if self.knobs.hugepages:
+                self._hugepages = HugepageReservation(self._tag, memory_mib)
+                try:
+                    self._hugepages.acquire()
+                except (HugepageError, OSError) as e:
+                    raise Unavailable(Availability.no(
+                        f"{kind}: hugepages: {e}", "free memory, or set options.hugepages = "
+                        "false")) from e
+                hugepages_dir = str(self._hugepages.mountpoint)
+            root_share, shares = self._shares(workdir)
+            self._start_daemons([s for s in (root_share, *shares) if s is not None], workdir)
+            data_disk = spec.storage == "volume" and not shares
+            all_shares = [s for s in (root_share, *shares) if s is not None]
+            plain = self.machine == "pc" and not all_shares
             self.cfg = VmConfig(
                 accel=self.probe.accel,
-                vcpus=spec.vcpus or os.cpu_count() or 1,
-                memory_mib=spec.memory_mib or DEFAULT_MEMORY_MIB,
+                vcpus=vcpus,
+                memory_mib=memory_mib,
                 kernel=kernel,
                 initrd=initrd, backing=spec.image.ext4, disk_cache=cache, disk_aio=aio,
                 tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
                 ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
                 quiet=str(opts.get("quiet", "false")).lower() in _TRUE,
-                data_disk=spec.storage == "volume")
+                data_disk=data_disk,
+                machine=self.machine, cpu_model=self.knobs.cpu_model,
+                topology=self.knobs.topology, cache_info=self.knobs.cache_info,
+                hugepages_dir=hugepages_dir, iothread=self.knobs.iothread,
+                vhost=self.knobs.vhost, numa=self.knobs.numa, root_share=root_share,
+                shares=tuple(shares),
+                tsc_khz=host_tsc_khz() if self.machine == "microvm" else None,
+                # isotax's plain VM keeps the initrd's default module set.
+                modules=() if plain else guest_modules(
+                    self.machine, root_share is None or data_disk, tap is not None,
+                    all_shares))
             if self.cfg.data_disk:
                 make_data_disk(workdir / DATA_DISK, self.data_disk_gib)
-            self._vm = Vm(self.cfg, workdir, self._sw)
+            self._vm = Vm(self.cfg, workdir, self._sw,
+                          on_started=self._pin if self.knobs.pin else None)
             self._vm.boot(float(opts.get("boot_timeout", DEFAULT_BOOT_TIMEOUT_S)))
             self._prepare_data_dir()
         except BootError as e:
             self.stop()
             raise Unavailable(Availability.no(
-                f"qemu ({self.probe.accel}): the VM did not boot: {e}",
+                f"{kind} ({self.probe.accel}): the VM did not boot: {e}",
                 f"see {workdir}/console.log and qemu.log")) from e
+        except OSError as e:
+            self.stop()
+            raise Unavailable(Availability.no(f"{kind}: {e}", f"see {workdir}")) from e
         except BaseException:
             self.stop()
             raise
         self.milestones = dict(self._sw.marks)
 
+    # -- hooks for the kinds built on this one ---------------------------------------------------
+    def _check_options(self) -> None:
+        """Refuse options this kind cannot honour (Unavailable with the fix)."""
+
+    def _shares(self, workdir: Path) -> tuple[Share | None, list[Share]]:
+        """(the root file system's share or None for the disk, the volume's shares)."""
+        return None, []
+
+    def _start_daemons(self, shares: Sequence[Share], workdir: Path) -> None:
+        """A virtiofsd per virtio-fs share, before QEMU (which connects to their sockets)."""
+        for sh in shares:
+            if sh.transport != "virtiofs":
+                continue
+            binary = find_virtiofsd()
+            if binary is None:
+                raise Unavailable(Availability.no(
+                    f"{self.kind}: share virtiofs needs virtiofsd, and none is installed",
+                    "apt-get install qemu-system-common (QEMU 7.2 ships one), or cargo "
+                    "install virtiofsd"))
+            d = Virtiofsd(binary, sh, workdir)
+            self._daemons.append(d)
+            d.start()
+
+    def _pin(self, vm: Vm) -> None:
+        """Pin each vCPU thread (QMP query-cpus-fast) to its host CPU; a refusal fails the
+        boot, since the plan asked for a pinned VM."""
+        try:
+            self.pinned = pin_vcpus(vcpu_threads(vm.qmp_cmd("query-cpus-fast")),
+                                    self.knobs.pin)
+        except OSError as e:
+            raise BootError(f"pinning vCPUs failed: {e}") from e
+
     def _prepare_data_dir(self) -> None:
         """Mount the data disk (volume) or make the directory on the root disk (rootfs);
         milestone "storage". A failure is a boot failure: the VM cannot do what was asked."""
         assert self._vm is not None
-        if self.cfg.data_disk:
+        if self.cfg.shares:
+            vol = self.cfg.shares[0]
+            script = (f"mkdir -p {VOLUME_DIR} && mount -t {vol.guest_fstype()} -o "
+                      f"{vol.guest_options()} {vol.tag} {VOLUME_DIR}")
+        elif self.cfg.data_disk:
             script = mount_data_disk_script(VOLUME_DIR)
         else:
             script = f"mkdir -p {ROOTFS_DATA_DIR}"
@@ -187,26 +325,29 @@ class QemuInstance:
 
     def describe(self) -> Mapping[str, str]:
         d = {
-            "kind": "qemu",
+            "kind": self.kind,
             "accelerator": self.probe.accel,
             "emulated": "yes" if self.probe.accel == "tcg" else "no",
             "accelerator_reason": self.probe.reason,
             "qemu": qemu_version(),
-            "machine": "pc",
-            "cpu_model": "host" if self.probe.accel == "kvm" else "max",
+            "machine": ("microvm (virtio-mmio devices, no firmware, direct kernel boot)"
+                        if self.machine == "microvm" else "pc (i440FX, PCI devices, SeaBIOS)"),
+            "cpu_model": self.knobs.cpu_model,
             "vcpus": str(self.cfg.vcpus),
             "memory_mib": str(self.cfg.memory_mib),
             "kernel_file": self.cfg.kernel.name,
             "initrd": self.initrd_note,
             "guest_kernel": _manifest_kernel(self.spec.image.manifest_path),
-            "disk": f"virtio-blk, qcow2 overlay on raw ext4, cache={self.cfg.disk_cache}, "
-                    f"aio={self.cfg.disk_aio}" + (f" ({self.disk_note})"
-                                                  if self.disk_note else ""),
+            "disk": self._disk_words(),
             "storage": self._storage_words(),
             "network": (f"bridge {self._bridge.name}, tap {self.cfg.tap}, virtio-net, "
-                        "vhost=off" if self._bridge else "none"),
+                        f"vhost={'on' if self.cfg.vhost else 'off'}"
+                        if self._bridge else "none"),
             "agent": "virtio-serial org.isotax.agent",
+            **self.knobs.describe(),
         }
+        if self.pinned:
+            d["knob_pin"] = "on: " + ", ".join(self.pinned)
         vm = self._vm
         if vm is not None and vm.alive():
             try:
@@ -217,17 +358,31 @@ class QemuInstance:
             d["qemu_pid"] = str(vm.proc.pid if vm.proc else "")
         return d
 
+    def _disk_words(self) -> str:
+        if self.cfg.root_share is not None:
+            sh = self.cfg.root_share
+            return (f"none: the root file system is the image's rootfs over {sh.transport}, "
+                    f"read-only ({sh.guest_options()})")
+        return (f"virtio-blk, qcow2 overlay on raw ext4, cache={self.cfg.disk_cache}, "
+                f"aio={self.cfg.disk_aio}" + (f" ({self.disk_note})" if self.disk_note else ""))
+
     def _storage_words(self) -> str:
         io = f"cache={self.cfg.disk_cache}, aio={self.cfg.disk_aio}"
+        where = host_storage(Path(self.spec.workdir))
+        if self.cfg.shares:
+            vol = self.cfg.shares[0]
+            return (f"a host directory ({where}) shared over {vol.transport} "
+                    f"({vol.guest_options()}), mounted at {VOLUME_DIR}")
         if self.cfg.data_disk:
             return (f"virtio-blk raw disk, {io}: ext4 on a {self.data_disk_gib:g} GiB sparse "
-                    f"file ({host_storage(Path(self.spec.workdir))}), mounted at {VOLUME_DIR}")
+                    f"file ({where}), mounted at {VOLUME_DIR}")
         return (f"root disk: virtio-blk qcow2 overlay on raw ext4, {io}; "
                 f"data in {ROOTFS_DATA_DIR}")
 
     def host_pids(self) -> Sequence[int]:
         vm = self._vm
-        return [vm.proc.pid] if vm is not None and vm.proc is not None and vm.alive() else []
+        pids = [vm.proc.pid] if vm is not None and vm.proc is not None and vm.alive() else []
+        return pids + [d.proc.pid for d in self._daemons if d.proc is not None and d.alive()]
 
     def kernel_memory_bytes(self) -> int | None:
         return None  # qemu runs in the caller's cgroup: there is none of the VM's own
@@ -241,20 +396,29 @@ class QemuInstance:
             self._vm.resume()
 
     def stop(self) -> None:
-        """Stop the VM, release the tap and the bridge. Idempotent."""
+        """Stop the VM and its daemons; release hugepages, mounts, the tap and the bridge.
+        Idempotent."""
         if self._stopped:
             return
         self._stopped = True
-        errors = []
+        errors: list[str] = []
         if self._vm is not None:
             self._vm.stop()
+        for d in self._daemons:
+            d.stop()
+        for b in self._binds:
+            errors += b.umount()
+        if self._volume_dir is not None:
+            shutil.rmtree(self._volume_dir, ignore_errors=True)
+        if self._hugepages is not None:
+            errors += self._hugepages.release()
         if self._bridge is not None:
             try:
                 self._bridge.down()  # removes the tap lease too
             except Exception as e:
                 errors.append(str(e))
         if errors:
-            raise RuntimeError("qemu: could not remove " + "; ".join(errors))
+            raise RuntimeError(f"{self.kind}: could not remove " + "; ".join(errors))
 
 
 def _current_image() -> Path | None:
@@ -285,6 +449,8 @@ class Qemu:
     kind: ClassVar[str] = "qemu"
     description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel (KVM or TCG)"
 
+    instance_class: ClassVar[type[QemuInstance]] = QemuInstance
+
     def __init__(self, image: Any = None) -> None:
         self.image = image
 
@@ -310,4 +476,4 @@ class Qemu:
             return Availability.no(f"qemu: cannot check availability: {e}")
 
     def start(self, spec: EnvSpec) -> Instance:
-        return QemuInstance(spec)
+        return self.instance_class(spec)

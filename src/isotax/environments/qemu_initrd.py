@@ -21,9 +21,13 @@ from pathlib import Path
 from isotax.image.artifacts import ImageArtifacts
 
 NAME = "initrd-itx.cpio"
-FORMAT = 2  # bump when the content below changes: it is part of the cached file's name
+FORMAT = 3  # bump when the content below changes: it is part of the cached file's name
 # What the VM's devices need, in load order; dependencies come from modules.dep.
 MODULES = ("virtio_pci", "virtio_blk", "crc32c_generic", "ext4", "virtio_console", "virtio_net")
+# Also packed, loaded when the kernel command line's itx.mods= names them: microvm's
+# virtio-mmio transport and the shared-directory file systems (a root or volume over 9p or
+# virtio-fs). Not loaded by default: each module load costs time under TCG.
+EXTRA_MODULES = ("virtio_mmio", "9pnet_virtio", "9p", "virtiofs")
 LIBS = ("ld-linux-x86-64.so.2", "libc.so.6", "libresolv.so.2", "libm.so.6")
 
 INIT = """#!/bin/busybox sh
@@ -32,17 +36,32 @@ INIT = """#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sysfs /sys
 /bin/busybox mount -t devtmpfs devtmpfs /dev
-# One modprobe for all (each process start costs ~0.1 s under TCG); deps from modules.dep.
-/bin/busybox modprobe -a {modules} || echo "initrd: modprobe {modules} failed"
 init=/sbin/init
+mods="{modules}"
+root=/dev/vda
+fstype=ext4
+flags=rw
 for w in $(/bin/busybox cat /proc/cmdline); do
-    case "$w" in init=*) init=${{w#init=}} ;; esac
+    case "$w" in
+        init=*) init=${{w#init=}} ;;
+        itx.mods=*) mods=$(echo "${{w#itx.mods=}}" | /bin/busybox tr , " ") ;;
+        itx.root=*) root=${{w#itx.root=}} ;;
+        itx.rootfstype=*) fstype=${{w#itx.rootfstype=}} ;;
+        itx.rootflags=*) flags=${{w#itx.rootflags=}} ;;
+    esac
 done
+# One modprobe for all (each process start costs ~0.1 s under TCG); deps from modules.dep.
+/bin/busybox modprobe -a $mods || echo "initrd: modprobe $mods failed"
 i=0
-while [ ! -b /dev/vda ] && [ $i -lt 500 ]; do /bin/busybox usleep 10000; i=$((i+1)); done
-if ! /bin/busybox mount -t ext4 -o rw /dev/vda /root; then
-    echo "initrd: cannot mount /dev/vda"; exec /bin/busybox sh
-fi
+case "$root" in /dev/*)
+    while [ ! -b "$root" ] && [ $i -lt 500 ]; do /bin/busybox usleep 10000; i=$((i+1)); done ;;
+esac
+# A share (9p, virtio-fs) may need a moment after its driver probed: retry briefly.
+until /bin/busybox mount -t "$fstype" -o "$flags" "$root" /root; do
+    i=$((i+1))
+    if [ $i -gt 200 ]; then echo "initrd: cannot mount $root ($fstype)"; exec /bin/busybox sh; fi
+    /bin/busybox usleep 20000
+done
 /bin/busybox mount --move /dev /root/dev
 /bin/busybox mount --move /proc /root/proc
 /bin/busybox mount --move /sys /root/sys
@@ -163,7 +182,7 @@ def build_minimal_initrd(image: ImageArtifacts) -> bytes:
     kdir = f"lib/modules/{moddir.name}"
     dep_lines = []
     made = {"lib/modules"}
-    for rel in _module_order(moddir, MODULES):
+    for rel in _module_order(moddir, MODULES + EXTRA_MODULES):
         plain = rel.removesuffix(".xz").removesuffix(".zst")
         parts = f"{kdir}/{plain}".split("/")[:-1]
         for i in range(2, len(parts) + 1):

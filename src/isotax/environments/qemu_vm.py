@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from isotax.environments.base import GUEST_ENV, Completed, Stopwatch
 from isotax.environments.qemu_agent import AgentClient, AgentError, short_socket_path
+from isotax.environments.qemu_share import Share, share_argv
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
 
@@ -70,12 +71,37 @@ class VmConfig:
     hostname: str = "itx-vm"
     quiet: bool = False  # kernel log level on the console
     data_disk: bool = False  # attach the workdir's DATA_DISK as a second virtio-blk disk
+    # -- machine type and tuning knobs (see qemu_tuning); the defaults are isotax's plain VM
+    machine: str = "pc"  # "pc" (PCI devices, SeaBIOS) or "microvm" (virtio-mmio, no firmware)
+    cpu_model: str | None = None  # None: host under KVM, max under TCG
+    topology: tuple[int, int, int] | None = None  # sockets, cores, threads
+    cache_info: bool = False  # host-cache-info=on
+    hugepages_dir: str | None = None  # a hugetlbfs mount: guest RAM is a file there
+    iothread: bool = False  # virtio-blk disks on a dedicated iothread
+    vhost: bool = False  # vhost-net for the NIC
+    numa: tuple[tuple[int, int, int], ...] = ()  # guest nodes: (host node, first, last vCPU)
+    # -- root file system: the qcow2 overlay disk, or a share (9p / virtio-fs) tagged ROOT_TAG
+    root_share: Share | None = None
+    shares: tuple[Share, ...] = ()  # more shares (a volume), mounted by the host's agent calls
+    tsc_khz: int | None = None  # microvm: tsc_early_khz (the TSC calibration may hang without)
+    modules: tuple[str, ...] = ()  # the minimal initrd loads these instead of its default set
 
 
 def kernel_cmdline(cfg: VmConfig) -> str:
-    parts = ["console=ttyS0", "root=/dev/vda", "rw", f"init={INIT}",
+    if cfg.root_share is None:
+        root = ["root=/dev/vda", "rw"]
+    else:  # read by isotax's minimal initrd (qemu_initrd), which mounts the share as /
+        sh = cfg.root_share
+        root = [f"itx.root={sh.tag}", f"itx.rootfstype={sh.guest_fstype()}",
+                f"itx.rootflags={sh.guest_options()}"]
+    parts = ["console=ttyS0", *root, f"init={INIT}",
              # panic -> immediate reboot, which -no-reboot turns into QEMU exiting.
              "panic=-1", f"itx.hostname={cfg.hostname}"]
+    if cfg.modules:
+        parts.append("itx.mods=" + ",".join(cfg.modules))
+    if cfg.tsc_khz:
+        # microvm has no PIT/HPET to calibrate the TSC against: tell the kernel its rate.
+        parts.append(f"tsc_early_khz={cfg.tsc_khz}")
     if cfg.quiet:
         parts.append("quiet")
     if cfg.ip:
@@ -85,39 +111,98 @@ def kernel_cmdline(cfg: VmConfig) -> str:
     return " ".join(parts)
 
 
+def _cpu_argv(cfg: VmConfig) -> list[str]:
+    # TCG thread=multi: one host thread per vCPU (MTTCG), so -smp N really runs N vCPUs.
+    accel = ["-accel", "kvm" if cfg.accel == "kvm" else "tcg,thread=multi"]
+    model = cfg.cpu_model or ("host" if cfg.accel == "kvm" else "max")
+    if cfg.cache_info:
+        model += ",host-cache-info=on,l3-cache=on"
+    smp = str(cfg.vcpus)
+    if cfg.topology is not None:
+        s, c, t = cfg.topology
+        smp += f",sockets={s},cores={c},threads={t}"
+    return [*accel, "-cpu", model, "-smp", smp]
+
+
+def _memory_argv(cfg: VmConfig) -> list[str]:
+    """Guest RAM: anonymous by default; a preallocated file on hugetlbfs (hugepages knob);
+    shared memory where a vhost-user device (virtiofsd) must map it; with vNUMA, one backend
+    per guest node bound to its host node."""
+    shared = any(sh.transport == "virtiofs" for sh in (cfg.root_share, *cfg.shares) if sh)
+    share = f"share={'on' if shared else 'off'}"
+    if cfg.numa:
+        out = ["-m", str(cfg.memory_mib)]
+        sizes = numa_memory(cfg.memory_mib, len(cfg.numa))
+        for i, ((node, first, last), mib) in enumerate(zip(cfg.numa, sizes, strict=True)):
+            if cfg.hugepages_dir:
+                kind = f"memory-backend-file,mem-path={cfg.hugepages_dir},prealloc=on"
+            elif shared:
+                kind = "memory-backend-memfd"
+            else:
+                kind = "memory-backend-ram"
+            out += ["-object", f"{kind},id=mem{i},size={mib}M,{share},host-nodes={node},"
+                               "policy=bind",
+                    "-numa", f"node,nodeid={i},cpus={first}-{last},memdev=mem{i}"]
+        return out
+    size = f"size={cfg.memory_mib}M"
+    if cfg.hugepages_dir:
+        backend = (f"memory-backend-file,id=mem,{size},mem-path={cfg.hugepages_dir},"
+                   f"prealloc=on,{share}")
+    elif shared:
+        backend = f"memory-backend-memfd,id=mem,{size},share=on"
+    else:
+        return ["-m", str(cfg.memory_mib)]
+    return ["-m", str(cfg.memory_mib), "-object", backend]
+
+
+def numa_memory(memory_mib: int, nodes: int) -> list[int]:
+    """Guest RAM split over nodes in 2 MiB multiples (hugepage-sized), the rest on the last."""
+    each = memory_mib // nodes // 2 * 2
+    return [each] * (nodes - 1) + [memory_mib - each * (nodes - 1)]
+
+
 def qemu_argv(cfg: VmConfig) -> list[str]:
     """The QEMU command line (golden-tested). Paths of the workdir's files are relative."""
-    if cfg.accel == "kvm":
-        accel = ["-accel", "kvm", "-cpu", "host"]
-    else:
-        # thread=multi: one host thread per vCPU (MTTCG), so -smp N really runs N vCPUs.
-        accel = ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    mmio = cfg.machine == "microvm"
+    blk = "virtio-blk-device" if mmio else "virtio-blk-pci"
+    machine = cfg.machine
+    mem = _memory_argv(cfg)
+    if "-object" in mem and not cfg.numa:
+        machine += ",memory-backend=mem"
+    io = ",iothread=io0" if cfg.iothread else ""
     argv = [
-        QEMU, "-name", "isotax,debug-threads=on", "-machine", "pc", *accel,
-        "-smp", str(cfg.vcpus), "-m", str(cfg.memory_mib),
-        "-nodefaults", "-nographic", "-no-reboot", "-no-user-config",
+        QEMU, "-name", "isotax,debug-threads=on", "-machine", machine, *_cpu_argv(cfg),
+        *mem, "-nodefaults", "-nographic", "-no-reboot", "-no-user-config",
+        *(["-object", "iothread,id=io0"] if cfg.iothread else []),
         "-kernel", str(cfg.kernel),
         *(["-initrd", str(cfg.initrd)] if cfg.initrd else []),
         "-append", kernel_cmdline(cfg),
-        "-drive", f"file=disk.qcow2,format=qcow2,if=none,id=root,cache={cfg.disk_cache},"
-                  f"aio={cfg.disk_aio}",
-        "-device", "virtio-blk-pci,drive=root",
-        # The data disk: raw, same cache mode and AIO engine as the root disk.
-        *(["-drive", f"file={DATA_DISK},format=raw,if=none,id=data,cache={cfg.disk_cache},"
-                     f"aio={cfg.disk_aio}",
-           "-device", f"virtio-blk-pci,drive=data,serial={DATA_SERIAL}"]
-          if cfg.data_disk else []),
+    ]
+    if cfg.root_share is None:
+        argv += ["-drive", f"file=disk.qcow2,format=qcow2,if=none,id=root,"
+                           f"cache={cfg.disk_cache},aio={cfg.disk_aio}",
+                 "-device", f"{blk},drive=root{io}"]
+    # The data disk: raw, same cache mode and AIO engine as the root disk.
+    if cfg.data_disk:
+        argv += ["-drive", f"file={DATA_DISK},format=raw,if=none,id=data,"
+                           f"cache={cfg.disk_cache},aio={cfg.disk_aio}",
+                 "-device", f"{blk},drive=data,serial={DATA_SERIAL}{io}"]
+    for i, sh in enumerate(s for s in (cfg.root_share, *cfg.shares) if s is not None):
+        argv += share_argv(sh, cfg.machine, i)
+    argv += [
         # The console on QEMU's stdout; signal=off so that a Ctrl-C reaches isotax, not QEMU.
         "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
         "-qmp", "unix:qmp.sock,server=on,wait=off",
-        "-device", "virtio-serial-pci,id=vser",
+        "-device", "virtio-serial-device,id=vser" if mmio else "virtio-serial-pci,id=vser",
         "-chardev", "socket,id=agent,path=agent.sock",
         "-device", f"virtserialport,bus=vser.0,chardev=agent,name={AGENT_PORT}",
     ]
     if cfg.tap:
-        # vhost=off: this kind of host has no /dev/vhost-net; say so rather than fail.
-        argv += ["-netdev", f"tap,id=net0,ifname={cfg.tap},script=no,downscript=no,vhost=off",
-                 "-device", f"virtio-net-pci,netdev=net0,mac={cfg.mac}"]
+        # vhost=off where the host has no /dev/vhost-net (the vhost knob says which).
+        argv += ["-netdev", f"tap,id=net0,ifname={cfg.tap},script=no,downscript=no,"
+                            f"vhost={'on' if cfg.vhost else 'off'}",
+                 "-device", f"{'virtio-net-device' if mmio else 'virtio-net-pci'},"
+                            f"netdev=net0,mac={cfg.mac}"]
     return argv
 
 
@@ -206,10 +291,14 @@ class Console(threading.Thread):
 class Vm:
     """A QEMU process started by boot() and always ended by stop() (idempotent)."""
 
-    def __init__(self, cfg: VmConfig, workdir: Path, sw: Stopwatch) -> None:
+    def __init__(self, cfg: VmConfig, workdir: Path, sw: Stopwatch,
+                 on_started: Callable[[Vm], None] | None = None) -> None:
         self.cfg = cfg
         self.workdir = workdir
         self.sw = sw
+        # Called once QMP answers, before the guest is waited for (vCPU pinning goes here,
+        # so that the boot already runs pinned); an exception from it fails the boot.
+        self.on_started = on_started
         self.proc: subprocess.Popen[bytes] | None = None
         self.qmp: QEMUMonitorProtocol | None = None
         self.agent: AgentClient | None = None
@@ -235,11 +324,12 @@ class Vm:
         wd.mkdir(parents=True, exist_ok=True)
         for name in ("disk.qcow2", "qmp.sock", "agent.sock"):
             (wd / name).unlink(missing_ok=True)
-        p = subprocess.run([QEMU_IMG, "create", "-q", "-f", "qcow2", "-F", "raw",
-                            "-b", str(self.cfg.backing.resolve()), str(wd / "disk.qcow2")],
-                           capture_output=True, text=True, check=False)
-        if p.returncode != 0:
-            raise BootError(f"qemu-img create failed: {p.stderr.strip()}")
+        if self.cfg.root_share is None:
+            p = subprocess.run([QEMU_IMG, "create", "-q", "-f", "qcow2", "-F", "raw",
+                                "-b", str(self.cfg.backing.resolve()), str(wd / "disk.qcow2")],
+                               capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                raise BootError(f"qemu-img create failed: {p.stderr.strip()}")
         # The agent socket listens before QEMU starts: QEMU connects to it as a client.
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with short_socket_path(str(wd / "agent.sock")) as path:
@@ -283,6 +373,8 @@ class Vm:
             qmp.cmd("query-status")
             self.qmp = qmp
         self.sw.mark("started")
+        if self.on_started is not None:
+            self.on_started(self)
 
         while not self.console.ready.is_set():
             self._check_alive(deadline, "waiting for ITX-READY on the console")

@@ -1,0 +1,263 @@
+"""microvm, the container-in-a-VM (vm9p) and the tuned/untuned VM profiles: registration and
+refusals (no VM), then real VMs booted from the workload image running short workloads
+(TCG on this kind of host: labelled emulated)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isotax import registry
+from isotax.environments.base import PHASES, EnvSpec, Unavailable
+from isotax.environments.qemu import QemuInstance
+from isotax.image.artifacts import ImageArtifacts
+from isotax.workloads.compress import Compress
+from isotax.workloads.fio import Fio
+
+NO_IMAGE = ImageArtifacts("none", Path("/nonexistent/itx-image"))
+
+
+def test_kinds_are_registered_and_available_never_raises() -> None:
+    envs = registry.environments()
+    for kind in ("qemu", "microvm", "vm9p", "firecracker", "cloud-hypervisor"):
+        a = envs[kind]().available()
+        assert a.ok or (a.reason and a.fix), kind
+    for kind in ("firecracker", "cloud-hypervisor"):
+        a = envs[kind]().available()
+        # Not driven by isotax: never "available", and it says why in one line.
+        assert not a.ok and "no driver" in a.reason and "microvm" in a.fix
+        with pytest.raises(Unavailable):
+            envs[kind]().start(EnvSpec(name="x", kind=kind, image=NO_IMAGE,
+                                       workdir=Path("/nonexistent")))
+
+
+@pytest.mark.parametrize("kind, options, storage, words", [
+    ("vm9p", {"share": "nfs"}, "volume", "share 'nfs'"),
+    ("vm9p", {"volume": "tmpfs"}, "volume", "volume 'tmpfs'"),
+    ("vm9p", {}, "rootfs", "read-only"),
+    ("vm9p", {"msize_9p": "big"}, "volume", "msize_9p"),
+    ("microvm", {"machine": "q35"}, "volume", "machine 'q35'"),
+])
+def test_bad_options_are_refused_before_anything_starts(kind: str, options: dict[str, object],
+                                                        storage: str, words: str) -> None:
+    spec = EnvSpec(name="x", kind=kind, image=NO_IMAGE, workdir=Path("/nonexistent/itx-w"),
+                   network="none", storage=storage, options=options)
+    with pytest.raises(Unavailable, match=words) as e:
+        registry.environments()[kind]().start(spec)
+    assert e.value.availability.fix
+    assert not Path("/nonexistent/itx-w").exists()
+
+
+# -- real VMs ------------------------------------------------------------------------------------
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (tap devices, bridge, mounts) and the workload image"
+    for tool in ("qemu-system-x86_64", "qemu-img", "mkfs.ext4"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install qemu-system-x86 qemu-utils)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def image(image: ImageArtifacts) -> ImageArtifacts:
+    if (why := _why_not()) is not None:
+        pytest.skip(why)
+    return image
+
+
+COMPRESS = {"level": 2, "threads": 2, "corpus_mib": 2, "seed": 1}
+FIO = {"pattern": "randread", "bs": "4k", "iodepth": 16, "numjobs": 1, "size_mib": 4,
+       "runtime_s": 1, "ramp_s": 0, "rwmixread": 70, "ioengine": "libaio", "direct": 1}
+
+
+@contextlib.contextmanager
+def booted(image: ImageArtifacts, kind: str, network: str = "none", vcpus: int = 2,
+           memory_mib: int = 1024, **options: object) -> Iterator[QemuInstance]:
+    """A real VM of `kind`, stopped afterwards (the workdir is on the host's disk, like the
+    runner's)."""
+    workdir = Path(tempfile.mkdtemp(prefix="itx-test-vm-", dir="/var/tmp"))
+    spec = EnvSpec(name=f"test-{kind}", kind=kind, image=image, workdir=workdir,
+                   network=network, vcpus=vcpus, memory_mib=memory_mib, options=options)
+    inst = registry.environments()[kind]().start(spec)
+    assert isinstance(inst, QemuInstance)
+    try:
+        yield inst
+    finally:
+        inst.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_workloads(inst: QemuInstance, compress: bool = True) -> dict[str, float]:
+    """fio (tiny) on the storage path and compress (tiny), through the workload classes, as
+    the runner drives them. The shared-root VMs skip compress: it runs from the scratch tmpfs,
+    the same in every VM, and each exec over a 9p root is slow."""
+    out: dict[str, float] = {}
+    if compress:
+        c = Compress()
+        c.prepare(inst, COMPRESS, None)
+        cs = {s.metric: s.value for s in c.run(inst, COMPRESS, None)}
+        assert cs["throughput"] > 0
+        out["compress_mb_s"] = cs["throughput"]
+    f = Fio()
+    f.prepare(inst, FIO, None)
+    fs = {s.metric: s for s in f.run(inst, FIO, None)}
+    assert fs["read_iops"].value > 0
+    out.update(fio_iops=fs["read_iops"].value,
+               fio_direct=float(fs["read_iops"].labels["direct"]))
+    return out
+
+
+def ours(inst: QemuInstance) -> list[str]:
+    """Leak lines that would name this instance's resources."""
+    from isotax.leaks import find_leaks
+
+    tag = inst._tag
+    return [x for x in find_leaks() if tag in x]
+
+
+def assert_milestones(inst: QemuInstance) -> None:
+    m = inst.milestones
+    assert all(p in m for p in PHASES)
+    assert 0 < m["create"] < m["started"] < m["kernel"] < m["first_instruction"] < m["ready"]
+    assert m["ready"] <= m["storage"]
+
+
+@pytest.mark.integration
+def test_microvm_boots_without_pci_and_runs_workloads(image: ImageArtifacts) -> None:
+    with booted(image, "microvm", network="bridge") as vm:
+        assert_milestones(vm)
+        d = vm.describe()
+        assert d["kind"] == "microvm" and d["machine"].startswith("microvm")
+        if d["accelerator"] == "tcg":
+            assert d["emulated"] == "yes"
+            assert d["knob_iothread"] == "off"
+        cmdline = (vm.spec.workdir / "qemu.cmdline").read_text()
+        assert "-machine microvm" in cmdline and "-pci" not in cmdline
+        assert "tsc_early_khz=" in cmdline and "itx.mods=virtio_mmio," in cmdline
+        # No PCI bus at all; the virtio devices sit on virtio-mmio.
+        pci = vm.exec(["sh", "-c", "ls /sys/bus/pci/devices 2>/dev/null | wc -l"], 30).check()
+        assert pci.stdout.strip() == "0"
+        # Every virtio device (2 disks, console port, NIC) hangs off a virtio-mmio transport.
+        parents = vm.exec(["sh", "-c", "for d in /sys/bus/virtio/devices/*; do readlink -f "
+                           "$d/..; done"], 30).check().stdout.split()
+        assert len(parents) >= 4 and all("virtio-mmio" in p or "LNRO0005" in p
+                                         for p in parents), parents
+        assert vm.exec(["stat", "-f", "-c", "%T", "/mnt"], 30).check().stdout.strip() \
+            == "ext2/ext3"
+        r = run_workloads(vm)
+        assert r["fio_direct"] == 1.0  # O_DIRECT on the virtio-blk ext4 volume
+        vm.pause()
+        assert vm._vm is not None and vm._vm.qmp_cmd("query-status")["status"] == "paused"
+        vm.resume()
+        assert vm.exec(["true"], 30).returncode == 0
+        pids = vm.host_pids()
+        vm.stop()
+        vm.stop()
+        assert pids and not any(Path(f"/proc/{p}").exists() for p in pids)
+        assert ours(vm) == []
+
+
+@pytest.mark.integration
+def test_vm9p_runs_the_container_rootfs_over_9p(image: ImageArtifacts) -> None:
+    with booted(image, "vm9p") as vm:
+        assert_milestones(vm)
+        d = vm.describe()
+        assert d["kind"] == "vm9p" and "over 9p, read-only" in d["disk"]
+        assert "shared over 9p" in d["storage"] and "msize=8192,cache=mmap" in d["storage"]
+        mounts = vm.exec(["cat", "/proc/mounts"], 30).check().stdout.splitlines()
+        root = [ln.split() for ln in mounts if ln.split()[1] == "/"]
+        assert root[-1][0] == "itxroot" and root[-1][2] == "9p"
+        vol = [ln.split() for ln in mounts if ln.split()[1] == "/mnt"]
+        assert vol and vol[-1][:3] == ["itxvol", "/mnt", "9p"]
+        # The image is shared read-only: the guest cannot change it.
+        assert vm.exec(["sh", "-c", "echo x > /itx-written"], 30).returncode != 0
+        assert not (image.rootfs / "itx-written").exists()
+        # What the guest writes on the volume lands in the host directory.
+        vm.exec(["sh", "-c", "echo hello > /mnt/itx-hello"], 30).check()
+        assert vm._volume_dir is not None
+        assert (vm._volume_dir / "itx-hello").read_text() == "hello\n"
+        run_workloads(vm, compress=False)
+        pids = vm.host_pids()
+        volume = vm._volume_dir
+        vm.stop()
+        assert pids and not any(Path(f"/proc/{p}").exists() for p in pids)
+        assert not volume.exists() and ours(vm) == []
+
+
+@pytest.mark.integration
+def test_vm9p_over_virtiofs(image: ImageArtifacts) -> None:
+    from isotax.environments.qemu_share import find_virtiofsd
+
+    if find_virtiofsd() is None:
+        pytest.skip("no virtiofsd (QEMU 7.2's qemu-system-common ships one; or cargo install "
+                    "virtiofsd)")
+    with booted(image, "vm9p", share="virtiofs", machine="pc") as vm:
+        d = vm.describe()
+        assert "over virtiofs" in d["disk"] and "shared over virtiofs" in d["storage"]
+        pids = vm.host_pids()
+        assert len(pids) == 3  # QEMU, the root's virtiofsd, the volume's
+        mounts = vm.exec(["cat", "/proc/mounts"], 30).check().stdout.splitlines()
+        root = [ln.split() for ln in mounts if ln.split()[1] == "/"]
+        assert root[-1][:3] == ["itxroot", "/", "virtiofs"]
+        assert vm.exec(["sh", "-c", "echo x > /itx-written"], 30).returncode != 0
+        run_workloads(vm, compress=False)
+        vm.stop()
+        assert not any(Path(f"/proc/{p}").exists() for p in pids)
+        assert ours(vm) == []
+
+
+@pytest.mark.integration
+def test_tuned_vm_is_pinned_on_hugepages_with_the_hosts_topology(image: ImageArtifacts
+                                                                  ) -> None:
+    from isotax.environments import qemu_tuning
+
+    before = int(qemu_tuning.NR_HUGEPAGES.read_text())
+    try:
+        cm = booted(image, "qemu", memory_mib=512, profile="tuned")
+        vm = cm.__enter__()
+    except Unavailable as e:
+        if "hugepages" in str(e):
+            pytest.skip(f"this host cannot reserve the VM's hugepages: {e}")
+        raise
+    try:
+        d = vm.describe()
+        assert int(qemu_tuning.NR_HUGEPAGES.read_text()) == before + 256
+        assert d["knob_hugepages"].startswith("on") and d["knob_pin"].startswith("on: vcpu0:")
+        host = qemu_tuning.host_facts()
+        for (index, tid), cpu in zip(qemu_tuning.vcpu_threads(
+                vm._vm.qmp_cmd("query-cpus-fast")), vm.knobs.pin, strict=True):
+            assert os.sched_getaffinity(tid) == {cpu}, index
+        cmdline = (vm.spec.workdir / "qemu.cmdline").read_text()
+        assert "mem-path=/run/isotax/itx-hp-" in cmdline and "iothread=io0" in cmdline
+        lscpu = vm.exec(["sh", "-c", "cat /sys/devices/system/cpu/cpu0/topology/"
+                         "core_siblings_list; grep -c ^processor /proc/cpuinfo"],
+                        30).check().stdout.split()
+        assert lscpu == ["0-1", "2"]  # one socket of two cores, as the host
+        l3 = vm.exec(["cat", "/sys/devices/system/cpu/cpu0/cache/index3/size"], 30)
+        host_l3 = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+        assert l3.stdout.strip() == host_l3, "host-cache-info=on shows the host's L3"
+        assert host.cpus
+        run_workloads(vm)
+    finally:
+        cm.__exit__(None, None, None)
+    assert int(qemu_tuning.NR_HUGEPAGES.read_text()) == before
+    assert ours(vm) == []
+
+
+@pytest.mark.integration
+def test_untuned_vm_hides_the_host(image: ImageArtifacts) -> None:
+    with booted(image, "qemu", vcpus=2, memory_mib=512, profile="untuned") as vm:
+        d = vm.describe()
+        assert d["profile"] == "untuned" and d["knob_cpu_model"] == "qemu64"
+        info = vm.exec(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; cat /sys/devices/"
+                        "system/cpu/cpu0/topology/core_siblings_list"], 30).check().stdout
+        assert "QEMU Virtual CPU" in info
+        assert info.split()[-1] == "0"  # one socket per vCPU: cpu0 is alone in its socket
+        assert "avx2" not in vm.exec(["cat", "/proc/cpuinfo"], 30).check().stdout
