@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from pyroute2 import IPRoute
+
 from isotax.environments.base import (
     Availability,
     EnvSpec,
@@ -57,7 +59,7 @@ from isotax.environments.engine import (
 )
 from isotax.environments.oci import Runtime as OciRuntime
 from isotax.environments.oci import _needs_unified_detached, parse_version
-from isotax.network import Bridge
+from isotax.network import Bridge, uplink_mtu
 
 SYSTEM_SOCKET = Path("/run/docker.sock")
 DATA_ROOT = Path("/var/lib/isotax/dockerd")
@@ -120,8 +122,9 @@ def daemon_config(runtimes_dir: Path, crun_wrapper: Path | None) -> dict[str, An
 
 
 def dockerd_argv(*, tag: str, bridge: str, config_file: str, userland_proxy: bool,
-                 data_root: Path = DATA_ROOT) -> list[str]:
-    """The private dockerd's command line. Pure."""
+                 mtu: int = 1500, data_root: Path = DATA_ROOT) -> list[str]:
+    """The private dockerd's command line. Pure. mtu: the containers' veths get the host
+    uplink's, as isotax's own links do (Docker's default 1500 would differ from the host's)."""
     exec_root = f"{EXEC_ROOT_PREFIX}{tag}"
     return ["dockerd", "--config-file", config_file, "--data-root", str(data_root),
             "--exec-root", exec_root, "-H", f"unix://{exec_root}/docker.sock",
@@ -129,7 +132,7 @@ def dockerd_argv(*, tag: str, bridge: str, config_file: str, userland_proxy: boo
             "--cgroup-parent", f"/itx-docker-{tag}", "--exec-opt",
             "native.cgroupdriver=cgroupfs", "--iptables=true", "--ip-masq=true",
             f"--userland-proxy={'true' if userland_proxy else 'false'}",
-            "--log-level", "warn", "--storage-driver", "overlay2"]
+            "--mtu", str(mtu), "--log-level", "warn", "--storage-driver", "overlay2"]
 
 
 class PrivateDockerd:
@@ -178,8 +181,10 @@ class PrivateDockerd:
                 wrapper.chmod(0o755)
             config = self.exec_root / "daemon.json"
             config.write_text(json.dumps(daemon_config(self.exec_root, wrapper), indent=1))
+            with IPRoute() as ipr:
+                mtu = uplink_mtu(ipr)
             argv = dockerd_argv(tag=self.tag, bridge=self.bridge.name, config_file=str(config),
-                                userland_proxy=self.userland_proxy)
+                                userland_proxy=self.userland_proxy, mtu=mtu)
             with open(self.exec_root / "dockerd.log", "wb") as log:
                 self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=log, start_new_session=True)

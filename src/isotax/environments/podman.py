@@ -28,6 +28,8 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pyroute2 import IPRoute
+
 from isotax.environments.base import (
     Availability,
     EnvSpec,
@@ -47,7 +49,7 @@ from isotax.environments.engine import (
 )
 from isotax.environments.oci import Runtime as OciRuntime
 from isotax.environments.oci import _needs_unified_detached, parse_version
-from isotax.network import Bridge
+from isotax.network import Bridge, uplink_mtu
 
 ROOT = Path("/var/lib/isotax/podman")
 RUNROOT = Path("/run/itx-podman")
@@ -61,15 +63,17 @@ def podman_flags() -> list[str]:
             "--events-backend", "file", "--storage-driver", "overlay"]
 
 
-def cni_conflist(name: str, bridge: str, subnet: str, gateway: str) -> dict[str, Any]:
+def cni_conflist(name: str, bridge: str, subnet: str, gateway: str,
+                 mtu: int = 1500) -> dict[str, Any]:
     """The CNI network Podman 4.3 writes for `podman network create`, on isotax's bridge:
-    NAT is the bridge's own (network.Bridge), hence no ipMasq. Pure."""
+    NAT is the bridge's own (network.Bridge), hence no ipMasq; the veth gets the host
+    uplink's MTU, as isotax's own links do. Pure."""
     return {
         "cniVersion": "0.4.0",
         "name": name,
         "plugins": [
             {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False,
-             "hairpinMode": True,
+             "hairpinMode": True, "mtu": mtu,
              "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
                       "ranges": [[{"subnet": subnet, "gateway": gateway}]],
                       "dataDir": str(RUNROOT / "cni-ipam")}},
@@ -201,8 +205,11 @@ class PodmanInstance(EngineInstance):
         self.bridge_name = self._bridge.name
         net = self._bridge.name
         self._net_file = NET_DIR / f"{net}.conflist"
+        with IPRoute() as ipr:
+            mtu = uplink_mtu(ipr)
         self._net_file.write_text(json.dumps(cni_conflist(
-            net, self._bridge.name, str(self._bridge.network), self._bridge.gateway), indent=1))
+            net, self._bridge.name, str(self._bridge.network), self._bridge.gateway, mtu),
+            indent=1))
         return (self._bridge.gateway if self.publish else None), ["--network", net]
 
     def _rm_flags(self) -> list[str]:
