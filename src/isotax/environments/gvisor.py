@@ -139,8 +139,9 @@ def platform_available(binary: str, platform: str) -> Availability:
                 reason = f"{a.reason} ({why})" if why else a.reason
                 if platform == "kvm":
                     reason = f"{kvm_hint()}: {reason}"
-                a = Availability.no(f"gvisor platform {platform}: {reason}",
-                                    "use options.platform = \"systrap\"")
+                fix = (a.fix if platform == DEFAULT_PLATFORM
+                       else f"use options.platform = \"{DEFAULT_PLATFORM}\"")
+                a = Availability.no(f"gvisor platform {platform}: {reason}", fix)
             _PLATFORM_OK[key] = a
     return _PLATFORM_OK[key]
 
@@ -229,6 +230,8 @@ class GvisorInstance(OciInstance):
             "gofer": "runsc-gofer serves the rootfs and volume (directfs: the Sentry opens "
                      "files itself once the Gofer hands them over); own empty netns",
             "runsc_flags": " ".join(self.rt.flags),
+            "affinity": "taskset/sched_setaffinity inside the sandbox binds only gVisor's own "
+                        "tasks; the Sentry's host threads run on any host CPU",
             "first_instruction": "seen in the log (the sandbox's CLOCK_MONOTONIC is its own, "
                                  "not the host's, so the marker's stamp is not used)",
         })
@@ -268,8 +271,9 @@ class Gvisor:
             return a
         version = Runtime("runsc", binary).version()
         return Availability.no(
-            f"only {binary} (runsc {version}, e.g. Debian's 20221219 build) is installed: it "
-            f"lacks the systrap platform and its netstack fails here ({a.reason})", INSTALL_FIX)
+            f"only {binary} (runsc {version}) is installed, and it cannot run isotax's sandbox "
+            "(Debian bookworm's 20221219 build lacks systrap and today's flags, and its "
+            f"netstack fails here); its probe said: {a.reason}", INSTALL_FIX)
 
     def start(self, spec: EnvSpec) -> Instance:
         platform, overlay2 = _options(spec)
