@@ -17,6 +17,8 @@ PACKAGES=(
   # container engines (docker: isotax starts a private dockerd when none runs; podman: the CNI
   # plugins for its bridge); policy-rc.d below keeps their services from starting
   docker.io podman containernetworking-plugins
+  # the system container (nspawn); NIC offloads for parity; NUMA placement
+  systemd-container ethtool numactl
   # the image: debootstrap, ext4 export, static guest helpers
   debootstrap e2fsprogs gcc libc6-dev
   # workload tools, natively (same packages as in the image)

@@ -12,6 +12,7 @@ from isotax.footprint import (
     measure,
     parse_ppid,
     parse_smaps_rollup,
+    program_name,
     with_descendants,
 )
 from isotax.image.artifacts import ImageArtifacts
@@ -43,6 +44,13 @@ def test_mem_available_from_real_meminfo() -> None:
     assert parse_mem_available((DATA / "meminfo.txt").read_text()) == 23977296 * 1024
     with pytest.raises(ValueError, match="MemAvailable"):
         parse_mem_available((DATA / "smaps_rollup-itx-ready.txt").read_text())
+
+
+def test_program_name_of_a_self_reexecuted_process() -> None:
+    assert program_name("exe\n", b"runsc-sandbox\0--root=/run/x\0boot\0") == "runsc-sandbox"
+    assert program_name("qemu-system-x86\n", b"/usr/bin/qemu-system-x86_64\0") == \
+        "qemu-system-x86"
+    assert program_name("exe\n", b"") == "exe"
 
 
 def test_descendants_follow_the_tree_and_nothing_else() -> None:

@@ -53,7 +53,8 @@ def test_limited_container_and_vm_differ_and_say_how() -> None:
     assert "offloads" not in said  # no ethtool in that guest: unknown, not "different"
 
 
-def test_bridged_container_on_the_uplinks_mtu_is_equal() -> None:
+def test_bridged_container_gets_the_uplinks_mtu_and_offloads() -> None:
+    assert _probe("runc-bridge").offloads["generic-receive-offload"] == "on"  # a veth: off
     assert problems("runc", _probe("runc-bridge"), "native", _probe("native")) == []
 
 

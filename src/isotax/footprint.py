@@ -113,13 +113,24 @@ class Footprint:
         return out
 
 
+def program_name(comm: str, cmdline: bytes) -> str:
+    """What to call a process in a footprint: its comm, except for programs that re-exec
+    themselves through /proc/self/exe (runsc's Sentry and Gofer are all "exe" there), which
+    are named by their argv[0] (e.g. "runsc-sandbox")."""
+    name = comm.strip()
+    if name == "exe" and cmdline:
+        return os.path.basename(cmdline.split(b"\0", 1)[0].decode(errors="replace")) or name
+    return name
+
+
 def process_memory(pids: Sequence[int]) -> tuple[ProcessMemory, ...]:
     """PSS of each process (those that exit meanwhile are left out)."""
     out = []
     for pid in pids:
         try:
             rollup = parse_smaps_rollup(Path(f"/proc/{pid}/smaps_rollup").read_text())
-            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            name = program_name(Path(f"/proc/{pid}/comm").read_text(),
+                                Path(f"/proc/{pid}/cmdline").read_bytes())
         except (OSError, ValueError):
             continue
         out.append(ProcessMemory(pid, name, rollup["Pss"]))

@@ -146,6 +146,8 @@ def leaked_processes() -> list[str]:
         runtime = prog in OCI_RUNTIMES or prog.startswith("runsc-")
         # virtiofsd: a vm9p share's daemon (its socket is /run/isotax/itx-vfs-*).
         vmm = prog.startswith("qemu-system") or prog == "virtiofsd"
+        # The system container's nspawn (its machine is itx-*).
+        runtime = runtime or prog == "systemd-nspawn"
         if held or ((vmm or runtime) and \
                 any("itx-" in a for a in args[1:])):
             out.append(f"process {pid} {' '.join(args)[:120]} (kill {pid})")

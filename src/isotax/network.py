@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import ipaddress
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -123,6 +124,44 @@ def uplink_mtu(ipr: IPRoute) -> int:
             if links and links[0].get_attr("IFLA_MTU"):
                 return int(links[0].get_attr("IFLA_MTU"))
     return 1500
+
+
+# ethtool's short names for the offloads parity compares (isotax.parity.OFFLOADS).
+_OFFLOAD_SHORT = {"rx-checksumming": "rx", "tx-checksumming": "tx", "scatter-gather": "sg",
+                  "tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+                  "generic-receive-offload": "gro", "large-receive-offload": "lro"}
+
+
+def _ethtool_k(dev: str, netns: str | None) -> dict[str, str]:
+    from isotax.parity import parse_ethtool_features
+
+    pre = ["nsenter", f"--net={netns_path(netns)}"] if netns else []
+    p = subprocess.run([*pre, "ethtool", "-k", dev], capture_output=True, text=True,
+                       check=False, timeout=10)
+    return parse_ethtool_features(p.stdout) if p.returncode == 0 else {}
+
+
+def match_uplink_offloads(ipr: IPRoute, dev: str, netns: str | None = None) -> None:
+    """Give a link isotax made the host uplink's offloads where the driver lets them change
+    (a veth starts with GRO off while most NICs have it on: an unequal comparison that
+    isotax.parity would flag). Best effort: without ethtool, or for fixed features, the link
+    keeps its own and parity reports the difference."""
+    if shutil.which("ethtool") is None:
+        return
+    uplink = next((links[0].get_attr("IFLA_IFNAME")
+                   for r in ipr.get_default_routes(family=socket.AF_INET)
+                   if (oif := r.get_attr("RTA_OIF")) is not None and (links := ipr.get_links(oif))),
+                  None)
+    if uplink is None:
+        return
+    want, have = _ethtool_k(uplink, None), _ethtool_k(dev, netns)
+    args = [a for name, short in _OFFLOAD_SHORT.items()
+            if name in want and name in have and want[name] != have[name]
+            for a in (short, want[name])]
+    if args:
+        pre = ["nsenter", f"--net={netns_path(netns)}"] if netns else []
+        subprocess.run([*pre, "ethtool", "-K", dev, *args], capture_output=True, check=False,
+                       timeout=10)
 
 
 @dataclass
@@ -248,6 +287,9 @@ class Bridge:
                 ns.addr("add", index=c, address=lease.ip, prefixlen=lease.prefixlen)
                 ns.link("set", index=c, state="up")
                 ns.route("add", dst="default", gateway=lease.gateway)
+            with IPRoute() as ipr:
+                match_uplink_offloads(ipr, lease.iface)
+                match_uplink_offloads(ipr, "eth0", lease.netns)
         except BaseException:
             self.release(lease)
             raise
@@ -408,6 +450,9 @@ class VethNamespace:
                 ns.addr("add", index=c, address=self.ns_ip, prefixlen=24)
                 ns.link("set", index=c, state="up")
                 ns.route("add", dst="default", gateway=self.host_ip)
+            with IPRoute() as ipr:
+                match_uplink_offloads(ipr, self.name)
+                match_uplink_offloads(ipr, "eth0", self.name)
             # Traffic between the namespace and bridged instances is forwarded by the host: a
             # DROP policy on FORWARD (Docker sets one) must not cut it.
             self.add_rule("filter", "FORWARD", "-i", self.name, "-j", "ACCEPT", insert=True)

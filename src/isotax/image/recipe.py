@@ -46,6 +46,11 @@ PACKAGES: tuple[str, ...] = (
     # host; in the image for the version record and for runs without a load generator).
     "mariadb-server",
     "sysbench",
+    # The system container (nspawn) boots the image's own init; VMs and OCI containers start
+    # isotax's helpers instead (init=itx-init, itx-ready), so systemd never runs there.
+    "systemd-sysv",
+    # Parity checks read the NIC offloads inside every environment (isotax.parity).
+    "ethtool",
 )
 
 # Kernel modules the VM's initrd must carry to reach its root disk and its channels

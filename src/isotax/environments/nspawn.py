@@ -1,0 +1,386 @@
+"""nspawn: a system container (the Linux analog of the seed study's Zones). systemd-nspawn
+boots the workload image with its own init, systemd, as PID 1 of the container, and the
+workloads run inside it next to that init, as they would in a small OS instance.
+
+- Root: the image rootfs read-only with a bind-mounted host directory at /mnt (storage
+  "volume"), or an overlayfs over it (storage "rootfs"), as for runc. /tmp is a tmpfs.
+- Network: the host's (network "host"), or isotax's bridge + NAT namespace (network "bridge"),
+  joined with --network-namespace-path.
+- Init: the image's systemd boots to multi-user.target. The image's own servers (redis,
+  MariaDB, netserver) and its periodic jobs (apt, e2scrub, fstrim timers) are masked on the
+  init's command line: the workloads start their own servers on isotax's ports, and a timer
+  firing in the middle of a measurement would be noise. describe() lists what is masked.
+- cgroups: this host runs no systemd, so nspawn registers nothing (--register=no,
+  --keep-unit) and would leave the container in the caller's cgroups. isotax gives each
+  container its own group in every v1 hierarchy (and the v2 one of a hybrid host) before
+  nspawn starts: it is what memory and CPU limits, the freezer (pause), the footprint's kernel
+  memory and the leak check work on. Commands run with nsenter into all of the container's
+  namespaces and join its groups first.
+- Phases: create (nspawn is asked), started (the container's init runs: its PID 1 exists),
+  first_instruction (the container's PID 1 has become the image's systemd: the image's
+  own code runs), ready
+  (`systemctl is-system-running` says running or degraded: the boot finished).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from isotax.environments.base import (
+    GUEST_ENV,
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Stopwatch,
+    Unavailable,
+    register,
+)
+from isotax.environments.native import host_storage, run_host
+from isotax.environments.oci import (
+    ROOTFS_DATA_DIR,
+    SCRATCH,
+    VOLUME_DIR,
+    acquire_bridge_lease,
+    release_bridge_lease,
+)
+from isotax.footprint import cgroup_kernel_bytes
+from isotax.network import Bridge, Lease, netns_path
+
+NSPAWN = "systemd-nspawn"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The image's own daemons and periodic jobs: masked, see the module docstring.
+MASKED = ("redis-server.service", "mariadb.service", "netperf.service",
+          "e2scrub_reap.service", "apt-daily.timer", "apt-daily-upgrade.timer",
+          "dpkg-db-backup.timer", "e2scrub_all.timer", "fstrim.timer")
+BOOT_TIMEOUT_S = 120.0
+
+
+def cgroup_dirs(name: str, root: Path = CGROUP_ROOT) -> list[Path]:
+    """The container's own group in every hierarchy this host mounts (v1 controllers, v1's
+    name=systemd, the hybrid v2 mount); a pure v2 host has one."""
+    if (root / "cgroup.controllers").exists():
+        return [root / name]
+    return [d / name for d in sorted(root.iterdir())
+            if d.is_dir() and not d.is_symlink() and (d / "cgroup.procs").exists()]
+
+
+def nspawn_argv(*, machine: str, root: Path, readonly: bool, volume: Path | None,
+                netns: str | None) -> list[str]:
+    """The systemd-nspawn command line (pure; golden-tested)."""
+    argv = [NSPAWN, "--quiet", "--register=no", "--keep-unit", f"--machine={machine}",
+            f"--directory={root}", "--console=read-only", f"--tmpfs={SCRATCH}",
+            "--resolv-conf=off", "--timezone=off", "--link-journal=no"]
+    if readonly:
+        argv.append("--read-only")
+    if volume is not None:
+        argv.append(f"--bind={volume}:{VOLUME_DIR}")
+    if netns is not None:
+        argv.append(f"--network-namespace-path={netns}")
+    argv += ["--boot", "--", "systemd.show_status=1", "systemd.unit=multi-user.target",
+             *(f"systemd.mask={u}" for u in MASKED)]
+    return argv
+
+
+def join_cgroups_script(dirs: Sequence[Path]) -> str:
+    """sh that moves itself into the container's groups, then execs its arguments."""
+    moves = "; ".join(f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))}" for d in dirs)
+    return f'{moves}; exec "$@"'
+
+
+def parse_nspid_leader(status: str) -> bool:
+    """Whether a /proc/PID/status is that of a PID 1 in a child PID namespace."""
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            ids = line.split()[1:]
+            return len(ids) >= 2 and ids[-1] == "1"
+    return False
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+class NspawnInstance:
+    scratch = SCRATCH
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        self.tag = secrets.token_hex(3)
+        self.machine = f"itx-{spec.name[:20]}-{self.tag}"
+        self.network = spec.network
+        self.storage = spec.storage
+        self.address = "127.0.0.1"
+        self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
+        self.milestones: Mapping[str, float] = {}
+        self.log = spec.workdir / f"{self.machine}.console"
+        self._cgroups = cgroup_dirs(self.machine)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._leader: int | None = None
+        self._bridge: Bridge | None = None
+        self._lease: Lease | None = None
+        self._volume: Path | None = None
+        self._upper = spec.workdir / f"{self.machine}-upper"
+        self._ovl_work = spec.workdir / f"{self.machine}-work"
+        self._merged = spec.workdir / f"{self.machine}-root"
+        self._mounted = False
+        self._stopped = False
+        self._paused = False
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    # -- start ---------------------------------------------------------------------------
+    def _start(self) -> None:
+        sw = Stopwatch()
+        spec = self.spec
+        rootfs = spec.image.rootfs.resolve()
+        if not (rootfs / "lib/systemd/systemd").exists():
+            raise Unavailable(Availability.no(
+                "the image has no systemd to boot", "rebuild it: isotax image build"))
+        if spec.network not in ("host", "bridge"):
+            raise ValueError(f"network {spec.network!r}: nspawn supports host, bridge")
+        netns = None
+        if spec.network == "bridge":
+            self._bridge, self._lease = acquire_bridge_lease(self.tag)
+            assert self._lease.netns is not None
+            netns = netns_path(self._lease.netns)
+            self.address = self._lease.ip
+        root = self._storage(rootfs)
+        self._make_cgroups()
+        argv = nspawn_argv(machine=self.machine, root=root, readonly=spec.storage == "volume",
+                           volume=self._volume, netns=netns)
+        (spec.workdir / f"{self.machine}.cmdline").write_text(shlex.join(argv) + "\n")
+        sw.mark("create")
+        with open(self.log, "wb") as log:
+            self._proc = subprocess.Popen(
+                ["sh", "-c", join_cgroups_script(self._cgroups), "sh", *argv],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        deadline = time.monotonic() + float(spec.options.get("boot_timeout", BOOT_TIMEOUT_S))
+        while self._leader is None:
+            self._check_alive(deadline, "waiting for the container's init")
+            self._leader = self._find_leader()
+            if self._leader is None:
+                time.sleep(0.005)
+        sw.mark("started")
+        # The leader is nspawn's inner child until it execs the image's init: from then on
+        # its name is the init's.
+        while _comm(self._leader) != "systemd":
+            self._check_alive(deadline, "waiting for the image's init to start")
+            time.sleep(0.002)
+        sw.mark("first_instruction")
+        while True:
+            self._check_alive(deadline, "waiting for the boot to finish")
+            state = self.exec(["systemctl", "is-system-running"], 10).stdout.strip()
+            if state in ("running", "degraded"):
+                break
+            time.sleep(0.05)
+        sw.mark("ready")
+        self.boot_state = state
+        self.milestones = dict(sw.marks)
+
+    def _make_cgroups(self) -> None:
+        for d in self._cgroups:
+            d.mkdir(exist_ok=True)
+        for d in self._cgroups:
+            # A v1 cpuset group starts empty: give it the parent's CPUs and nodes (or the
+            # plan's vCPUs) before any process may join it.
+            if d.parent.name == "cpuset":
+                cpus = (d.parent / "cpuset.cpus").read_text().strip()
+                if self.spec.vcpus:
+                    cpus = f"0-{self.spec.vcpus - 1}"
+                (d / "cpuset.cpus").write_text(cpus)
+                (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text().strip())
+            if d.parent.name == "memory" and self.spec.memory_mib:
+                (d / "memory.limit_in_bytes").write_text(str(self.spec.memory_mib << 20))
+
+    def _storage(self, rootfs: Path) -> Path:
+        if self.storage == "volume":
+            self._volume = self.spec.workdir / f"{self.machine}-volume"
+            self._volume.mkdir(parents=True, exist_ok=True)
+            return rootfs
+        for d in (self._upper, self._ovl_work, self._merged):
+            d.mkdir(parents=True, exist_ok=True)
+        opts = f"lowerdir={rootfs},upperdir={self._upper},workdir={self._ovl_work}"
+        p = run_host(["mount", "-t", "overlay", "overlay", "-o", opts, str(self._merged)], 30)
+        if p.returncode != 0:
+            raise Unavailable(Availability.no(f"overlayfs mount failed: {p.stderr.strip()}",
+                                              'use storage = "volume"'))
+        self._mounted = True
+        (self._merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        return self._merged
+
+    def _find_leader(self) -> int | None:
+        """The container's PID 1 (the image's systemd): a process in its groups that is PID 1
+        of its own PID namespace."""
+        for pid in self.host_pids():
+            with contextlib.suppress(OSError):
+                if parse_nspid_leader(Path(f"/proc/{pid}/status").read_text()):
+                    return pid
+        return None
+
+    def _check_alive(self, deadline: float, doing: str) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise Unavailable(Availability.no(
+                f"systemd-nspawn exited {self._proc.returncode} while {doing}: "
+                f"{self._log_tail()}", f"see {self.log}"))
+        if time.monotonic() > deadline:
+            raise Unavailable(Availability.no(f"timed out {doing}: {self._log_tail()}",
+                                              f"see {self.log}"))
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no output)"
+        return " | ".join(lines[-3:]) or "(no output)"
+
+    # -- the protocol -----------------------------------------------------------------------
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        if self._leader is None:
+            return Completed(tuple(argv), 127, "", "the container is not running", 0.0)
+        if self._paused:
+            # A command joining a frozen group would freeze with it, beyond any timeout's
+            # reach (a frozen process cannot die): refuse, as `runc exec` does.
+            return Completed(tuple(argv), 126, "", "the container is paused", 0.0)
+        env = [f"{k}={v}" for k, v in {**GUEST_ENV, "TMPDIR": SCRATCH}.items()]
+        cmd = ["sh", "-c", join_cgroups_script(self._cgroups), "sh",
+               "nsenter", f"--target={self._leader}", "--all", "--root", "--wd=/", "--",
+               "env", "-i", *env, *argv]
+        done = run_host(cmd, timeout)
+        return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
+
+    def describe(self) -> Mapping[str, str]:
+        version = run_host([NSPAWN, "--version"], 10).stdout.splitlines()
+        return {
+            "kind": "nspawn",
+            "runtime": version[0] if version else "systemd-nspawn",
+            "machine": self.machine,
+            "init": "the image's systemd (boots multi-user.target)",
+            "masked": ", ".join(MASKED),
+            "network": self.network,
+            "address": self.address,
+            "bridge": self._bridge.name if self._bridge else "",
+            "cpus": f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
+            "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
+            else "no limit",
+            "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
+                       else "image rootfs, read-only") + f"; tmpfs {SCRATCH}",
+            "storage": (f"overlayfs rootfs, data in {self.data_dir}" if self.storage == "rootfs"
+                        else f"bind-mounted volume at {VOLUME_DIR} (host directory, "
+                        f"{host_storage(self._volume) if self._volume else '?'})"),
+            "cgroups": "own group per hierarchy (isotax; the host has no systemd)",
+        }
+
+    def host_pids(self) -> Sequence[int]:
+        pids: set[int] = set()
+        for d in self._cgroups:
+            with contextlib.suppress(OSError, ValueError):
+                pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+            # nspawn and the container's own systemd make groups below this one.
+            for sub in d.rglob("cgroup.procs") if d.is_dir() else ():
+                with contextlib.suppress(OSError, ValueError):
+                    pids |= {int(x) for x in sub.read_text().split()}
+        return sorted(pids)
+
+    def kernel_memory_bytes(self) -> int | None:
+        v1 = next((d for d in self._cgroups if d.parent.name == "memory"), None)
+        v2 = next((d for d in self._cgroups if d.parent == CGROUP_ROOT), None)
+        return cgroup_kernel_bytes(v1, v2)
+
+    def _freezer(self, state: str) -> None:
+        d = next((d for d in self._cgroups if d.parent.name == "freezer"), None)
+        if d is None:
+            return
+        (d / "freezer.state").write_text(state)
+        for _ in range(2000):
+            if (d / "freezer.state").read_text().strip() == state:
+                return
+            time.sleep(0.001)
+
+    def pause(self) -> None:
+        self._paused = True
+        self._freezer("FROZEN")
+
+    def resume(self) -> None:
+        self._freezer("THAWED")
+        self._paused = False
+
+    def stop(self) -> None:
+        """An orderly poweroff (nspawn turns SIGTERM into one), then SIGKILL for whatever is
+        left in the container's groups; network, storage and groups removed. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            self.resume()
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._proc.pid, signal.SIGTERM)
+            try:
+                self._proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait(10)
+        for _ in range(50):
+            left = self.host_pids()
+            if not left:
+                break
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+        for d in self._cgroups:
+            # Deepest first: nspawn and the container's systemd made groups below ours.
+            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if self._bridge is not None and self._lease is not None:
+            with contextlib.suppress(Exception):
+                release_bridge_lease(self._bridge, self._lease)
+        if self._mounted:
+            if run_host(["umount", str(self._merged)], 30).returncode != 0:
+                run_host(["umount", "-l", str(self._merged)], 30)
+            self._mounted = os.path.ismount(self._merged)
+        if not self._mounted:
+            for d in (self._merged, self._upper, self._ovl_work):
+                shutil.rmtree(d, ignore_errors=True)
+        if self._volume is not None:
+            shutil.rmtree(self._volume, ignore_errors=True)
+
+
+@register
+class Nspawn:
+    kind: ClassVar[str] = "nspawn"
+    description: ClassVar[str] = ("system container: systemd-nspawn boots the image's own init "
+                                  "(systemd); host or bridge+NAT net")
+
+    def available(self) -> Availability:
+        if shutil.which(NSPAWN) is None:
+            return Availability.no("systemd-nspawn is not installed",
+                                   "apt-get install systemd-container (scripts/setup.sh)")
+        if os.geteuid() != 0:
+            return Availability.no("needs root", "run isotax as root")
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return NspawnInstance(spec)
