@@ -38,7 +38,7 @@ def test_good_plan_expands_sweeps_over_defaults() -> None:
     assert plan.repetitions == 3 and plan.baseline == "native"
 
 
-@pytest.mark.parametrize("name", ["quick", "full"])
+@pytest.mark.parametrize("name", ["quick", "full", "layers"])
 def test_builtin_plans_are_valid(name: str) -> None:
     plan, text = load_plan(name)
     assert plan.name == name and text.strip()
@@ -91,3 +91,21 @@ def test_cli_missing_plan_exits_2(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "isotax", "run", str(tmp_path / "nope.toml")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "not found" in p.stderr
+
+
+def test_layers_plan_pairs_environments_by_one_layer() -> None:
+    import tomllib
+
+    from isotax.attribution import single_layer_pairs
+
+    plan, text = load_plan("layers")
+    envs = tomllib.loads(text)["environments"]
+    pairs = {(p.before_env, p.after_env): p.axis
+             for p in single_layer_pairs(envs, [e.name for e in plan.environments])}
+    assert pairs[("runc", "runc-host")] == "network"
+    assert pairs[("runc-host", "runc-overlay")] == "storage"
+    assert pairs[("runc-host", "crun")] == "kind"
+    assert pairs[("gvisor", "gvisor-host")] == "network"
+    assert pairs[("docker-bridge", "docker-host")] == "network"
+    assert pairs[("qemu-untuned", "qemu-tuned")] == "options.profile"
+    assert pairs[("qemu-untuned", "microvm")] == "kind"

@@ -66,7 +66,7 @@ def main() -> None:
 @results_option
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool) -> None:
-    """Run PLAN (a TOML file, or a built-in plan: quick, full) and write its report."""
+    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report."""
     from isotax.host import fingerprint
     from isotax.plan import PlanError, load_plan, parse_plan
     from isotax.runner import Runner, new_run_id

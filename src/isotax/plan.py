@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-BUILTIN_PLANS = ("quick", "full")
+BUILTIN_PLANS = ("quick", "full", "layers")
 
 
 class PlanError(Exception):
