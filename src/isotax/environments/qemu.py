@@ -371,8 +371,13 @@ class QemuInstance:
         where = host_storage(Path(self.spec.workdir))
         if self.cfg.shares:
             vol = self.cfg.shares[0]
+            # The guest accepts O_DIRECT (fio runs direct=1), but QEMU's 9p server clears it
+            # (hw/9pfs get_dotl_openflags) and virtiofsd drops it (no allow_direct_io, Kata's
+            # default): reads meet the host's page cache, which native O_DIRECT runs do not.
+            server = "QEMU's 9p server" if vol.transport == "9p" else "virtiofsd"
             return (f"a host directory ({where}) shared over {vol.transport} "
-                    f"({vol.guest_options()}), mounted at {VOLUME_DIR}")
+                    f"({vol.guest_options()}), mounted at {VOLUME_DIR}; the guest's O_DIRECT "
+                    f"stops at {server}, which reads through the host's page cache")
         if self.cfg.data_disk:
             return (f"virtio-blk raw disk, {io}: ext4 on a {self.data_disk_gib:g} GiB sparse "
                     f"file ({where}), mounted at {VOLUME_DIR}")
