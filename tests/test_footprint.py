@@ -13,6 +13,7 @@ from isotax.footprint import (
     parse_ppid,
     parse_smaps_rollup,
     program_name,
+    resident_bytes,
     with_descendants,
 )
 from isotax.image.artifacts import ImageArtifacts
@@ -26,6 +27,14 @@ def test_smaps_rollup_of_a_real_process() -> None:
     f = parse_smaps_rollup((DATA / "smaps_rollup-itx-ready.txt").read_text())
     assert f["Pss"] == 688 * 1024 and f["Rss"] == 692 * 1024
     assert f["Pss_Anon"] + f["Pss_File"] + f["Pss_Shmem"] == f["Pss"]
+
+
+def test_hugetlb_pages_count_beside_pss() -> None:
+    f = parse_smaps_rollup((DATA / "smaps_rollup-itx-ready.txt").read_text())
+    assert f["Private_Hugetlb"] == f["Shared_Hugetlb"] == 0  # the fields are there
+    assert resident_bytes(f) == f["Pss"]
+    # A VM whose 1 GiB of RAM is on hugetlbfs: PSS alone would miss it.
+    assert resident_bytes({**f, "Private_Hugetlb": 1 << 30}) == f["Pss"] + (1 << 30)
 
 
 def test_smaps_rollup_refuses_other_text() -> None:

@@ -113,6 +113,13 @@ class Footprint:
         return out
 
 
+def resident_bytes(rollup: Mapping[str, int]) -> int:
+    """A process's share of memory: its PSS plus its hugetlbfs pages, which PSS leaves out
+    (a VM whose RAM is on hugepages would otherwise look nearly free). Shared hugepages are
+    counted in full: they are mapped by one VM's qemu here."""
+    return rollup["Pss"] + rollup.get("Private_Hugetlb", 0) + rollup.get("Shared_Hugetlb", 0)
+
+
 def program_name(comm: str, cmdline: bytes) -> str:
     """What to call a process in a footprint: its comm, except for programs that re-exec
     themselves through /proc/self/exe (runsc's Sentry and Gofer are all "exe" there), which
@@ -133,7 +140,7 @@ def process_memory(pids: Sequence[int]) -> tuple[ProcessMemory, ...]:
                                 Path(f"/proc/{pid}/cmdline").read_bytes())
         except (OSError, ValueError):
             continue
-        out.append(ProcessMemory(pid, name, rollup["Pss"]))
+        out.append(ProcessMemory(pid, name, resident_bytes(rollup)))
     return tuple(out)
 
 
