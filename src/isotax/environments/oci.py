@@ -601,6 +601,20 @@ def _probe_bundle(dirpath: Path) -> tuple[Path, list[dict[str, Any]]]:
     return root, mounts
 
 
+def remove_cgroups(cid: str, root: Path = Path("/sys/fs/cgroup")) -> None:
+    """Remove a container's cgroups (cgroups_path "/<cid>") that its runtime left behind: a
+    sandbox that panics at start (runsc on an unusable platform) is deleted without them.
+    Only empty groups can go; a few tries while its last processes exit."""
+    for _ in range(20):
+        left = [d for d in (*root.glob(f"*/{cid}"), root / cid) if d.is_dir()]
+        for d in left:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if not any(d.is_dir() for d in left):
+            return
+        time.sleep(0.05)
+
+
 def probe(runtime: Runtime, timeout: float = 30) -> Availability:
     """Run /bin/true in a throwaway container; say why it failed and what to do."""
     if shutil.which(runtime.binary) is None:
@@ -618,6 +632,7 @@ def probe(runtime: Runtime, timeout: float = 30) -> Availability:
             network="new", extra_mounts=mounts))
         p = runtime.call("run", "--bundle", str(Path(tmp) / "bundle"), cid, timeout=timeout)
         runtime.call("delete", "--force", cid, timeout=10)
+        remove_cgroups(cid)
     if p.returncode != 0:
         msg = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
         fix = "see MACHINE-NOTES (crun and hybrid cgroups)" if "hybrid" in msg[0] else \
