@@ -42,7 +42,8 @@ def test_native_probe() -> None:
 
 
 def test_limited_container_and_vm_differ_and_say_how() -> None:
-    native, limited, vm = _probe("native"), _probe("runc-limited"), _probe("qemu", "2048 kB")
+    native, limited = _probe("native"), _probe("runc-limited")
+    vm = _probe("qemu-stock-guest", "2048 kB")  # before isotax passed THP and MTU to guests
     assert (limited.cpus, limited.memory_mib) == (1, 512)
     said = " | ".join(problems("runc-limited", limited, "native", native))
     assert "1 CPU(s), native on 2: set vcpus = 2" in said
@@ -51,6 +52,13 @@ def test_limited_container_and_vm_differ_and_say_how() -> None:
     assert "transparent hugepages are 'always' in qemu, 'madvise'" in said
     assert "MTU 1500, native's 1400" in said and "2048 kB hugepages" in said
     assert "offloads" not in said  # no ethtool in that guest: unknown, not "different"
+
+
+def test_guest_booted_with_the_hosts_thp_and_mtu() -> None:
+    vm, native = _probe("qemu-matched-guest"), _probe("native")
+    said = problems("qemu", vm, "native", native)
+    assert (vm.thp, vm.mtu) == ("madvise", 1400)
+    assert len(said) == 1 + bool(vm.offloads != native.offloads) and "MiB of memory" in said[0]
 
 
 def test_bridged_container_gets_the_uplinks_mtu_and_offloads() -> None:

@@ -21,7 +21,7 @@ import pytest
 from isotax.environments.base import GUEST_PATH, REGISTRY, EnvSpec
 from isotax.environments.qemu import QemuInstance
 from isotax.environments.qemu_initrd import _Cpio, _module_order
-from isotax.environments.qemu_vm import VmConfig, kernel_cmdline, qemu_argv
+from isotax.environments.qemu_vm import VmConfig, host_thp_mode, kernel_cmdline, qemu_argv
 from isotax.image.artifacts import ImageArtifacts
 
 AGENT = Path(__file__).resolve().parent.parent / "src/isotax/guest/itx-agent.py"
@@ -169,6 +169,17 @@ def test_qemu_argv_golden() -> None:
                              initrd=None, backing=Path("d")))
     assert kvm[5:9] == ["-accel", "kvm", "-cpu", "host"]
     assert "-initrd" not in kvm and "-netdev" not in kvm
+
+
+def test_guest_gets_the_hosts_mtu_and_thp_mode() -> None:
+    cfg = VmConfig(accel="tcg", vcpus=2, memory_mib=1024, kernel=Path("/img/vmlinux"),
+                   initrd=None, backing=Path("/img/rootfs.ext4"), tap="itx-tq1",
+                   mac="52:54:00:aa:bb:cc", mtu=1400, thp="madvise")
+    assert "transparent_hugepage=madvise" in kernel_cmdline(cfg).split()
+    assert qemu_argv(cfg)[-1] == "virtio-net-pci,netdev=net0,mac=52:54:00:aa:bb:cc,host_mtu=1400"
+    assert host_thp_mode("always [madvise] never\n") == "madvise"
+    assert host_thp_mode("[always] madvise never") == "always"
+    assert host_thp_mode("") is None
 
 
 def test_qemu_argv_data_disk() -> None:

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pyroute2 import IPRoute
+
 from isotax.environments.base import (
     GUEST_ENV,
     Availability,
@@ -75,12 +77,13 @@ from isotax.environments.qemu_vm import (
     Vm,
     VmConfig,
     direct_io_works,
+    host_thp_mode,
     make_data_disk,
     mount_data_disk_script,
     qemu_version,
     select_kernel,
 )
-from isotax.network import Bridge, Lease
+from isotax.network import Bridge, Lease, uplink_mtu
 
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0
@@ -239,7 +242,7 @@ class QemuInstance:
                 tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
                 ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
                 quiet=str(opts.get("quiet", "false")).lower() in _TRUE,
-                data_disk=data_disk,
+                data_disk=data_disk, mtu=_uplink_mtu() if tap else None, thp=_host_thp(),
                 machine=self.machine, cpu_model=self.knobs.cpu_model,
                 topology=self.knobs.topology, cache_info=self.knobs.cache_info,
                 hugepages_dir=hugepages_dir, iothread=self.knobs.iothread,
@@ -482,3 +485,16 @@ class Qemu:
 
     def start(self, spec: EnvSpec) -> Instance:
         return self.instance_class(spec)
+
+
+def _uplink_mtu() -> int:
+    with IPRoute() as ipr:
+        return uplink_mtu(ipr)
+
+
+def _host_thp() -> str | None:
+    """The host's THP mode, for the guest to boot with (isotax.parity compares them)."""
+    try:
+        return host_thp_mode(Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
+    except OSError:
+        return None

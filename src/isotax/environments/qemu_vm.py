@@ -85,6 +85,18 @@ class VmConfig:
     shares: tuple[Share, ...] = ()  # more shares (a volume), mounted by the host's agent calls
     tsc_khz: int | None = None  # microvm: tsc_early_khz (the TSC calibration may hang without)
     modules: tuple[str, ...] = ()  # the minimal initrd loads these instead of its default set
+    # -- parity with the host (isotax.parity): the NIC's MTU as the host uplink's (virtio-net
+    #    host_mtu, which the guest driver adopts) and the host's transparent hugepage mode
+    mtu: int | None = None
+    thp: str | None = None
+
+
+def host_thp_mode(text: str) -> str | None:
+    """The selected mode of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise]
+    never" -> "madvise"); None when there is none. Pure."""
+    if "[" not in text or "]" not in text:
+        return None
+    return text[text.index("[") + 1:text.index("]")] or None
 
 
 def kernel_cmdline(cfg: VmConfig) -> str:
@@ -102,6 +114,8 @@ def kernel_cmdline(cfg: VmConfig) -> str:
     if cfg.tsc_khz:
         # microvm has no PIT/HPET to calibrate the TSC against: tell the kernel its rate.
         parts.append(f"tsc_early_khz={cfg.tsc_khz}")
+    if cfg.thp:
+        parts.append(f"transparent_hugepage={cfg.thp}")
     if cfg.quiet:
         parts.append("quiet")
     if cfg.ip:
@@ -202,7 +216,8 @@ def qemu_argv(cfg: VmConfig) -> list[str]:
         argv += ["-netdev", f"tap,id=net0,ifname={cfg.tap},script=no,downscript=no,"
                             f"vhost={'on' if cfg.vhost else 'off'}",
                  "-device", f"{'virtio-net-device' if mmio else 'virtio-net-pci'},"
-                            f"netdev=net0,mac={cfg.mac}"]
+                            f"netdev=net0,mac={cfg.mac}"
+                            + (f",host_mtu={cfg.mtu}" if cfg.mtu else "")]
     return argv
 
 
