@@ -205,7 +205,7 @@ def test_microvm_command_line_and_kernel_cmdline() -> None:
     assert kernel_cmdline(c) == (
         "console=ttyS0 root=/dev/vda rw init=/opt/isotax/bin/itx-init panic=-1 "
         "itx.hostname=itx-q1 itx.mods=virtio_mmio,virtio_blk,crc32c_generic,ext4,"
-        "virtio_console,virtio_net tsc_early_khz=2600000")
+        "virtio_console,virtio_net tsc_early_khz=2600000 tsc=reliable")
 
 
 def test_9p_root_and_volume_on_microvm() -> None:

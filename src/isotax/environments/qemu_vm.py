@@ -114,6 +114,10 @@ def kernel_cmdline(cfg: VmConfig) -> str:
     if cfg.tsc_khz:
         # microvm has no PIT/HPET to calibrate the TSC against: tell the kernel its rate.
         parts.append(f"tsc_early_khz={cfg.tsc_khz}")
+        # ... and trust it as the clocksource: with no HPET or ACPI PM timer to check it
+        # against, the kernel otherwise falls back to jiffies (4 ms steps), and every timer
+        # in the guest (STREAM's, itx-time's) loses its resolution.
+        parts.append("tsc=reliable")
     if cfg.thp:
         parts.append(f"transparent_hugepage={cfg.thp}")
     if cfg.quiet:

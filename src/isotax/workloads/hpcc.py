@@ -237,6 +237,9 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
         out = inst.exec(["cat", f"{rundir}/hpccoutf.txt"], timeout=120)
         if done.returncode != 0:
             why = "timed out" if done.returncode == 124 else f"exited {done.returncode}"
+            if done.returncode == 132:  # 128 + SIGILL
+                why += (" (SIGILL: the CPU lacks an instruction hpcc/OpenBLAS uses, e.g. a "
+                        "VM's qemu64 model; give the VM a newer cpu_model)")
             said = [ln for ln in (done.stderr + done.stdout).splitlines()
                     if ln.strip() and not ln.startswith("Core: ")]
             tail = " | ".join(said[-3:])
