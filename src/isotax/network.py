@@ -164,6 +164,41 @@ def match_uplink_offloads(ipr: IPRoute, dev: str, netns: str | None = None) -> N
                        timeout=10)
 
 
+def add_tagged_rule(table: str, chain: str, *spec: str, insert: bool = False) -> _Rule:
+    """Append (or insert) an iptables rule tagged with isotax's comment; the rule, for its
+    owner to delete later."""
+    full = (*spec, "-m", "comment", "--comment", COMMENT)
+    p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
+    if p.returncode != 0:
+        raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: {p.stderr.strip()}")
+    return _Rule(table, chain, full)
+
+
+def veth_into_netns(ipr: IPRoute, iface: str, ns: str, address: str, prefixlen: int,
+                    gateway: str, master: int | None = None,
+                    host_address: str | None = None) -> None:
+    """A veth pair: `iface` on the host (in bridge `master`, or with `host_address`), its
+    peer as eth0 in netns `ns` with `address` and a default route via `gateway`; lo up
+    there too. Both ends get the host uplink's MTU and offloads."""
+    mtu = uplink_mtu(ipr)
+    ipr.link("add", ifname=iface, kind="veth", peer={"ifname": f"{iface}c", "net_ns_fd": ns})
+    idx = ipr.link_lookup(ifname=iface)[0]
+    if host_address is not None:
+        ipr.addr("add", index=idx, address=host_address, prefixlen=prefixlen)
+    if master is not None:
+        ipr.link("set", index=idx, master=master)
+    ipr.link("set", index=idx, mtu=mtu, state="up")
+    with IPRoute(netns=ns) as inside:
+        inside.link("set", index=inside.link_lookup(ifname="lo")[0], state="up")
+        c = inside.link_lookup(ifname=f"{iface}c")[0]
+        inside.link("set", index=c, ifname="eth0", mtu=mtu)
+        inside.addr("add", index=c, address=address, prefixlen=prefixlen)
+        inside.link("set", index=c, state="up")
+        inside.route("add", dst="default", gateway=gateway)
+    match_uplink_offloads(ipr, iface)
+    match_uplink_offloads(ipr, "eth0", ns)
+
+
 @dataclass
 class Bridge:
     """One bridge and what hangs off it. Not thread-safe; one owner at a time."""
@@ -236,12 +271,7 @@ class Bridge:
             raise
 
     def _add_rule(self, table: str, chain: str, *spec: str, insert: bool = False) -> None:
-        full = (*spec, "-m", "comment", "--comment", COMMENT)
-        p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
-        if p.returncode != 0:
-            raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: "
-                               f"{p.stderr.strip()}")
-        self._rules.append(_Rule(table, chain, full))
+        self._rules.append(add_tagged_rule(table, chain, *spec, insert=insert))
 
     def _enable_forwarding(self) -> None:
         # The load generator's netns reaches instances through the host's routing.
@@ -274,22 +304,8 @@ class Bridge:
             assert lease.netns is not None
             netns.create(lease.netns)
             with IPRoute() as ipr:
-                mtu = uplink_mtu(ipr)
-                ipr.link("add", ifname=lease.iface, kind="veth",
-                         peer={"ifname": f"{lease.iface}c", "net_ns_fd": lease.netns})
-                idx = ipr.link_lookup(ifname=lease.iface)[0]
-                br = ipr.link_lookup(ifname=self.name)[0]
-                ipr.link("set", index=idx, master=br, mtu=mtu, state="up")
-            with IPRoute(netns=lease.netns) as ns:
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-                c = ns.link_lookup(ifname=f"{lease.iface}c")[0]
-                ns.link("set", index=c, ifname="eth0", mtu=mtu)
-                ns.addr("add", index=c, address=lease.ip, prefixlen=lease.prefixlen)
-                ns.link("set", index=c, state="up")
-                ns.route("add", dst="default", gateway=lease.gateway)
-            with IPRoute() as ipr:
-                match_uplink_offloads(ipr, lease.iface)
-                match_uplink_offloads(ipr, "eth0", lease.netns)
+                veth_into_netns(ipr, lease.iface, lease.netns, lease.ip, lease.prefixlen,
+                                lease.gateway, master=ipr.link_lookup(ifname=self.name)[0])
         except BaseException:
             self.release(lease)
             raise
@@ -436,23 +452,9 @@ class VethNamespace:
                 net = pick_subnet(ipaddress.IPv4Network(self.subnet), used_networks(ipr))
                 self._created = True  # from here on, down() has something to remove
                 netns.create(self.name)
-                mtu = uplink_mtu(ipr)
-                ipr.link("add", ifname=self.name, kind="veth",
-                         peer={"ifname": f"{self.name}c", "net_ns_fd": self.name})
-                idx = ipr.link_lookup(ifname=self.name)[0]
-                ipr.addr("add", index=idx, address=str(net.network_address + 1), prefixlen=24)
-                ipr.link("set", index=idx, mtu=mtu, state="up")
                 self._net = net
-            with IPRoute(netns=self.name) as ns:
-                ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-                c = ns.link_lookup(ifname=f"{self.name}c")[0]
-                ns.link("set", index=c, ifname="eth0", mtu=mtu)
-                ns.addr("add", index=c, address=self.ns_ip, prefixlen=24)
-                ns.link("set", index=c, state="up")
-                ns.route("add", dst="default", gateway=self.host_ip)
-            with IPRoute() as ipr:
-                match_uplink_offloads(ipr, self.name)
-                match_uplink_offloads(ipr, "eth0", self.name)
+                veth_into_netns(ipr, self.name, self.name, self.ns_ip, 24, self.host_ip,
+                                host_address=self.host_ip)
             # Traffic between the namespace and bridged instances is forwarded by the host: a
             # DROP policy on FORWARD (Docker sets one) must not cut it.
             self.add_rule("filter", "FORWARD", "-i", self.name, "-j", "ACCEPT", insert=True)
@@ -481,12 +483,7 @@ class VethNamespace:
 
     def add_rule(self, table: str, chain: str, *spec: str, insert: bool = False) -> None:
         """An iptables rule tagged with isotax's comment, removed by down()."""
-        full = (*spec, "-m", "comment", "--comment", COMMENT)
-        p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
-        if p.returncode != 0:
-            raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: "
-                               f"{p.stderr.strip()}")
-        self._rules.append(_Rule(table, chain, full))
+        self._rules.append(add_tagged_rule(table, chain, *spec, insert=insert))
 
     def down(self) -> None:
         """Remove our rules, the namespace and the veth pair (with its addresses). Idempotent;
