@@ -247,7 +247,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
     i = _start(image, tmp_path / "r", "test-gv-ovl", storage="rootfs")
     try:
         i.exec(["sh", "-c", f"echo r > {i.data_dir}/itx-f"], 30).check()
-        assert not list(i._upper.rglob("itx-f"))
+        assert not list(i._overlay.upper.rglob("itx-f"))
         assert "filestore" in i.describe()["overlay2"]
     finally:
         i.stop()
@@ -256,7 +256,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
                options={"overlay2": "none"})
     try:
         i.exec(["sh", "-c", f"echo n > {i.data_dir}/itx-f"], 30).check()
-        assert [p.read_text() for p in i._upper.rglob("itx-f")] == ["n\n"]
+        assert [p.read_text() for p in i._overlay.upper.rglob("itx-f")] == ["n\n"]
     finally:
         i.stop()
     assert ours("test-gv-") == []

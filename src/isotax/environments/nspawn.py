@@ -51,6 +51,7 @@ from isotax.environments.oci import (
     ROOTFS_DATA_DIR,
     SCRATCH,
     VOLUME_DIR,
+    OverlayRoot,
     acquire_bridge_lease,
     release_bridge_lease,
 )
@@ -133,10 +134,7 @@ class NspawnInstance:
         self._bridge: Bridge | None = None
         self._lease: Lease | None = None
         self._volume: Path | None = None
-        self._upper = spec.workdir / f"{self.machine}-upper"
-        self._ovl_work = spec.workdir / f"{self.machine}-work"
-        self._merged = spec.workdir / f"{self.machine}-root"
-        self._mounted = False
+        self._overlay = OverlayRoot(spec.workdir, self.machine)
         self._stopped = False
         self._paused = False
         try:
@@ -215,16 +213,7 @@ class NspawnInstance:
             self._volume = self.spec.workdir / f"{self.machine}-volume"
             self._volume.mkdir(parents=True, exist_ok=True)
             return rootfs
-        for d in (self._upper, self._ovl_work, self._merged):
-            d.mkdir(parents=True, exist_ok=True)
-        opts = f"lowerdir={rootfs},upperdir={self._upper},workdir={self._ovl_work}"
-        p = run_host(["mount", "-t", "overlay", "overlay", "-o", opts, str(self._merged)], 30)
-        if p.returncode != 0:
-            raise Unavailable(Availability.no(f"overlayfs mount failed: {p.stderr.strip()}",
-                                              'use storage = "volume"'))
-        self._mounted = True
-        (self._merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        return self._merged
+        return self._overlay.mount(rootfs)
 
     def _find_leader(self) -> int | None:
         """The container's PID 1 (the image's systemd): a process in its groups that is PID 1
@@ -357,13 +346,7 @@ class NspawnInstance:
         if self._bridge is not None and self._lease is not None:
             with contextlib.suppress(Exception):
                 release_bridge_lease(self._bridge, self._lease)
-        if self._mounted:
-            if run_host(["umount", str(self._merged)], 30).returncode != 0:
-                run_host(["umount", "-l", str(self._merged)], 30)
-            self._mounted = os.path.ismount(self._merged)
-        if not self._mounted:
-            for d in (self._merged, self._upper, self._ovl_work):
-                shutil.rmtree(d, ignore_errors=True)
+        self._overlay.remove()
         if self._volume is not None:
             shutil.rmtree(self._volume, ignore_errors=True)
 

@@ -297,6 +297,48 @@ def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
 
 # -- the instance --
 
+class OverlayRoot:
+    """A writable overlayfs root over the image rootfs, as Docker's overlay2 builds: upper
+    and work directories under the instance's workdir, mounted on the host (at
+    <workdir>/<name>-rootfs, an itx- path find_leaks() sees) and handed to the runtime."""
+
+    def __init__(self, workdir: Path, name: str) -> None:
+        self.upper = workdir / f"{name}-upper"
+        self.work = workdir / f"{name}-work"
+        self.merged = workdir / f"{name}-rootfs"
+        self.mounted = False
+
+    def mount(self, lower: Path) -> Path:
+        """Mount it and make ROOTFS_DATA_DIR in it; the merged directory."""
+        for d in (self.upper, self.work, self.merged):
+            d.mkdir(parents=True, exist_ok=True)
+        opts = f"lowerdir={lower},upperdir={self.upper},workdir={self.work}"
+        p = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.merged)],
+                           capture_output=True, text=True, check=False, timeout=30)
+        if p.returncode != 0:
+            raise Unavailable(Availability.no(
+                f"overlayfs mount for the rootfs failed: {p.stderr.strip()}",
+                "modprobe overlay, or use storage = \"volume\""))
+        self.mounted = True
+        # Made through the overlay, so it exists in the upper layer only.
+        (self.merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        return self.merged
+
+    def remove(self) -> None:
+        """Unmount (lazily if something still holds it), then remove the directories: the
+        merged one only once unmounted, so a removal can never reach through the overlay."""
+        if self.mounted:
+            p = subprocess.run(["umount", str(self.merged)], capture_output=True, check=False,
+                               timeout=30)
+            if p.returncode != 0:
+                subprocess.run(["umount", "-l", str(self.merged)], capture_output=True,
+                               check=False, timeout=30)
+            self.mounted = os.path.ismount(self.merged)
+        if not self.mounted:
+            for d in (self.merged, self.upper, self.work):
+                shutil.rmtree(d, ignore_errors=True)
+
+
 class OciInstance:
     scratch = SCRATCH
 
@@ -314,10 +356,7 @@ class OciInstance:
         # Storage (see VOLUME_DIR): the host side of the volume, or the overlay's directories.
         self.storage = spec.storage
         self._volume: Path | None = None
-        self._upper = spec.workdir / f"{self.cid}-upper"
-        self._ovl_work = spec.workdir / f"{self.cid}-work"
-        self._merged = spec.workdir / f"{self.cid}-rootfs"  # /itx-...: find_leaks() sees it
-        self._mounted = False
+        self._overlay = OverlayRoot(spec.workdir, self.cid)
         self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
         self.milestones: Mapping[str, float] = {}
         try:
@@ -397,34 +436,11 @@ class OciInstance:
             self._volume.mkdir(parents=True, exist_ok=True)
             return rootfs, [{"destination": VOLUME_DIR, "type": "bind",
                              "source": str(self._volume), "options": ["rbind", "rw"]}]
-        for d in (self._upper, self._ovl_work, self._merged):
-            d.mkdir(parents=True, exist_ok=True)
-        opts = f"lowerdir={rootfs},upperdir={self._upper},workdir={self._ovl_work}"
-        p = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self._merged)],
-                           capture_output=True, text=True, check=False, timeout=30)
-        if p.returncode != 0:
-            raise Unavailable(Availability.no(
-                f"overlayfs mount for the container's rootfs failed: {p.stderr.strip()}",
-                "modprobe overlay, or use storage = \"volume\""))
-        self._mounted = True
-        # Made through the overlay, so it exists in the upper layer only.
-        (self._merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        return self._merged, []
+        return self._overlay.mount(rootfs), []
 
     def _release_storage(self) -> None:
-        """Unmount the overlay (lazily if something still holds it) and remove the volume and
-        the overlay's directories. The merged directory is removed only once unmounted, so a
-        removal can never reach through the overlay."""
-        if self._mounted:
-            p = subprocess.run(["umount", str(self._merged)], capture_output=True, check=False,
-                               timeout=30)
-            if p.returncode != 0:
-                subprocess.run(["umount", "-l", str(self._merged)], capture_output=True,
-                               check=False, timeout=30)
-            self._mounted = os.path.ismount(self._merged)
-        if not self._mounted:
-            for d in (self._merged, self._upper, self._ovl_work):
-                shutil.rmtree(d, ignore_errors=True)
+        """Remove the overlay (OverlayRoot.remove) and the volume."""
+        self._overlay.remove()
         if self._volume is not None:
             shutil.rmtree(self._volume, ignore_errors=True)
 
@@ -514,7 +530,8 @@ class OciInstance:
 
     def _storage_words(self) -> str:
         if self.storage == "rootfs":
-            return (f"overlayfs rootfs (lower: image rootfs, upper: {host_storage(self._upper)})"
+            upper = host_storage(self._overlay.upper)
+            return (f"overlayfs rootfs (lower: image rootfs, upper: {upper})"
                     f", data in {self.data_dir}")
         where = host_storage(self._volume) if self._volume else "unknown"
         return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"
