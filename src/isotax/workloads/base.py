@@ -8,13 +8,14 @@ with its reason and no number.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from isotax.environments.base import Completed, Instance
-from isotax.model import Sample
+from isotax.model import Sample, SanityError
 
 Params = Mapping[str, Any]
 
@@ -130,6 +131,25 @@ REGISTRY: dict[str, type[AnyWorkload]] = {}
 def register(cls: type[AnyWorkload]) -> type[AnyWorkload]:
     REGISTRY[cls.name] = cls
     return cls
+
+
+def need_loadgen(loadgen: LoadGen | None) -> LoadGen:
+    """The load generator, for a workload that cannot run without one."""
+    if loadgen is None:
+        raise SanityError("this workload needs the load generator (the runner creates it)")
+    return loadgen
+
+
+@functools.cache
+def host_tool_version(argv: tuple[str, ...], parse: Callable[[str], str]) -> str:
+    """The version of a client tool that runs on the host (in the load generator), parsed
+    from `argv`'s output; "unknown" when it cannot be told. Asked once per process."""
+    from isotax.environments.native import run_host
+
+    try:
+        return parse(run_host(list(argv), 30).stdout)
+    except (ValueError, OSError):
+        return "unknown"
 
 
 def put_text(inst: Instance, path: str, text: str, timeout: float = 30) -> None:

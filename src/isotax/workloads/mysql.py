@@ -46,7 +46,6 @@ all fails the point. The server is stopped and its data removed in every case.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,12 +53,19 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from isotax.environments.base import Completed, Instance
-from isotax.environments.native import run_host
 from isotax.loadgen import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
 from isotax.telemetry import CpuTimes, read_cpu_times
-from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text, register
+from isotax.workloads.base import (
+    LoadGen,
+    Params,
+    ParamSpec,
+    host_tool_version,
+    need_loadgen,
+    put_text,
+    register,
+)
 
 # An unusual port (the Debian service uses 3306), in the range of isotax's other servers.
 MYSQL_PORT = PORTS["mysql"]
@@ -115,20 +121,6 @@ def sysbench_argv(host: str, port: int, params: Params, command: str,
         argv += [f"--time={seconds}", "--percentile=99", "--histogram=on",
                  "--forced-shutdown=60"]
     return [*argv, command]
-
-
-@functools.cache
-def _client_version() -> str:
-    try:
-        return parse_sysbench_version(run_host(["sysbench", "--version"], 30).stdout)
-    except (ValueError, OSError):
-        return "unknown"
-
-
-def _need(loadgen: LoadGen | None) -> LoadGen:
-    if loadgen is None:
-        raise SanityError("this workload needs the load generator (the runner creates it)")
-    return loadgen
 
 
 def _sh(inst: Instance, script: str, *args: str, timeout: float = 120) -> Completed:
@@ -212,6 +204,10 @@ def _check_client(done: Completed, what: str) -> None:
                           f"{(fatal[-1] if fatal else text.strip()[-200:])[:200]}")
 
 
+def _client_version() -> str:
+    return host_tool_version(("sysbench", "--version"), parse_sysbench_version)
+
+
 @register
 class Mysql:
     name: ClassVar[str] = "mysql"
@@ -243,7 +239,7 @@ class Mysql:
     needs_loadgen: ClassVar[bool] = True
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        lg = _need(loadgen)
+        lg = need_loadgen(loadgen)
         for tool in (SERVER, "mariadb-install-db"):
             done = _sh(inst, 'command -v "$1" >/dev/null', tool, timeout=60)
             if done.returncode != 0:
@@ -306,7 +302,7 @@ class Mysql:
         return size
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
-        lg = _need(loadgen)
+        lg = need_loadgen(loadgen)
         threads, seconds = int(params["threads"]), int(params["seconds"])
         tables, rows = int(params["tables"]), int(params["table_size"])
         golden, root = golden_dir(inst.data_dir, tables, rows), run_dir(inst.data_dir)

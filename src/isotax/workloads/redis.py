@@ -25,34 +25,25 @@ test with no rate, or an empty dataset afterwards fails the point.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
-from isotax.environments.native import run_host
 from isotax.loadgen import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import (
+    LoadGen,
+    Params,
+    ParamSpec,
+    host_tool_version,
+    need_loadgen,
+    register,
+)
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 REDIS_PORT = PORTS["redis"]
 KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
-
-
-@functools.cache
-def _benchmark_version() -> str:
-    try:
-        return parse_redis_version(run_host(["redis-benchmark", "--version"], 30).stdout)
-    except (ValueError, OSError):
-        return "unknown"
-
-
-def _need(loadgen: LoadGen | None) -> LoadGen:
-    if loadgen is None:
-        raise SanityError("this workload needs the load generator (the runner creates it)")
-    return loadgen
 
 
 def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
@@ -60,6 +51,10 @@ def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
     if done.returncode != 0 or done.stdout.strip() != "PONG":
         raise SanityError(f"redis-server does not answer PING {when}: "
                           f"{(done.stdout + done.stderr).strip()[:200]}")
+
+
+def _benchmark_version() -> str:
+    return host_tool_version(("redis-benchmark", "--version"), parse_redis_version)
 
 
 @register
@@ -83,7 +78,7 @@ class Redis:
     needs_loadgen: ClassVar[bool] = True
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        _need(loadgen)
+        need_loadgen(loadgen)
         done = inst.exec(["redis-server", "--version"], 60)
         if done.returncode != 0:
             raise SanityError(f"redis-server is not runnable in the environment "
@@ -91,7 +86,7 @@ class Redis:
                               "(rebuild the image: isotax image build)")
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
-        lg = _need(loadgen)
+        lg = need_loadgen(loadgen)
         conns, requests = int(params["connections"]), int(params["requests"])
         pipeline, value = int(params["pipeline"]), int(params["value_bytes"])
         keyspace = int(params["keyspace"])

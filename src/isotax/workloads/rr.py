@@ -17,28 +17,28 @@ loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CP
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
-from isotax.environments.native import run_host
 from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_pingpong
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import (
+    LoadGen,
+    Params,
+    ParamSpec,
+    host_tool_version,
+    need_loadgen,
+    register,
+)
 
 SOCKPERF_BYTES = 200
 
 
-@functools.cache
 def _netperf_version() -> str:
-    done = run_host(["netperf", "-V"], 30)
-    try:
-        return parse_netperf_version(done.stdout)
-    except ValueError:
-        return "unknown"
+    return host_tool_version(("netperf", "-V"), parse_netperf_version)
 
 
 @register
@@ -63,8 +63,7 @@ class RequestResponse:
     needs_loadgen: ClassVar[bool] = True
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        if loadgen is None:
-            raise SanityError("this workload needs the load generator (the runner creates it)")
+        need_loadgen(loadgen)
         tools = ["netserver"] + (["sockperf"] if params["tail"] else [])
         done = inst.exec(["sh", "-c", 'for t; do command -v "$t" >/dev/null || '
                           '{ echo "$t missing"; exit 1; }; done', "sh", *tools], 60)
@@ -73,8 +72,7 @@ class RequestResponse:
                               "(rebuild the image: isotax image build)")
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
-        if loadgen is None:
-            raise SanityError("this workload needs the load generator (the runner creates it)")
+        loadgen = need_loadgen(loadgen)
         proto, seconds = str(params["proto"]), int(params["seconds"])
         client_pin, server_pin = pinning(inst, params["placement"])
         path = loadgen.path(inst)

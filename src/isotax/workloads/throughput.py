@@ -25,13 +25,7 @@ from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
 from isotax.telemetry import cost_per_gb, perf_cycles, read_cpu_times
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
-
-
-def _need(loadgen: LoadGen | None) -> LoadGen:
-    if loadgen is None:
-        raise SanityError("this workload needs the load generator (the runner creates it)")
-    return loadgen
+from isotax.workloads.base import LoadGen, Params, ParamSpec, need_loadgen, register
 
 
 @register
@@ -54,14 +48,14 @@ class Throughput:
     needs_loadgen: ClassVar[bool] = True
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        _need(loadgen)
+        need_loadgen(loadgen)
         done = inst.exec(["iperf3", "--version"], 60)
         if done.returncode != 0:
             raise SanityError(f"iperf3 is not runnable in the environment ({done.returncode}):"
                               f" {done.stderr.strip()[:200]}")
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
-        lg = _need(loadgen)
+        lg = need_loadgen(loadgen)
         seconds, streams = int(params["seconds"]), int(params["streams"])
         reverse = params["direction"] == "from_env"
         port = PORTS["iperf3"]
