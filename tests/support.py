@@ -16,14 +16,20 @@ from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
 
 
-def requires_root_and(*tools: str) -> pytest.MarkDecorator:
-    reason = None
+def why_not_root_and(*tools: str,
+                     root_for: str = "containers, network namespaces and the VM's tap",
+                     ) -> str | None:
+    """Why this host cannot run a test that needs root and `tools`; None if it can."""
     if os.geteuid() != 0:
-        reason = "needs root for containers, network namespaces and the VM's tap"
-    else:
-        missing = [t for t in tools if shutil.which(t) is None]
-        if missing:
-            reason = f"{', '.join(missing)} not installed (scripts/setup.sh installs them)"
+        return f"needs root for {root_for}"
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed (scripts/setup.sh installs them)"
+    return None
+
+
+def requires_root_and(*tools: str) -> pytest.MarkDecorator:
+    reason = why_not_root_and(*tools)
     return pytest.mark.skipif(reason is not None, reason=reason or "")
 
 

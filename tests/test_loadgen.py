@@ -4,7 +4,6 @@ and on a bridge with NAT, and in the QEMU VM (TCG here: short runs)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pyroute2 import IPRoute
-from support import running_in, started
+from support import running_in, started, why_not_root_and
 
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
@@ -83,12 +82,8 @@ def test_loadgen_names_fit_interfaces() -> None:
 # -- real namespace --------------------------------------------------------------------------
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces, veth pairs and iptables"
-    for tool in ("nsenter", "iptables", "iperf3", "netperf", "netserver", "sockperf"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
+    return why_not_root_and("nsenter", "iptables", "iperf3", "netperf", "netserver", "sockperf",
+                            root_for="network namespaces, veth pairs and iptables")
 
 
 def ours(tag: str, *more: str) -> list[str]:

@@ -4,15 +4,13 @@ NAT, a server killed mid-run and too many deadlocks as sanity failures, nothing 
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import running_in, started
+from support import running_in, started, why_not_root_and
 
 from isotax import registry
 from isotax.environments.base import Instance
@@ -78,12 +76,8 @@ ENVS = {"native": ("native", "host"), "runc-bridge": ("runc", "bridge")}
 
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces, veth pairs and containers"
-    for tool in ("nsenter", "iptables", "mariadbd", "mariadb-install-db", "mariadb", "sysbench"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
+    return why_not_root_and("nsenter", "iptables", "mariadbd", "mariadb-install-db", "mariadb",
+                            "sysbench", root_for="network namespaces, veth pairs and containers")
 
 
 @pytest.fixture(scope="module")

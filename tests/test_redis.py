@@ -4,13 +4,11 @@ bridge with NAT, and in the QEMU VM (TCG here: tiny), leaving nothing behind."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import running_in, started
+from support import running_in, started, why_not_root_and
 
 from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
@@ -90,12 +88,8 @@ ENVS = {"native": ("native", "host"), "runc-bridge": ("runc", "bridge"),
 
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces, veth pairs, containers and the VM's tap"
-    for tool in ("nsenter", "iptables", "redis-server", "redis-benchmark", "redis-cli"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
+    return why_not_root_and("nsenter", "iptables", "redis-server", "redis-benchmark", "redis-cli",
+                            root_for="network namespaces, veth pairs, containers and the VM's tap")
 
 
 @pytest.fixture(scope="module")

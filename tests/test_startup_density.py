@@ -5,14 +5,12 @@ stopping what a failing workload left running."""
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from support import started
+from support import started, why_not_root_and
 
 from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Instance
@@ -48,12 +46,8 @@ def test_params_are_checked() -> None:
 
 
 def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for containers, network namespaces and the VM's tap"
-    for tool in ("nsenter", "iptables", "redis-server", "redis-cli"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/setup.sh installs it)"
-    return None
+    return why_not_root_and("nsenter", "iptables", "redis-server", "redis-cli",
+                            root_for="containers, network namespaces and the VM's tap")
 
 
 @pytest.fixture(scope="module")
