@@ -12,19 +12,18 @@ Bridge created, whether or not its leases were released.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import ipaddress
 import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from pyroute2 import IPRoute, netns
+
+from isotax.locks import exclusive
 
 COMMENT = "isotax"
 SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
@@ -49,17 +48,6 @@ class Lease:
     gateway: str  # bridge address, e.g. "10.213.0.1"
     iface: str  # host-side name: veth or tap, e.g. "itx-v3" / "itx-t3"
     netns: str | None  # "itx-ns3" for containers; None for taps
-
-
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(_LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def iptables(*args: str) -> subprocess.CompletedProcess[str]:
@@ -244,7 +232,7 @@ class Bridge:
         if self._net is not None:
             return
         try:
-            with _locked(), IPRoute() as ipr:
+            with exclusive(_LOCK), IPRoute() as ipr:
                 if ipr.link_lookup(ifname=self.name):
                     raise NetworkError(
                         f"link {self.name} already exists: another isotax run uses it or a "
@@ -364,7 +352,7 @@ class Bridge:
                     and "Bad rule" not in p.stderr:
                 errors.append(f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}")
         self._rules.clear()
-        with _locked():  # bridge count and the saved sysctl change together
+        with exclusive(_LOCK):  # bridge count and the saved sysctl change together
             if self._created_link:
                 try:
                     with IPRoute() as ipr:
@@ -444,7 +432,7 @@ class VethNamespace:
         if self._net is not None:
             return
         try:
-            with _locked(), IPRoute() as ipr:
+            with exclusive(_LOCK), IPRoute() as ipr:
                 if ipr.link_lookup(ifname=self.name) or self.name in netns.listnetns():
                     raise NetworkError(
                         f"{self.name} already exists: another isotax run uses it or a run "

@@ -32,7 +32,6 @@ container) live in docker.py and podman.py; everything here is pure or engine-ne
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -63,6 +62,7 @@ from isotax.environments.oci import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, exec_n
 from isotax.footprint import cgroup_kernel_bytes
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen import PORTS
+from isotax.locks import exclusive
 from isotax.network import COMMENT, STATE_DIR, iptables
 
 LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
@@ -408,23 +408,12 @@ class EngineCli:
         return data if isinstance(data, list) else []
 
 
-@contextlib.contextmanager
-def _import_lock() -> Iterator[None]:
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(_IMPORT_LOCK, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def ensure_image(cli: EngineCli, image: ImageArtifacts, log: Any = None) -> tuple[str, float]:
     """The image in the engine as itx-image:<recipe hash>, imported from its tar when the
     engine has no image of that hash (a new recipe imports anew; older isotax images are
     removed where no container uses them). Returns (reference, seconds the import took)."""
     ref = image_ref(image)
-    with _import_lock():
+    with exclusive(_IMPORT_LOCK):
         if cli.call("image", "inspect", ref, timeout=30).returncode == 0:
             return ref, 0.0
         if not image.tar.exists():

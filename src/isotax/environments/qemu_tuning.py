@@ -28,15 +28,16 @@ cpu_model = "<model>" to approximate host-model.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from isotax.locks import exclusive
 
 PROFILES = ("default", "untuned", "tuned")
 _TRUE = {"1", "true", "yes", "on"}
@@ -324,14 +325,6 @@ class HugepageError(Exception):
     pass
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOCK, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
 def pages_for(memory_mib: int) -> int:
     return math.ceil(memory_mib * 1024 / HUGEPAGE_KIB)
 
@@ -357,7 +350,7 @@ class HugepageReservation:
             raise
 
     def _acquire(self) -> None:
-        with _locked():
+        with exclusive(LOCK):
             before = int(NR_HUGEPAGES.read_text())
             self.before = before
             LEDGER.mkdir(parents=True, exist_ok=True)
@@ -403,7 +396,7 @@ class HugepageReservation:
                 self.mountpoint.rmdir()
         if self.added:
             try:
-                with _locked():
+                with exclusive(LOCK):
                     now = int(NR_HUGEPAGES.read_text())
                     NR_HUGEPAGES.write_text(str(max(0, now - self.added)))
                 self.added = 0
