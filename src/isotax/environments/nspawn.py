@@ -25,6 +25,7 @@ workloads run inside it next to that init, as they would in a small OS instance.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import shlex
@@ -106,6 +107,13 @@ def parse_nspid_leader(status: str) -> bool:
             ids = line.split()[1:]
             return len(ids) >= 2 and ids[-1] == "1"
     return False
+
+
+@functools.cache
+def _nspawn_version() -> str:
+    """Asked once: describe() runs on every load-generator lookup."""
+    lines = run_host([NSPAWN, "--version"], 10).stdout.splitlines()
+    return lines[0] if lines else NSPAWN
 
 
 def _comm(pid: int) -> str:
@@ -256,10 +264,9 @@ class NspawnInstance:
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 
     def describe(self) -> Mapping[str, str]:
-        version = run_host([NSPAWN, "--version"], 10).stdout.splitlines()
         return {
             "kind": "nspawn",
-            "runtime": version[0] if version else "systemd-nspawn",
+            "runtime": _nspawn_version(),
             "machine": self.machine,
             "init": "the image's systemd (boots multi-user.target)",
             "masked": ", ".join(MASKED),
