@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import re
@@ -166,10 +167,15 @@ class Runtime:
             return subprocess.CompletedProcess(p.args, 124, out, f"timed out after {timeout} s")
         return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
-    def version(self) -> str:
+    @functools.cached_property
+    def _version(self) -> str:
         p = self.call("--version", timeout=10)
         first = (p.stdout.splitlines() or ["unknown"])[0]
         return parse_version(first)
+
+    def version(self) -> str:
+        """Asked once per Runtime: describe() runs on every load-generator lookup."""
+        return self._version
 
 
 def parse_version(first_line: str) -> str:
