@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from isotax.analysis import analyze
-from isotax.model import CellKey, CellStatus, Sample
+from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.report import csv_report, json_report, markdown, write_reports
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
@@ -79,7 +79,7 @@ def test_csv_and_json(store: SQLiteStore, tmp_path: Path) -> None:
     q = next(r for r in rows if r["environment"] == "qemu")
     assert float(q["ratio"]) == pytest.approx(0.2) and q["emulated"] == "True"
     doc = json.loads(json_report.render(d))
-    assert doc["format_version"] == 1 and doc["baseline"] == "native"
+    assert doc["format_version"] == FORMAT_VERSION == 2 and doc["baseline"] == "native"
     assert any(e["emulated"] for e in doc["environments"])
     paths = write_reports(d, tmp_path / "out")
     assert sorted(p.name for p in paths) == ["report.md", "results.csv", "results.json"]

@@ -9,10 +9,13 @@ from typing import ClassVar
 
 import pytest
 
+from isotax.analysis import analyze
+from isotax.applicability import why_not_applicable
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.model import CellStatus, Sample, SanityError
+from isotax.model import CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import parse_plan
+from isotax.report import json_report, markdown
 from isotax.runner import Runner, new_run_id, schedule
 from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import LoadGen, Params, ParamSpec, register
@@ -160,3 +163,85 @@ def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt), _interrupts_for_this_process_only():
         os.kill(os.getpid(), signal.SIGTERM)  # the run's own process still stops cleanly
         time.sleep(1)
+
+
+@register
+class SometimesWorkload:
+    """value 2 does not apply to `native2`; it finds that out only when it runs there."""
+
+    name: ClassVar[str] = "test-sometimes"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "test only"
+    params: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("value", int, 7, "number to echo"),)
+    tools: ClassVar[dict[str, tuple[str, ...]]] = {}
+    needs_loadgen: ClassVar[bool] = False
+    runs: ClassVar[Counter[tuple[str, int]]] = Counter()
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        pass
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        env = inst.spec.name  # type: ignore[attr-defined]
+        SometimesWorkload.runs[(env, params["value"])] += 1
+        if env == "native2" and params["value"] == 2:
+            raise NotApplicable("the CPU refuses an instruction this build uses")
+        out = inst.exec(["sh", "-c", f"echo {params['value']}"], timeout=10).check()
+        return [Sample("value", float(out.stdout), "units")]
+
+
+def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path) -> None:
+    text = PLAN.replace('"test-echo"', '"test-sometimes"')
+    plan = parse_plan(text)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, text, plan.seed, {"hostname": "h"})
+    SometimesWorkload.runs.clear()
+    status = Runner(plan, text, store, ImageArtifacts("t", tmp_path / "i"), log=lambda m: None
+                    ).run(run_id)
+    assert status == "complete"
+    cells = store.cells(run_id)
+    na = [c for c in cells if c.status is CellStatus.NOT_APPLICABLE]
+    # the warm-up and 3 repetitions of that one point, none with a number
+    assert len(na) == 4 and not any(c.samples for c in na)
+    assert {(c.key.environment, c.key.params["value"]) for c in na} == {("native2", 2)}
+    assert all("refuses an instruction" in c.reason for c in na)
+    # found out once: the other repetitions of the point did not run again
+    assert SometimesWorkload.runs[("native2", 2)] == 1
+    assert SometimesWorkload.runs[("native", 2)] == 4
+    d = analyze(store, run_id)
+    assert not d.failures and not any("failed" in w for w in d.warnings)
+    md = markdown.render(d)
+    assert "## Not applicable" in md and "refuses an instruction" in md
+    assert "## Failures" not in md
+    row = next(line for line in md.splitlines() if line.startswith("| test-sometimes | value=2"))
+    assert row.rstrip(" |").endswith("n/a")
+    doc = json_report.render(d)
+    assert '"reason": "the CPU refuses an instruction this build uses"' in doc
+    store.close()
+
+
+class _NoNetwork:
+    """Only what the applicability rules read of an instance."""
+
+    address = ""
+
+    def __init__(self, network: str) -> None:
+        self.network = network
+
+    def describe(self) -> dict[str, str]:
+        return {"kind": "runc", "network": self.network}
+
+
+def test_network_workloads_do_not_apply_without_a_network() -> None:
+    from isotax.workloads.rr import RequestResponse
+    from isotax.workloads.startup import Startup
+
+    params = {"proto": "tcp", "seconds": 1, "placement": "free", "tail": False}
+    why = why_not_applicable(RequestResponse(), _NoNetwork("none"), params)  # type: ignore[arg-type]
+    assert why is not None and 'network = "none"' in why
+    assert why_not_applicable(RequestResponse(), _NoNetwork("bridge"), params) is None  # type: ignore[arg-type]
+    # startup needs a network only for its redis probe
+    start = {"starts": 1, "ready_timeout_s": 5.0}
+    assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "exec"}) is None  # type: ignore[arg-type]
+    assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "redis"})  # type: ignore[arg-type]
+    assert why_not_applicable(EchoWorkload(), _NoNetwork("none"), {"value": 1}) is None  # type: ignore[arg-type]

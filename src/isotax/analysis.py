@@ -78,6 +78,8 @@ class ReportData:
     common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # (environment, workload, params_key) -> why that point does not apply there ("n/a").
+    not_applicable: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
@@ -88,6 +90,10 @@ class ReportData:
     def emulated(self, name: str) -> bool:
         e = self.env(name)
         return bool(e and str(e.describe.get("emulated", "")).lower() in ("yes", "true", "1"))
+
+    def na_reason(self, env: str, row: Row) -> str | None:
+        """Why row's point does not apply to env, or None."""
+        return self.not_applicable.get((env, row.workload, row.params_key))
 
     def label(self, name: str) -> str:
         return f"{name} (emulated)" if self.emulated(name) else name
@@ -131,6 +137,10 @@ def analyze(store: Store, run_id: str) -> ReportData:
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
+    for c in measured:
+        if c.status is CellStatus.NOT_APPLICABLE:
+            data.not_applicable.setdefault(
+                (c.key.environment, c.key.workload, c.key.params_key), c.reason)
     data.layers = single_layer_pairs(plan.get("environments", []), columns, baseline)
     for layer in data.layers:
         for row in rows:

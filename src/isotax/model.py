@@ -2,6 +2,7 @@
 
 FORMAT_VERSION history (bump on any change to what a stored row means):
   1 - first format: runs, cells, samples; a sample is (metric, value, unit, higher_is_better).
+  2 - a cell can also be "n/a": the workload does not apply to the environment (reason stored).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -45,9 +46,17 @@ class SanityError(Exception):
     """A workload ran but its output failed a sanity check: stored as a failure, never a number."""
 
 
+class NotApplicable(Exception):
+    """The workload makes no sense in this environment, for a reason that is not a defect of
+    either: no network path for a network workload, an emulated CPU model that refuses an
+    instruction the workload's own build relies on. Stored as "n/a" with the reason, reported
+    as such, never as a number and never as a failure."""
+
+
 class CellStatus(StrEnum):
     OK = "ok"
     FAILED = "failed"  # ran, but failed (exit code, sanity check, timeout): reason stored
+    NOT_APPLICABLE = "n/a"  # the workload does not apply to the environment: reason stored
 
 
 @dataclass(frozen=True)

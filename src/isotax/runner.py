@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import numa, parity, registry
+from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
     EnvSpec,
@@ -35,7 +36,7 @@ from isotax.environments.base import (
 from isotax.host import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.launcher import EnvLauncher
-from isotax.model import CellKey, CellStatus, Sample, SanityError
+from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.store.base import EnvRecord, Store
 from isotax.workloads.base import LaunchingWorkload, LoadGen
@@ -87,7 +88,9 @@ class _Deadline:
 @dataclass
 class _Started:
     instance: Instance
-    prepared: dict[str, str | None] = field(default_factory=dict)  # params_key -> error
+    # workload|params_key -> None once prepared, or why every cell of that point ends at once
+    # (its preparation failed, or the point does not apply to this environment)
+    prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
 
 
 def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
@@ -235,14 +238,10 @@ class Runner:
         inst = _Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
         if pkey not in st.prepared:
-            try:
-                workload.prepare(inst, key.params, self.loadgen)
-                st.prepared[pkey] = None
-            except (SanityError, ExecError, OSError, TimeoutError) as e:
-                st.prepared[pkey] = f"prepare failed: {e}"
-        err = st.prepared[pkey]
-        if err:
-            return CellStatus.FAILED, err, []
+            st.prepared[pkey] = self._prepare(workload, inst, key)
+        ended = st.prepared[pkey]
+        if ended is not None:
+            return ended[0], ended[1], []
         # Node-local share of the cell's allocations, where there is more than one node.
         numastat_before = numa.counters() if self.multi_node else None
         try:
@@ -250,6 +249,11 @@ class Runner:
                 samples = self._launching(workload, key)
             else:
                 samples = workload.run(inst, key.params, self.loadgen)
+        except NotApplicable as e:
+            # Found out while running (an emulated CPU refusing an instruction): the other
+            # repetitions of this point would find the same, so they end at once too.
+            st.prepared[pkey] = (CellStatus.NOT_APPLICABLE, str(e))
+            return CellStatus.NOT_APPLICABLE, str(e), []
         except (SanityError, ExecError, OSError, TimeoutError, ValueError, Unavailable,
                 RuntimeError) as e:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
@@ -261,6 +265,21 @@ class Runner:
                 samples = [replace(s, labels={**s.labels, "numa_local_share": round(share, 4)})
                            for s in samples]
         return CellStatus.OK, "", samples
+
+    def _prepare(self, workload: Any, inst: Instance, key: CellKey
+                 ) -> tuple[CellStatus, str] | None:
+        """Prepare a workload point once per instance: None when it is ready to run, else
+        the status and reason every cell of the point gets."""
+        why = why_not_applicable(workload, inst, key.params)
+        if why:
+            return CellStatus.NOT_APPLICABLE, why
+        try:
+            workload.prepare(inst, key.params, self.loadgen)
+        except NotApplicable as e:
+            return CellStatus.NOT_APPLICABLE, str(e)
+        except (SanityError, ExecError, OSError, TimeoutError) as e:
+            return CellStatus.FAILED, f"prepare failed: {e}"
+        return None
 
     def _launching(self, workload: LaunchingWorkload, key: CellKey) -> list[Sample]:
         """A workload that starts its own instances of the cell's environment (the runner's
@@ -357,6 +376,8 @@ def _describe_cell(key: CellKey, status: CellStatus, reason: str,
         f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
     if status is CellStatus.FAILED:
         return f"[red]{what}: FAILED: {reason}[/]"
+    if status is CellStatus.NOT_APPLICABLE:
+        return f"[yellow]{what}: not applicable: {reason}[/]"
     first = samples[0]
     return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
 

@@ -38,6 +38,10 @@ def render(d: ReportData) -> str:
              "warmup": c.key.warmup, "reason": c.reason}
             for c in d.failures
         ],
+        "not_applicable": [
+            {"environment": env, "workload": wl, "params": pkey, "reason": why}
+            for (env, wl, pkey), why in d.not_applicable.items()
+        ],
         "warnings": d.warnings,
     }
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"

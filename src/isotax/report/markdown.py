@@ -46,7 +46,7 @@ def table1(d: ReportData) -> list[str]:
         for env in d.columns:
             cell = d.cells.get((row, env))
             if cell is None:
-                line.append("—")
+                line.append("n/a" if d.na_reason(env, row) else "—")
                 continue
             s = cell.summary
             text = _fmt(s.mean)
@@ -70,13 +70,30 @@ def ratios(d: ReportData) -> list[str]:
             cell = d.cells.get((row, env))
             r = cell.ratio if cell else None
             if r is None:
-                line.append("—")
+                line.append("n/a" if cell is None and d.na_reason(env, row) else "—")
             elif r.has_ci:
                 line.append(f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] {r.verdict}")
             else:
                 line.append(f"{r.ratio:.3f} ({r.verdict})")
         rows.append(line)
     return _table(header, rows)
+
+
+def not_applicable(d: ReportData) -> list[str]:
+    """What did not apply where, and why: one line per environment, workload and reason (the
+    parameters it covers listed together)."""
+    if not d.not_applicable:
+        return []
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for (env, wl, pkey), why in d.not_applicable.items():
+        grouped.setdefault((env, wl, why), []).append(pkey)
+    out = ["", "## Not applicable", "",
+           "These points were not run: they do not apply to the environment (marked n/a "
+           "above). That is not a failure, and rerunning will not change it.", ""]
+    out += _table(["environment", "workload", "parameters", "why"],
+                  [[env, wl, "; ".join(keys), why]
+                   for (env, wl, why), keys in grouped.items()])
+    return out
 
 
 def render(d: ReportData) -> str:
@@ -138,6 +155,7 @@ def render(d: ReportData) -> str:
     avail = [e for e in d.environments if e.available]
     out += _table(["tool"] + [e.name for e in avail],
                   [[t] + [e.tools.get(t, "—") for e in avail] for t in tools])
+    out += not_applicable(d)
     if d.failures:
         out += ["", "## Failures", "", "Failed runs store their reason, never a number.", ""]
         out += _table(["environment", "workload", "parameters", "run", "reason"],

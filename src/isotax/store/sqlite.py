@@ -167,8 +167,8 @@ class SQLiteStore:
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
                     reason: str, started: float, ended: float,
                     samples: Sequence[Sample]) -> int:
-        if status is CellStatus.FAILED and samples:
-            raise ValueError("a failed cell carries a reason, never numbers")
+        if status is not CellStatus.OK and samples:
+            raise ValueError(f"a cell that is {status.value} carries a reason, never numbers")
         with self._tx():
             cur = self.db.execute(
                 "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"

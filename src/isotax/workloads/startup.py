@@ -116,6 +116,10 @@ class Startup:
     tools: ClassVar[Mapping[str, Sequence[str]]] = {"redis-server": ("redis-server", "--version")}
     needs_loadgen: ClassVar[bool] = True
 
+    def needs_network(self, params: Params) -> bool:
+        """Only the redis probe reaches the instance over the network."""
+        return params["ready"] == "redis"
+
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         if params["ready"] == "redis":
             done = inst.exec(["redis-server", "--version"], 60)
