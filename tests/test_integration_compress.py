@@ -64,6 +64,10 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
     assert {r["environment"] for r in thr} == {"native", "runc", "crun", "qemu"}
     assert all(r["n"] == 2 and r["mean"] > 0 for r in thr)
     assert doc["failures"] == []
+    # What each environment's own host processes used per run: QEMU runs the whole guest.
+    cpu = {c["environment"]: c for c in doc["environment_cpu"]}
+    assert set(cpu) == {"native", "runc", "crun", "qemu"}
+    assert cpu["qemu"]["by_program_mean_s"]["qemu-system-x86"] > 0.1, cpu["qemu"]
     qemu = envs["qemu"]
     assert qemu["describe"]["accelerator"] in ("kvm", "tcg")
     if qemu["describe"]["accelerator"] == "tcg":

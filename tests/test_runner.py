@@ -9,6 +9,7 @@ from typing import ClassVar
 
 import pytest
 
+from isotax import envcpu
 from isotax.analysis import analyze
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import Instance
@@ -105,6 +106,13 @@ def test_run_commits_every_cell(setup) -> None:
     cells = store.cells(run_id)
     assert len(cells) == 16 and all(c.status is CellStatus.OK for c in cells)
     assert {c.samples[0].value for c in cells} == {1.0, 2.0}
+    # every run also carries what the environment's own host processes used: natively there
+    # are none (this test's image has no itx-ready holder), so nothing
+    cpu = [s for c in cells for s in c.samples if s.metric == envcpu.METRIC]
+    assert len(cpu) == 16 and all(s.value == 0 and not s.labels["by_program"] for s in cpu)
+    md = markdown.render(analyze(store, run_id))
+    assert "## CPU of the environments' own host processes" in md
+    assert envcpu.METRIC not in md.split("## Results")[1].split("###")[0]  # not in Table 1
     envs = {e.name: e for e in store.environments(run_id)}
     assert envs["native"].available and envs["native"].tools["sh"] == "dash"
     assert store.get_run(run_id).status == "complete"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from isotax import envcpu
 from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.model import CellKey, CellStatus
 from isotax.parity import all_problems
@@ -63,6 +64,14 @@ class Cell:
     ratio: Ratio | None  # None for the baseline itself or when the baseline has no values
 
 
+@dataclass(frozen=True)
+class EnvCpu:
+    """CPU-s per run of an environment's own host processes at one workload point."""
+
+    summary: Summary
+    by_program: dict[str, float]  # program -> mean CPU-s per run, largest first
+
+
 @dataclass
 class ReportData:
     run: RunRecord
@@ -78,6 +87,9 @@ class ReportData:
     common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # (environment, workload, params_key) -> the CPU the environment's own host processes
+    # used per run (envcpu.METRIC), and per program name its mean per run.
+    env_cpu: dict[tuple[str, str, str], EnvCpu] = field(default_factory=dict)
     # (environment, workload, params_key) -> why that point does not apply there ("n/a").
     not_applicable: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # Pairs of environments that differ in one setting, and per metric what that change did.
@@ -108,10 +120,16 @@ def analyze(store: Store, run_id: str) -> ReportData:
     measured = [c for c in records if not c.key.warmup]
     values: dict[tuple[Row, str], list[float]] = defaultdict(list)
     rows: list[Row] = []
+    env_cpu: dict[tuple[str, str, str], list[tuple[float, Mapping[str, Any]]]] = \
+        defaultdict(list)
     for c in measured:
         if c.status is not CellStatus.OK:
             continue
         for s in c.samples:
+            if s.metric == envcpu.METRIC:  # a cost of the environment, shown on its own
+                env_cpu[(c.key.environment, c.key.workload, c.key.params_key)].append(
+                    (s.value, s.labels.get("by_program", {})))
+                continue
             row = Row(c.key.workload, c.key.params_key, s.metric, s.unit, s.higher_is_better)
             if row not in rows:
                 rows.append(row)
@@ -137,6 +155,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
+    data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
     for c in measured:
         if c.status is CellStatus.NOT_APPLICABLE:
             data.not_applicable.setdefault(
@@ -151,6 +170,15 @@ def analyze(store: Store, run_id: str) -> ReportData:
                 data.layer_ratios[(layer, row)] = lr
     data.warnings = _warnings(data)
     return data
+
+
+def _env_cpu(runs: list[tuple[float, Mapping[str, Any]]]) -> EnvCpu:
+    programs: dict[str, float] = defaultdict(float)
+    for _, by_program in runs:
+        for name, secs in by_program.items():
+            programs[name] += float(secs) / len(runs)
+    return EnvCpu(summarize([v for v, _ in runs]),
+                  dict(sorted(programs.items(), key=lambda kv: -kv[1])))
 
 
 def _plan_points(plan_toml: str) -> dict[tuple[str, str], int]:

@@ -74,7 +74,7 @@ def with_descendants(roots: Iterable[int], parents: Mapping[int, int]) -> list[i
     return sorted(seen)
 
 
-def _parents() -> dict[int, int]:
+def process_parents() -> dict[int, int]:
     out: dict[int, int] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -130,14 +130,41 @@ def program_name(comm: str, cmdline: bytes) -> str:
     return name
 
 
-def process_memory(pids: Sequence[int]) -> tuple[ProcessMemory, ...]:
-    """PSS of each process (those that exit meanwhile are left out)."""
-    out = []
+# gVisor's Sentry runs the sandbox's application threads in stub processes (systrap) or
+# tracees (ptrace): re-executions of runsc with no arguments at all, so argv[0] cannot name
+# them. They are named after what they are, by their place below the Sentry.
+SENTRY, STUB = "runsc-sandbox", "runsc-stub"
+
+
+def program_names(pids: Sequence[int], parents: Mapping[int, int],
+                  proc: Path = Path("/proc")) -> dict[int, str]:
+    """program_name() of each process (those that exit meanwhile are left out), with a nameless
+    re-executed child of gVisor's Sentry, or of its stubs, called STUB."""
+    raw: dict[int, tuple[str, bytes]] = {}
     for pid in pids:
         try:
+            raw[pid] = ((proc / str(pid) / "comm").read_text(),
+                        (proc / str(pid) / "cmdline").read_bytes())
+        except OSError:
+            continue
+    names = {pid: program_name(comm, cmdline) for pid, (comm, cmdline) in raw.items()}
+    for pid in sorted(names):  # a parent's PID is usually lower: one pass names most chains
+        comm, cmdline = raw[pid]
+        if comm.strip() == "exe" and not cmdline:
+            parent = names.get(parents.get(pid, 0))
+            if parent in (SENTRY, STUB):
+                names[pid] = STUB
+    return names
+
+
+def process_memory(pids: Sequence[int], parents: Mapping[int, int]
+                   ) -> tuple[ProcessMemory, ...]:
+    """PSS of each process (those that exit meanwhile are left out)."""
+    names = program_names(pids, parents)
+    out = []
+    for pid, name in names.items():
+        try:
             rollup = parse_smaps_rollup(Path(f"/proc/{pid}/smaps_rollup").read_text())
-            name = program_name(Path(f"/proc/{pid}/comm").read_text(),
-                                Path(f"/proc/{pid}/cmdline").read_bytes())
         except (OSError, ValueError):
             continue
         out.append(ProcessMemory(pid, name, resident_bytes(rollup)))
@@ -161,5 +188,6 @@ def cgroup_kernel_bytes(v1_memory_dir: Path | None, v2_dir: Path | None) -> int 
 
 def measure(inst: Instance) -> Footprint:
     """The host memory one instance holds now."""
-    pids = with_descendants(inst.host_pids(), _parents())
-    return Footprint(process_memory(pids), inst.kernel_memory_bytes())
+    parents = process_parents()
+    pids = with_descendants(inst.host_pids(), parents)
+    return Footprint(process_memory(pids, parents), inst.kernel_memory_bytes())

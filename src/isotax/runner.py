@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import numa, parity, registry
+from isotax import envcpu, numa, parity, registry
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
@@ -248,7 +248,10 @@ class Runner:
             if isinstance(workload, LaunchingWorkload):
                 samples = self._launching(workload, key)
             else:
+                cpu_before = envcpu.snapshot(st.instance)
                 samples = workload.run(inst, key.params, self.loadgen)
+                if samples:
+                    samples.append(_env_cpu_sample(cpu_before, envcpu.snapshot(st.instance)))
         except NotApplicable as e:
             # Found out while running (an emulated CPU refusing an instruction): the other
             # repetitions of this point would find the same, so they end at once too.
@@ -368,6 +371,14 @@ class Runner:
                 self.progress.advance(task)
         if active is not None:
             self.started[active].instance.pause()
+
+
+def _env_cpu_sample(before: envcpu.Snapshot, after: envcpu.Snapshot) -> Sample:
+    """The CPU the instance's own host processes (Sentry, Gofer, shim, QEMU, ...) used during
+    the run, with the split by program."""
+    by_program = envcpu.delta_by_program(before, after)
+    return Sample(envcpu.METRIC, round(sum(by_program.values()), 4), envcpu.UNIT,
+                  higher_is_better=False, labels={"by_program": by_program})
 
 
 def _describe_cell(key: CellKey, status: CellStatus, reason: str,

@@ -38,6 +38,11 @@ def render(d: ReportData) -> str:
              "warmup": c.key.warmup, "reason": c.reason}
             for c in d.failures
         ],
+        "environment_cpu": [
+            {"environment": env, "workload": wl, "params": pkey, "n": c.summary.n,
+             "mean_s": c.summary.mean, "sd_s": c.summary.sd, "by_program_mean_s": c.by_program}
+            for (env, wl, pkey), c in d.env_cpu.items()
+        ],
         "not_applicable": [
             {"environment": env, "workload": wl, "params": pkey, "reason": why}
             for (env, wl, pkey), why in d.not_applicable.items()

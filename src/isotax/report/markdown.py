@@ -7,7 +7,7 @@ import datetime as dt
 import math
 
 from isotax.analysis import ReportData
-from isotax.report import layers, lifecycle
+from isotax.report import hostcpu, layers, lifecycle
 
 
 def _esc(text: object) -> str:
@@ -150,6 +150,7 @@ def render(d: ReportData) -> str:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)
     out += layers.render(d, _table)
+    out += hostcpu.render(d, _table)
     out += ["", "## Tool versions", ""]
     tools = sorted({t for e in d.environments for t in e.tools})
     avail = [e for e in d.environments if e.available]

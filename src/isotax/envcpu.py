@@ -1,0 +1,90 @@
+"""The CPU an environment's own host processes use while a workload runs in it.
+
+What a sandbox or a VM costs is not only what the workload inside gets: gVisor's Sentry runs
+the workload and its user-space kernel, the Gofer serves its files, QEMU emulates devices
+beside the vCPUs, an engine adds a shim and a docker-proxy per published port. Around every
+measured run the runner reads, for every host process that makes up the instance
+(Instance.host_pids() and their descendants), the CPU time the kernel accounts to it: user +
+system of all its threads, plus that of the children it reaped (so a short-lived helper that
+one of them started and waited for counts too). The difference, per program name, is stored
+with the cell as the `env_host_cpu_s` sample.
+
+What this does not see: processes started and ended inside the run by a parent outside the
+instance (a `runc exec`'d command, whose parent is runc on the host), and work the kernel
+does for the instance outside any of its processes (softirq in a bridge; see telemetry.py's
+host-wide figures for that).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from isotax.environments.base import Instance
+from isotax.footprint import process_parents, program_names, with_descendants
+
+METRIC = "env_host_cpu_s"  # the sample every measured cell carries (see the runner)
+UNIT = "CPU-s"
+
+
+@dataclass(frozen=True)
+class ProcCpu:
+    """One process's CPU time from /proc/PID/stat, in clock ticks."""
+
+    utime: int
+    stime: int
+    cutime: int  # reaped children's user time
+    cstime: int
+    starttime: int  # ticks after boot: tells a reused PID from the process seen before
+
+    @property
+    def total(self) -> int:
+        return self.utime + self.stime + self.cutime + self.cstime
+
+
+def parse_proc_stat_cpu(stat: str) -> ProcCpu:
+    """utime, stime, cutime, cstime and starttime of /proc/PID/stat text (proc(5) fields 14-17
+    and 22). The command name may hold spaces and parentheses: fields are counted after the
+    last ')'. Pure."""
+    rest = stat[stat.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state): field n is rest[n - 3].
+    try:
+        return ProcCpu(int(rest[11]), int(rest[12]), int(rest[13]), int(rest[14]),
+                       int(rest[19]))
+    except (IndexError, ValueError) as e:
+        raise ValueError(f"not a /proc/PID/stat line: {stat[:80]!r}") from e
+
+
+# (pid, starttime) -> (program name, ticks)
+Snapshot = Mapping[tuple[int, int], tuple[str, int]]
+
+
+def snapshot(inst: Instance, proc: Path = Path("/proc")) -> Snapshot:
+    """CPU ticks of every host process of the instance now; processes that exit while being
+    read are left out."""
+    parents = process_parents()
+    names = program_names(with_descendants(inst.host_pids(), parents), parents, proc)
+    out: dict[tuple[int, int], tuple[str, int]] = {}
+    for pid, name in names.items():
+        try:
+            cpu = parse_proc_stat_cpu((proc / str(pid) / "stat").read_text())
+        except (OSError, ValueError):
+            continue
+        out[(pid, cpu.starttime)] = (name, cpu.total)
+    return out
+
+
+def delta_by_program(before: Snapshot, after: Snapshot,
+                     ticks_per_s: float | None = None) -> dict[str, float]:
+    """CPU seconds per program name between two snapshots. A process seen in both counts its
+    growth; one that started in between counts all it used; one that ended in between counts
+    nothing more (what it used after `before` is lost unless a process of the instance reaped
+    it). Pure when ticks_per_s is given."""
+    hz = ticks_per_s or float(os.sysconf("SC_CLK_TCK"))
+    out: dict[str, float] = {}
+    for key, (name, ticks) in after.items():
+        used = ticks - before[key][1] if key in before else ticks
+        out[name] = out.get(name, 0.0) + max(0, used) / hz
+    return {k: round(v, 4) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
