@@ -68,6 +68,9 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
     cpu = {c["environment"]: c for c in doc["environment_cpu"]}
     assert set(cpu) == {"native", "runc", "crun", "qemu"}
     assert cpu["qemu"]["by_program_mean_s"]["qemu-system-x86"] > 0.1, cpu["qemu"]
+    # ... and what each holds on the host, idle, before any workload
+    assert "qemu-system-x86" in envs["qemu"]["describe"]["host_memory"]
+    assert "itx-ready" in envs["runc"]["describe"]["host_memory"]
     qemu = envs["qemu"]
     assert qemu["describe"]["accelerator"] in ("kvm", "tcg")
     if qemu["describe"]["accelerator"] == "tcg":

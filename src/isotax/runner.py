@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import envcpu, numa, parity, registry
+from isotax import envcpu, footprint, numa, parity, registry
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
@@ -179,6 +179,7 @@ class Runner:
                 describe.update(parity.probe(started).as_describe())
             except (ValueError, ExecError) as e:
                 describe["parity.error"] = str(e)
+            describe["host_memory"] = _idle_footprint(started)
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
@@ -371,6 +372,18 @@ class Runner:
                 self.progress.advance(task)
         if active is not None:
             self.started[active].instance.pause()
+
+
+def _idle_footprint(inst: Instance) -> str:
+    """What the started instance holds on the host before any workload, in words: its total
+    and the programs it comes from (a sandbox's Sentry and Gofer, QEMU, an engine's shim)."""
+    fp = footprint.measure(inst)
+    mib = 1024 * 1024
+    parts = [f"{name} {b / mib:.1f}" for name, b in
+             sorted(fp.by_program().items(), key=lambda kv: -kv[1])[:4]]
+    if fp.kernel_bytes:
+        parts.append(f"cgroup kernel memory {fp.kernel_bytes / mib:.1f}")
+    return f"{fp.total_bytes / mib:.1f} MiB" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def _env_cpu_sample(before: envcpu.Snapshot, after: envcpu.Snapshot) -> Sample:
