@@ -20,12 +20,16 @@ differences between environments are the environments' own.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
 from isotax.environments.native import run_host
+from isotax.footprint import parse_ppid, with_descendants
 from isotax.model import SanityError
 from isotax.network import NetworkError, VethNamespace, netns_path
 
@@ -187,25 +191,134 @@ def open_loadgen() -> Iterator[NamespaceLoadGen]:
 
 # -- servers inside an environment --------------------------------------------------------
 
-def _wait_listening(inst: Instance, port: int, proto: str, pid: int, timeout: float) -> None:
-    """Wait inside the instance until something listens on port (LISTEN in /proc/net/tcp*, or
-    bound in /proc/net/udp*): /proc works natively, in containers and in the guest alike."""
-    table, state = ("tcp", "0A") if proto == "tcp" else ("udp", "07")
-    script = (
+# A socket's state in /proc/net/{tcp,udp}*: LISTEN for TCP; for UDP, bound and unconnected (07).
+_LISTEN_STATE = {"tcp": "0A", "udp": "07"}
+_POLL_S = 0.05
+
+
+def _listening_script(table: str) -> str:
+    """Inside the instance: wait until something listens on the port (LISTEN in /proc/net/tcp*,
+    or bound in /proc/net/udp*), for $1 s; with $6 = once, look once and exit 2 if not yet.
+    Exit 3 when the server ($4) has exited."""
+    return (
         'end=$(( $(date +%s) + $1 )); '
-        'while [ "$(date +%s)" -le "$end" ]; do '
+        'while :; do '
         '  [ -d /proc/$4 ] || { echo "server exited" >&2; exit 3; }; '
         f'  cat /proc/net/{table} /proc/net/{table}6 2>/dev/null | '
         '  awk -v p=":$2" -v s="$3" \'toupper($2) ~ p"$" && $4 == s {f=1} END {exit !f}\' '
         '  && exit 0; '
+        '  [ "$6" = once ] && exit 2; '
+        '  [ "$(date +%s)" -le "$end" ] || break; '
         '  sleep 0.05; '
         'done; echo "nothing listens on port $5 after $1 s" >&2; exit 1'
     )
-    done = inst.exec(["sh", "-c", script, "sh", str(max(1, int(timeout))), f"{port:04X}",
-                      state, str(pid), str(port)], timeout + 30)
-    if done.returncode != 0:
-        raise SanityError(f"server did not start listening on {proto} port {port}: "
-                          f"{(done.stderr or done.stdout).strip()[:200]}")
+
+
+def _wait_listening(inst: Instance, port: int, proto: str, pid: int, timeout: float) -> None:
+    """Wait until the server started as pid listens on port: seen in the instance's own /proc
+    (natively, in containers and in a guest alike) or, for an instance on the host's network,
+    as a socket of the instance's host processes in the host kernel's tables (host_listener)."""
+    table, state = proto, _LISTEN_STATE[proto]
+    argv = ["sh", "-c", _listening_script(table), "sh", str(max(1, int(timeout))),
+            f"{port:04X}", state, str(pid), str(port)]
+    if _network_of(inst)[1] != "host":
+        done = inst.exec(argv, timeout + 30)
+        if done.returncode != 0:
+            raise SanityError(f"server did not start listening on {proto} port {port}: "
+                              f"{(done.stderr or done.stdout).strip()[:200]}")
+        return
+    # The host's network: the environment's /proc/net may not list its own sockets (gVisor's
+    # hostinet lists its AF_INET ones but has no tcp6/udp6 at all: its Sentry cannot see the
+    # host's /proc/net/if_inet6 from its chroot, so iperf3's dual-stack socket is invisible
+    # inside). Look inside once per round (that also tells whether the server still runs),
+    # then at the host's tables.
+    deadline = time.monotonic() + timeout
+    while True:
+        done = inst.exec([*argv, "once"], 60)
+        if done.returncode == 0:
+            return
+        if done.returncode != 2:
+            raise SanityError(f"server did not start listening on {proto} port {port}: "
+                              f"{(done.stderr or done.stdout).strip()[:200]}")
+        if host_listener(inst, port, proto) is not None:
+            return
+        if time.monotonic() > deadline:
+            raise SanityError(
+                f"server did not start listening on {proto} port {port}: nothing of the "
+                f"environment listens on it after {timeout:.0f} s (neither its /proc/net nor "
+                "the host kernel's tables of its host processes show one)")
+        time.sleep(_POLL_S)
+
+
+def listening_inodes(table: str, port: int, state: str) -> set[int]:
+    """The inodes of the sockets bound to `port` in `state` (hex, "0A" = LISTEN) in the text
+    of a /proc/net/{tcp,tcp6,udp,udp6} table. Pure."""
+    out: set[int] = set()
+    for line in table.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 10 or ":" not in f[1] or not f[9].isdigit():
+            continue
+        if f[1].rsplit(":", 1)[1].upper() == f"{port:04X}" and f[3] == state and f[9] != "0":
+            out.add(int(f[9]))
+    return out
+
+
+def socket_inodes(fd_links: Iterable[str]) -> set[int]:
+    """The socket inodes among a process's fd link targets ("socket:[123]"). Pure."""
+    return {int(t[8:-1]) for t in fd_links
+            if t.startswith("socket:[") and t.endswith("]") and t[8:-1].isdigit()}
+
+
+def _fd_links(pid: int) -> list[str]:
+    out = []
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    for name in names:
+        with contextlib.suppress(OSError):
+            out.append(os.readlink(f"/proc/{pid}/fd/{name}"))
+    return out
+
+
+def _instance_pids(inst: Instance) -> list[int]:
+    """inst.host_pids() and every descendant of them."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(name)] = parse_ppid(Path(f"/proc/{name}/stat").read_text())
+    return with_descendants(inst.host_pids(), parents)
+
+
+def host_listener(inst: Instance, port: int, proto: str = "tcp") -> int | None:
+    """The host pid of the instance's process that holds a socket bound to port (LISTEN for
+    tcp), as the host kernel sees it in that process's own network namespace; None if none.
+
+    Only a socket the instance itself holds counts (its inode must be one of the fds of
+    inst.host_pids() or their descendants), so a host service on the same port does not pass
+    for the environment's server. It finds the sockets of environments whose sockets are host
+    kernel sockets (native, containers; gVisor's hostinet: the Sentry holds them)."""
+    state = _LISTEN_STATE[proto]
+    listening: dict[int, set[int]] = {}  # network namespace inode -> listening socket inodes
+    for pid in _instance_pids(inst):
+        held = socket_inodes(_fd_links(pid))
+        if not held:
+            continue
+        try:
+            netns = os.stat(f"/proc/{pid}/ns/net").st_ino
+        except OSError:
+            continue
+        if netns not in listening:
+            found: set[int] = set()
+            for table in (proto, f"{proto}6"):
+                with contextlib.suppress(OSError):
+                    text = Path(f"/proc/{pid}/net/{table}").read_text()
+                    found |= listening_inodes(text, port, state)
+            listening[netns] = found
+        if held & listening[netns]:
+            return pid
+    return None
 
 
 def start_server(inst: Instance, argv: Sequence[str], port: int, proto: str = "tcp",

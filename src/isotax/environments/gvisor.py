@@ -106,6 +106,33 @@ def overlay_words(overlay2: str | None, storage: str) -> str:
             "directory on the host: root writes stay in the sandbox (page cache + that file)")
 
 
+# -- what hostinet (--network=host) cannot do ---------------------------------------------------
+
+# Measured with the pinned runsc (tests/data/gvisor/hostinet-*.txt): hostinet passes only some
+# netdevice ioctls to the host, and SIOCGIFADDR is not one of them (ENOTTY); and its IPv6
+# support is probed with os.Stat("/proc/net/if_inet6") from inside the Sentry's chroot, whose
+# /proc is a minimal tmpfs without net/, so the probe fails: the sandbox has no
+# /proc/net/if_inet6, tcp6 or udp6, although AF_INET6 sockets work (they are host sockets).
+# PMIx (Open MPI's mpirun) finds its interfaces exactly that way (SIOCGIFADDR for IPv4,
+# /proc/net/if_inet6 for IPv6), finds none, and cannot open the TCP listener its ranks connect
+# to; no PMIx or mpirun setting gives it an address another way.
+HOSTINET_MPI_REASON = (
+    "gVisor with network = \"host\" (hostinet) cannot run mpirun: hostinet refuses the "
+    "SIOCGIFADDR ioctl (ENOTTY) and the sandbox has no /proc/net/if_inet6, so PMIx finds no "
+    "interface address for its server's TCP listener (\"The PMIx server's listener thread "
+    "failed to start\"); use network = \"bridge\" (gVisor's netstack) for the hpcc workloads")
+# mpirun's own words for it (Open MPI 4.1 with PMIx 4.2).
+PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
+
+
+def mpi_unsupported(describe: Mapping[str, str]) -> str | None:
+    """Why MPI (mpirun and its PMIx server) cannot run in an instance, from the instance's
+    describe(); None where nothing known stops it. Pure."""
+    if describe.get("kind") == "gvisor" and describe.get("network") == "host":
+        return HOSTINET_MPI_REASON
+    return None
+
+
 # -- platform probes (kvm) -----------------------------------------------------------------------
 
 _PLATFORM_OK: dict[tuple[str, str], Availability] = {}
@@ -225,7 +252,9 @@ class GvisorInstance(OciInstance):
             "platform": self.platform,
             "netstack": ("gVisor netstack (--network=sandbox) on the veth in isotax's netns"
                          if self.network == "bridge"
-                         else "host kernel sockets (--network=host, hostinet)"),
+                         else "host kernel sockets (--network=host, hostinet): no "
+                              "SIOCGIFADDR ioctl, no /proc/net/{if_inet6,tcp6,udp6} inside, so "
+                              "no mpirun (PMIx finds no interface address)"),
             "overlay2": overlay_words(self.overlay2, self.storage),
             "gofer": "runsc-gofer serves the rootfs and volume (directfs: the Sentry opens "
                      "files itself once the Gofer hands them over); own empty netns",
