@@ -97,6 +97,20 @@ def test_docker_runtime_flags_golden(runtime: str, flags: list[str]) -> None:
     golden(f"run-docker-{runtime}", argv)
 
 
+@pytest.mark.parametrize("numa_node", [None, 1])
+def test_run_argv_numa_golden(numa_node: int | None) -> None:
+    """numa_node: the node's CPUs and memory node as the container's cpuset; unset, none."""
+    argv = run_argv(name="itx-eng-abc123", image="itx-image:h",
+                    choices=Choices("host", "rootfs", "runc"), publish_on=None,
+                    runtime_flags=[], volume=None, bind_dir=None, vcpus=2, memory_mib=1024,
+                    cpuset=None if numa_node is None else ("4-5", str(numa_node)))
+    if numa_node is None:
+        assert "--cpuset-mems" not in argv and argv[argv.index("--cpuset-cpus") + 1] == "0-1"
+        return
+    golden("run-host-rootfs-numa", argv)
+    assert argv.count("--cpuset-cpus") == 1
+
+
 def test_podman_run_argv_golden() -> None:
     """Podman: the runtime goes before `run` (a path it remembers); the network is isotax's
     CNI network, not the engine's default `bridge`."""

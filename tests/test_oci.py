@@ -105,6 +105,10 @@ def test_bundle_config_limits_only_when_asked() -> None:
     assert lim["linux"]["resources"]["cpu"]["cpus"] == "0-1"
     assert lim["linux"]["resources"]["memory"]["limit"] == 256 << 20
     assert {"type": "network"} in lim["linux"]["namespaces"]
+    # numa_node: the node's CPUs and memory node replace vcpus' 0-based list on node 0.
+    node = bundle_config(root=Path("/r"), args=["a"], hostname="h", cgroups_path="/c",
+                         network=None, vcpus=2, cpuset=("8-9", "1"))
+    assert node["linux"]["resources"]["cpu"] == {"cpus": "8-9", "mems": "1"}
 
 
 # -- real containers --------------------------------------------------------------------------

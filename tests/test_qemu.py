@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -165,6 +166,9 @@ def test_qemu_argv_golden() -> None:
         "-netdev", "tap,id=net0,ifname=itx-tq1,script=no,downscript=no,vhost=off",
         "-device", "virtio-net-pci,netdev=net0,mac=52:54:00:aa:bb:cc",
     ]
+    # numa_node: the same command line under numactl, threads and memory on the node.
+    bound = qemu_argv(replace(cfg, numa_node=0))
+    assert bound == ["numactl", "--cpunodebind=0", "--membind=0", *qemu_argv(cfg)]
     kvm = qemu_argv(VmConfig(accel="kvm", vcpus=1, memory_mib=512, kernel=Path("k"),
                              initrd=None, backing=Path("d")))
     assert kvm[5:9] == ["-accel", "kvm", "-cpu", "host"]

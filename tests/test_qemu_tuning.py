@@ -319,6 +319,30 @@ def test_hugepage_reservation_is_given_back_exactly(tmp_path: Path, monkeypatch:
 
 @pytest.mark.integration
 @needs_root
+def test_hugepages_of_a_vm_bound_to_a_node_come_from_its_pool() -> None:
+    """numa_node: the node's own counter rises and falls back; the host-wide one follows."""
+    node = qemu_tuning.node_nr_hugepages(0)
+    if not node.exists():
+        pytest.skip(f"no {node}: this kernel shows no per-node hugepage pools")
+    before, total = int(node.read_text()), int(qemu_tuning.NR_HUGEPAGES.read_text())
+    r = qemu_tuning.HugepageReservation("qtestn", 8, node=0)  # 4 pages
+    try:
+        r.acquire()
+    except qemu_tuning.HugepageError as e:
+        pytest.skip(f"node 0 cannot give 4 hugepages: {e}")
+    try:
+        assert int(node.read_text()) == before + 4
+        assert int(qemu_tuning.NR_HUGEPAGES.read_text()) == total + 4
+        assert any("itx-qtestn" in x and str(node) in x
+                   for x in qemu_tuning.leaked_hugepage_reservations())
+    finally:
+        assert r.release() == []
+    assert int(node.read_text()) == before
+    assert not any("itx-qtestn" in x for x in qemu_tuning.leaked_hugepage_reservations())
+
+
+@pytest.mark.integration
+@needs_root
 def test_pinning_a_thread_of_another_process() -> None:
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one usable CPU: pinning cannot be told from no pinning")

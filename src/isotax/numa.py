@@ -12,7 +12,7 @@ matter, and the report says so instead of showing a 100% that means nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 NODE_ROOT = Path("/sys/devices/system/node")
@@ -77,3 +77,50 @@ def numactl_prefix(node: int | None) -> list[str]:
     if node is None:
         return []
     return ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5": the kernel's (and cpuset's, and Docker's) CPU list syntax."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cpus)):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def node_cpulist(node: int, root: Path | None = None) -> str:
+    """The CPU list of one node as the kernel writes it ("0-1"), from <root>/node<N>/cpulist
+    (root: NODE_ROOT, looked up at call time). ValueError, naming the node, where the node does
+    not exist or has no CPUs (a memory-only node: nothing to run a container's threads on)."""
+    path = (NODE_ROOT if root is None else root) / f"node{node}" / "cpulist"
+    try:
+        cpus = parse_cpulist(path.read_text())
+    except OSError as e:
+        raise ValueError(f"NUMA node {node} does not exist here ({path}: {e.strerror})") from e
+    if not cpus:
+        raise ValueError(f"NUMA node {node} has no CPUs (a memory-only node)")
+    return format_cpulist(cpus)
+
+
+def node_cpuset(node: int, vcpus: int | None = None, root: Path | None = None) -> str:
+    """The cpuset CPU list of an environment bound to a node: the node's CPUs, the first
+    `vcpus` of them where the plan also limits the CPU count (all of them where it asks for
+    more than the node has: a cpuset cannot hold CPUs of another node without leaving it)."""
+    cpus = parse_cpulist(node_cpulist(node, root))
+    return format_cpulist(cpus[:vcpus] if vcpus else cpus)
+
+
+def placement_words(node: int | None, how: str, cpus: str | None = None) -> str:
+    """describe()'s "numa": "scheduler" when unset, else what is bound and by what."""
+    if node is None:
+        return "scheduler"
+    if cpus is None:
+        return f"CPUs and memory on node {node} ({how})"
+    return f"CPUs {cpus} and memory on node {node} ({how})"

@@ -485,6 +485,8 @@ class Docker:
     kind: ClassVar[str] = "docker"
     description: ClassVar[str] = ("Docker: the image imported into dockerd (a private one if "
                                   "none runs); bridge+ports or host net; runc/crun/runsc")
+    # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
+    supports_numa: ClassVar[bool] = True
 
     def available(self) -> Availability:
         if os.geteuid() != 0:

@@ -64,6 +64,7 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen import PORTS
 from isotax.locks import exclusive
 from isotax.network import COMMENT, STATE_DIR, iptables
+from isotax.numa import node_cpuset, placement_words
 
 LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
 IMAGE_REPO = "itx-image"
@@ -166,13 +167,14 @@ def run_argv(*, name: str, image: str, choices: Choices, publish_on: str | None,
              runtime_flags: Sequence[str], volume: str | None, bind_dir: str | None,
              vcpus: int | None = None, memory_mib: int | None = None,
              limits: Sequence[str] = (), hold: Sequence[str] = (READY_HELPER, "--hold"),
-             extra: Sequence[str] = ()) -> list[str]:
+             extra: Sequence[str] = (), cpuset: tuple[str, str] | None = None) -> list[str]:
     """The arguments of `<engine> run` (after the engine's own global flags). Pure.
 
     publish_on: the host address the ports are published on (network "bridge"; None: none
     published, the load generator maps them to the container's address); runtime_flags:
     the engine's spelling of the runtime (`--runtime X`); volume: the named volume (storage
-    "volume"); bind_dir: the host directory (storage "bind")."""
+    "volume"); bind_dir: the host directory (storage "bind"); cpuset: (CPUs, memory nodes) of
+    a NUMA placement (numa_node), in place of vcpus' "0-<vcpus-1>"."""
     mem = memory_mib * 1024 * 1024 if memory_mib else mem_total_bytes()
     argv = ["run", "--detach", "--name", name, "--hostname", name[:63],
             "--label", f"{LABEL}=1", *runtime_flags, *extra]
@@ -188,7 +190,12 @@ def run_argv(*, name: str, image: str, choices: Choices, publish_on: str | None,
     argv += ["--tmpfs", f"{SCRATCH}:rw,nosuid,nodev,mode=1777",
              "--tmpfs", "/run:rw,nosuid,nodev,mode=755",
              "--shm-size", f"{mem // 2 // 1024}k", *limits]
-    if vcpus:
+    if cpuset is not None:
+        # The engine's runtime writes both into the container's cpuset cgroup: every
+        # process of the container (exec'd ones too) runs on these CPUs, its memory on
+        # these nodes.
+        argv += ["--cpuset-cpus", cpuset[0], "--cpuset-mems", cpuset[1]]
+    elif vcpus:
         argv += ["--cpuset-cpus", f"0-{vcpus - 1}" if vcpus > 1 else "0"]
     if memory_mib:
         argv += ["--memory", f"{memory_mib}m"]
@@ -465,6 +472,15 @@ class EngineInstance:
         # Ports: see the module's docstring. False: the load generator maps them (DNAT) to the
         # container's address on the engine's bridge; True: the engine's own `-p`.
         self.publish = bool(spec.options.get("publish", False))
+        # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
+        # count) and its memory, as the container's cpuset.
+        self.node_cpus: str | None = None
+        if spec.numa_node is not None:
+            try:
+                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
+            except ValueError as e:
+                raise Unavailable(Availability.no(f"{self.engine}: {e}",
+                                                  "fix numa_node in the plan")) from e
 
     # -- hooks for docker.py / podman.py ----------------------------------------------------
     def _prepare_engine(self, sw: Stopwatch) -> None:
@@ -514,7 +530,9 @@ class EngineInstance:
         argv = run_argv(name=self.name, image=ref, choices=self.choices, publish_on=publish_on,
                         runtime_flags=runtime, volume=self._volume,
                         bind_dir=str(self._bind) if self._bind else None, vcpus=spec.vcpus,
-                        memory_mib=spec.memory_mib, limits=host_limits(), extra=extra)
+                        memory_mib=spec.memory_mib, limits=host_limits(), extra=extra,
+                        cpuset=None if self.node_cpus is None
+                        else (self.node_cpus, str(spec.numa_node)))
         if publish_on:
             self.address = publish_on
         self.published = publish_on or ""
@@ -619,9 +637,11 @@ class EngineInstance:
             "network": self.choices.network,
             "address": self.address,
             "bridge": self.bridge_name,
-            "cpus": f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
+            "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
+            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
             else "no limit",
+            "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
             "seccomp": "the engine's default profile",
             "rootfs": f"{self.engine} image {image_ref(self.spec.image)} on the engine's "
                       "overlay storage driver, writable; tmpfs /tmp /run /dev/shm",

@@ -16,6 +16,11 @@ workloads run inside it next to that init, as they would in a small OS instance.
   nspawn starts: it is what memory and CPU limits, the freezer (pause), the footprint's kernel
   memory and the leak check work on. Commands run with nsenter into all of the container's
   namespaces and join its groups first.
+- NUMA placement (the plan's numa_node): the container's own cpuset group gets the node's CPUs
+  and memory node, so its init, everything it starts and every command isotax execs (they
+  join the groups first) run and allocate there. Where the host has no cpuset group to give
+  (cgroup v2 without the cpuset controller delegated), systemd-nspawn and every nsenter run
+  under numactl instead, which the processes they exec inherit.
 - Phases: create (nspawn is asked), started (the container's init runs: its PID 1 exists),
   first_instruction (the container's PID 1 has become the image's systemd: the image's
   own code runs), ready
@@ -58,6 +63,7 @@ from isotax.environments.oci import (
 )
 from isotax.footprint import cgroup_kernel_bytes
 from isotax.network import Bridge, Lease, netns_path
+from isotax.numa import node_cpuset, numactl_prefix, placement_words
 
 NSPAWN = "systemd-nspawn"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -145,6 +151,17 @@ class NspawnInstance:
         self._overlay = OverlayRoot(spec.workdir, self.machine)
         self._stopped = False
         self._paused = False
+        # NUMA placement: "cpuset" (the container's group) or "numactl" (no cpuset group here),
+        # decided once the groups exist; the node's CPUs (the first vcpus of them where the
+        # plan limits the count).
+        self.numa_how = ""
+        self.node_cpus: str | None = None
+        if spec.numa_node is not None:
+            try:
+                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
+            except ValueError as e:
+                raise Unavailable(Availability.no(f"nspawn: {e}",
+                                                  "fix numa_node in the plan")) from e
         try:
             self._start()
         except BaseException:
@@ -171,6 +188,7 @@ class NspawnInstance:
         self._make_cgroups()
         argv = nspawn_argv(machine=self.machine, root=root, readonly=spec.storage == "volume",
                            volume=self._volume, netns=netns)
+        argv = [*self._numactl(), *argv]
         (spec.workdir / f"{self.machine}.cmdline").write_text(shlex.join(argv) + "\n")
         sw.mark("create")
         with open(self.log, "wb") as log:
@@ -204,17 +222,37 @@ class NspawnInstance:
     def _make_cgroups(self) -> None:
         for d in self._cgroups:
             d.mkdir(exist_ok=True)
+        node = self.spec.numa_node
         for d in self._cgroups:
             # A v1 cpuset group starts empty: give it the parent's CPUs and nodes (or the
-            # plan's vCPUs) before any process may join it.
+            # plan's vCPUs, or its NUMA node's CPUs and memory) before any process may join.
             if d.parent.name == "cpuset":
                 cpus = (d.parent / "cpuset.cpus").read_text().strip()
-                if self.spec.vcpus:
+                mems = (d.parent / "cpuset.mems").read_text().strip()
+                if self.node_cpus is not None:
+                    cpus, mems, self.numa_how = self.node_cpus, str(node), "cpuset"
+                elif self.spec.vcpus:
                     cpus = f"0-{self.spec.vcpus - 1}"
                 (d / "cpuset.cpus").write_text(cpus)
-                (d / "cpuset.mems").write_text((d.parent / "cpuset.mems").read_text().strip())
+                (d / "cpuset.mems").write_text(mems)
+            elif (self.node_cpus is not None and d.parent == CGROUP_ROOT
+                  and (d / "cpuset.cpus").exists()):
+                # cgroup v2 with the cpuset controller: empty files mean the parent's.
+                (d / "cpuset.cpus").write_text(self.node_cpus)
+                (d / "cpuset.mems").write_text(str(node))
+                self.numa_how = "cpuset"
             if d.parent.name == "memory" and self.spec.memory_mib:
                 (d / "memory.limit_in_bytes").write_text(str(self.spec.memory_mib << 20))
+        if node is not None and not self.numa_how:
+            if shutil.which("numactl") is None:
+                raise Unavailable(Availability.no(
+                    "nspawn: numa_node needs a cpuset cgroup or numactl, and this host has "
+                    "neither", "apt-get install numactl (scripts/setup.sh)"))
+            self.numa_how = "numactl"
+
+    def _numactl(self) -> list[str]:
+        """numactl's prefix where the placement is not the cpuset group's (else none)."""
+        return numactl_prefix(self.spec.numa_node) if self.numa_how == "numactl" else []
 
     def _storage(self, rootfs: Path) -> Path:
         if self.storage == "volume":
@@ -257,7 +295,7 @@ class NspawnInstance:
             # reach (a frozen process cannot die): refuse, as `runc exec` does.
             return Completed(tuple(argv), 126, "", "the container is paused", 0.0)
         env = [f"{k}={v}" for k, v in {**GUEST_ENV, "TMPDIR": SCRATCH}.items()]
-        cmd = ["sh", "-c", join_cgroups_script(self._cgroups), "sh",
+        cmd = ["sh", "-c", join_cgroups_script(self._cgroups), "sh", *self._numactl(),
                "nsenter", f"--target={self._leader}", "--all", "--root", "--wd=/", "--",
                "env", "-i", *env, *argv]
         done = run_host(cmd, timeout)
@@ -273,9 +311,11 @@ class NspawnInstance:
             "network": self.network,
             "address": self.address,
             "bridge": self._bridge.name if self._bridge else "",
-            "cpus": f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
+            "cpus": f"{self.node_cpus} ({self.numa_how})" if self.node_cpus is not None
+            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
             else "no limit",
+            "numa": placement_words(self.spec.numa_node, self.numa_how, self.node_cpus),
             "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
                        else "image rootfs, read-only") + f"; tmpfs {SCRATCH}",
             "storage": (f"overlayfs rootfs, data in {self.data_dir}" if self.storage == "rootfs"
@@ -363,6 +403,9 @@ class Nspawn:
     kind: ClassVar[str] = "nspawn"
     description: ClassVar[str] = ("system container: systemd-nspawn boots the image's own init "
                                   "(systemd); host or bridge+NAT net")
+    # numa_node: the node's CPUs and memory in the container's cpuset group (numactl around
+    # nspawn and every exec where the host has no cpuset group).
+    supports_numa: ClassVar[bool] = True
 
     def available(self) -> Availability:
         if shutil.which(NSPAWN) is None:

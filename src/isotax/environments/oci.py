@@ -54,6 +54,7 @@ from isotax.footprint import cgroup_kernel_bytes
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import OCI_STATE_ROOT
 from isotax.network import Bridge, Lease, netns_path
+from isotax.numa import node_cpuset, placement_words
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
 # "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
@@ -196,9 +197,10 @@ def _mem_total_bytes() -> int:
 def bundle_config(*, root: Path, args: Sequence[str], hostname: str, cgroups_path: str,
                   network: str | None, readonly: bool = True, vcpus: int | None = None,
                   memory_mib: int | None = None, extra_mounts: Sequence[Mapping[str, Any]] = (),
-                  ) -> dict[str, Any]:
+                  cpuset: tuple[str, str] | None = None) -> dict[str, Any]:
     """An OCI runtime config. network: None shares the host's netns, "new" gives an empty
-    private one, anything else is the path of a netns to join."""
+    private one, anything else is the path of a netns to join. cpuset: (CPUs, memory nodes)
+    of a NUMA placement (numa_node), in place of vcpus' "0-<vcpus-1>" on node 0."""
     mem_bytes = memory_mib * 1024 * 1024 if memory_mib else _mem_total_bytes()
     # /dev/shm: half of memory, like a plain tmpfs, not Docker's 64 MB (MPI and databases use it).
     shm = f"size={mem_bytes // 2 // 1024}k"
@@ -214,7 +216,12 @@ def bundle_config(*, root: Path, args: Sequence[str], hostname: str, cgroups_pat
     elif network is not None:
         namespaces.append({"type": "network", "path": network})
     resources: dict[str, Any] = {"devices": [{"allow": False, "access": "rwm"}]}
-    if vcpus:
+    if cpuset is not None:
+        # The runtime writes both into the container's cpuset cgroup before its PID 1 runs:
+        # every process in the container, exec'd ones included, inherits them, and the
+        # kernel allocates their memory on these nodes only.
+        resources["cpu"] = {"cpus": cpuset[0], "mems": cpuset[1]}
+    elif vcpus:
         resources["cpu"] = {"cpus": f"0-{vcpus - 1}" if vcpus > 1 else "0", "mems": "0"}
     if memory_mib:
         resources["memory"] = {"limit": memory_mib * 1024 * 1024}
@@ -365,6 +372,15 @@ class OciInstance:
         self._overlay = OverlayRoot(spec.workdir, self.cid)
         self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
         self.milestones: Mapping[str, float] = {}
+        # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
+        # count) and its memory, as the container's cpuset.
+        self.node_cpus: str | None = None
+        if spec.numa_node is not None:
+            try:
+                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
+            except ValueError as e:
+                raise Unavailable(Availability.no(f"{self.rt.name}: {e}",
+                                                  "fix numa_node in the plan")) from e
         try:
             self._start()
         except BaseException:
@@ -394,10 +410,13 @@ class OciInstance:
         # "ready" means the runtime reports the container running.
         self.hold = [READY_HELPER, "--hold"] if helper.exists() else ["sleep", "infinity"]
         root, mounts = self._storage(rootfs)
+        cpuset = None
+        if self.node_cpus is not None:
+            cpuset = (self.node_cpus, str(spec.numa_node))
         write_bundle(self.bundle, bundle_config(
             root=root, args=self.hold, hostname=self.cid[:63], cgroups_path=f"/{self.cid}",
             network=netns, vcpus=spec.vcpus, memory_mib=spec.memory_mib,
-            readonly=self.storage != "rootfs", extra_mounts=mounts))
+            readonly=self.storage != "rootfs", extra_mounts=mounts, cpuset=cpuset))
         sw.mark("create")
         # Detached: the container's PID 1 inherits the log file as stdout/stderr (so do the
         # runtime's own error messages, which is where a failure is explained).
@@ -522,9 +541,11 @@ class OciInstance:
             "network": self.network,
             "address": self.address,
             "bridge": self._bridge.name if self._bridge else "",
-            "cpus": f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
+            "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
+            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
             else "no limit",
+            "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
             "seccomp": "none",
             "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
                        else "image rootfs, read-only") + "; tmpfs /tmp /run /dev/shm",
@@ -667,6 +688,8 @@ def probe(runtime: Runtime, timeout: float = 30) -> Availability:
 class _Oci:
     kind: ClassVar[str]
     description: ClassVar[str]
+    # numa_node: the node's CPUs and memory as the container's cpuset (linux.resources.cpu).
+    supports_numa: ClassVar[bool] = True
 
     def available(self) -> Availability:
         try:

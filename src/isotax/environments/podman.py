@@ -254,6 +254,8 @@ class Podman:
     kind: ClassVar[str] = "podman"
     description: ClassVar[str] = ("Podman (rootful, own storage): the image imported; "
                                   "bridge+ports (CNI) or host net; runc/crun/runsc")
+    # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
+    supports_numa: ClassVar[bool] = True
 
     def available(self) -> Availability:
         if os.geteuid() != 0:

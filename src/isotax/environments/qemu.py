@@ -19,6 +19,11 @@ Plan options (spec.options):
     profile     default | untuned | tuned, and each tuning knob on its own (cpu_model,
                 cpu_topology, cache_info, pin, pin_cpus, hugepages, iothread, vhost, vnuma):
                 see qemu_tuning. describe() gives every knob's effective value and why.
+NUMA placement (the plan's numa_node): QEMU runs under numactl, its threads and all of its
+memory on that host node (qemu_vm.qemu_argv says why numactl rather than a memory backend's
+host-nodes); the pin knob pins vCPUs to that node's CPUs only, vnuma is off, and hugepages
+come from that node's pool.
+
 network: "bridge" (a tap on an isotax bridge; the guest's address is the instance's address)
 or "none" (no NIC at all). A VM cannot share the host's network stack, so "host" is refused.
 
@@ -84,6 +89,7 @@ from isotax.environments.qemu_vm import (
     select_kernel,
 )
 from isotax.network import Bridge, Lease, uplink_mtu
+from isotax.numa import node_cpulist, placement_words
 
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0
@@ -186,11 +192,22 @@ class QemuInstance:
             raise Unavailable(Availability.no(
                 f"{kind}: data_disk_gib {opts.get('data_disk_gib')!r} is not a positive number",
                 "set options.data_disk_gib to a size in GiB, e.g. 4"))
+        self.node_cpus: str | None = None
+        if spec.numa_node is not None:
+            if shutil.which("numactl") is None:
+                raise Unavailable(Availability.no(
+                    f"{kind}: numa_node needs numactl, which is not installed",
+                    "apt-get install numactl (scripts/setup.sh)"))
+            try:
+                self.node_cpus = node_cpulist(spec.numa_node)
+            except ValueError as e:
+                raise Unavailable(Availability.no(f"{kind}: {e}",
+                                                  "fix numa_node in the plan")) from e
         self.probe = _resolve_accel(spec, str(opts.get("accel", "auto")))
         vcpus = spec.vcpus or os.cpu_count() or 1
         try:
             self.knobs: Knobs = resolve_knobs(opts, self.probe.accel, self.machine, vcpus,
-                                              host_facts())
+                                              host_facts(), spec.numa_node)
         except KnobError as e:
             raise Unavailable(Availability.no(f"{kind}: {e}", "fix the plan's options")) from e
         workdir = Path(spec.workdir)
@@ -220,7 +237,7 @@ class QemuInstance:
                 self.address = self._lease.ip
             hugepages_dir = None
             if self.knobs.hugepages:
-                self._hugepages = HugepageReservation(self._tag, memory_mib)
+                self._hugepages = HugepageReservation(self._tag, memory_mib, spec.numa_node)
                 try:
                     self._hugepages.acquire()
                 except (HugepageError, OSError) as e:
@@ -246,7 +263,8 @@ class QemuInstance:
                 machine=self.machine, cpu_model=self.knobs.cpu_model,
                 topology=self.knobs.topology, cache_info=self.knobs.cache_info,
                 hugepages_dir=hugepages_dir, iothread=self.knobs.iothread,
-                vhost=self.knobs.vhost, numa=self.knobs.numa, root_share=root_share,
+                vhost=self.knobs.vhost, numa=self.knobs.numa, numa_node=spec.numa_node,
+                root_share=root_share,
                 shares=tuple(shares),
                 tsc_khz=host_tsc_khz() if self.machine == "microvm" else None,
                 # isotax's plain VM keeps the initrd's default module set.
@@ -347,6 +365,7 @@ class QemuInstance:
                         f"vhost={'on' if self.cfg.vhost else 'off'}"
                         if self._bridge else "none"),
             "agent": "virtio-serial org.isotax.agent",
+            "numa": self._numa_words(),
             **self.knobs.describe(),
         }
         if self.pinned:
@@ -360,6 +379,13 @@ class QemuInstance:
                 d["vcpu_threads"] = f"unknown ({e})"
             d["qemu_pid"] = str(vm.proc.pid if vm.proc else "")
         return d
+
+    def _numa_words(self) -> str:
+        words = placement_words(self.spec.numa_node, "numactl around QEMU: every thread and "
+                                "all its memory, guest RAM included", self.node_cpus)
+        if self.spec.numa_node is not None and self._daemons:
+            words += "; virtiofsd is not bound"
+        return words
 
     def _disk_words(self) -> str:
         if self.cfg.root_share is not None:
@@ -458,6 +484,9 @@ class Qemu:
     description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel (KVM or TCG)"
 
     instance_class: ClassVar[type[QemuInstance]] = QemuInstance
+    # numa_node: QEMU under numactl (threads and memory on the node), pinning on its CPUs;
+    # microvm and vm9p inherit it.
+    supports_numa: ClassVar[bool] = True
 
     def __init__(self, image: Any = None) -> None:
         self.image = image

@@ -10,11 +10,13 @@ Knobs (plan options; a profile only sets their defaults):
     cache_info    on | off     host-cache-info=on: the host's cache sizes and sharing (CPUID 4)
     pin           on | off     each vCPU thread (QMP query-cpus-fast) pinned to one host CPU
     pin_cpus      "0,1"        host CPUs to pin to, in vCPU order (default: the CPUs isotax
-                               may run on)
+                               may run on; with the plan's numa_node, that node's CPUs, and
+                               pin_cpus must be on it)
     hugepages     on | off     guest RAM on 2 MiB hugetlbfs pages, preallocated
     iothread      on | off     virtio-blk served by a dedicated QEMU iothread
     vhost         auto | on | off   vhost-net for the NIC where /dev/vhost-net exists
-    vnuma         on | off     guest NUMA nodes mirroring the host's (needs >1 host node)
+    vnuma         on | off     guest NUMA nodes mirroring the host's (needs >1 host node;
+                               off where the plan binds the VM to one node, numa_node)
 
 Why "untuned" is what it is: OpenStack nova with no flavor extra specs gives one socket per
 vCPU, no pinning (hw:cpu_policy=shared), no hugepages (hw:mem_page_size unset), no iothreads,
@@ -159,9 +161,12 @@ def host_topology(vcpus: int, threads_per_core: int, cores_per_socket: int
 
 
 def resolve_knobs(options: Mapping[str, Any], accel: str, machine: str, vcpus: int,
-                  host: HostFacts) -> Knobs:
+                  host: HostFacts, numa_node: int | None = None) -> Knobs:
     """Effective knobs from the plan's options, its profile's defaults, and what this host,
-    accelerator and machine type allow. Pure; KnobError on a bad option value."""
+    accelerator and machine type allow. numa_node: the plan binds the whole VM to that host
+    node (QEMU runs under numactl, see qemu.py): pinning stays on its CPUs and guest nodes
+    spanning several host nodes (vnuma) are impossible. Pure; KnobError on a bad option
+    value."""
     profile = str(options.get("profile", "default"))
     if profile not in PROFILES:
         raise KnobError(f"options.profile = {profile!r} is not one of {', '.join(PROFILES)}")
@@ -203,17 +208,26 @@ def resolve_knobs(options: Mapping[str, Any], accel: str, machine: str, vcpus: i
         notes["cache_info"] = "host-cache-info=on: CPUID leaf 4 from the host, also under TCG"
 
     pin: tuple[int, ...] = ()
+    usable = host.cpus
+    where = "here"
+    if numa_node is not None:
+        # Only the node's CPUs: a vCPU pinned elsewhere would leave the node the plan binds
+        # the VM to (and numactl's CPU binding would refuse it anyway).
+        usable = tuple(c for c in dict(host.node_cpus).get(numa_node, ()) if c in host.cpus)
+        where = f"on NUMA node {numa_node}"
     if _bool("pin", want["pin"]):
         cpus = (parse_cpu_list(str(options["pin_cpus"])) if "pin_cpus" in options
-                else host.cpus)
-        bad = [c for c in cpus if c not in host.cpus]
+                else usable)
+        bad = [c for c in cpus if c not in usable]
         if bad or not cpus:
-            raise KnobError(f"options.pin_cpus: CPU(s) {bad or cpus} not usable here (usable: "
-                            f"{','.join(map(str, host.cpus))})")
+            raise KnobError(f"options.pin_cpus: CPU(s) {bad or cpus} not usable {where} "
+                            f"(usable: {','.join(map(str, usable)) or 'none'})")
         pin = tuple(cpus[i % len(cpus)] for i in range(vcpus))
         notes["pin"] = "vCPU threads from QMP query-cpus-fast, sched_setaffinity"
         if vcpus > len(cpus):
             notes["pin"] += f"; {vcpus} vCPUs share {len(cpus)} host CPUs"
+        if numa_node is not None:
+            notes["pin"] += f"; CPUs of NUMA node {numa_node} only"
 
     hugepages = _bool("hugepages", want["hugepages"])
     if hugepages:
@@ -241,7 +255,11 @@ def resolve_knobs(options: Mapping[str, Any], accel: str, machine: str, vcpus: i
     vnuma = _bool("vnuma", want["vnuma"])
     numa: tuple[tuple[int, int, int], ...] = ()
     nodes = [(n, c) for n, c in host.node_cpus if c]
-    if vnuma and len(nodes) < 2:
+    if vnuma and numa_node is not None:
+        vnuma = False
+        notes["vnuma"] = (f"asked, not applicable: numa_node = {numa_node} binds the whole VM "
+                          "to one host node")
+    elif vnuma and len(nodes) < 2:
         vnuma = False
         notes["vnuma"] = (f"asked, not applicable: the host has {host.numa_nodes} NUMA node, "
                           "nothing to mirror")
@@ -329,13 +347,24 @@ def pages_for(memory_mib: int) -> int:
     return math.ceil(memory_mib * 1024 / HUGEPAGE_KIB)
 
 
+def node_nr_hugepages(node: int, root: Path = Path("/sys/devices/system/node")) -> Path:
+    """The 2 MiB hugepage pool counter of one NUMA node."""
+    return root / f"node{node}" / "hugepages" / f"hugepages-{HUGEPAGE_KIB}kB" / "nr_hugepages"
+
+
 class HugepageReservation:
     """nr_hugepages raised by what one VM needs, and a hugetlbfs mounted for its memory file;
     release() unmounts and lowers nr_hugepages by exactly as much (so the old value comes back
-    when nothing else changed it meanwhile). Idempotent release; never raises from release."""
+    when nothing else changed it meanwhile). Idempotent release; never raises from release.
 
-    def __init__(self, tag: str, memory_mib: int) -> None:
+    node: the pages come from that NUMA node's pool (the VM is bound to it, numa_node). The
+    host-wide counter spreads new pages over all nodes, and a VM whose memory is bound to one
+    node cannot use another node's hugepages: its preallocation would fail part-way."""
+
+    def __init__(self, tag: str, memory_mib: int, node: int | None = None) -> None:
         self.tag = tag
+        self.node = node
+        self.counter = NR_HUGEPAGES if node is None else node_nr_hugepages(node)
         self.pages = pages_for(memory_mib)
         self.mountpoint = Path(f"/run/isotax/itx-hp-{tag}")
         self.added = 0
@@ -351,22 +380,24 @@ class HugepageReservation:
 
     def _acquire(self) -> None:
         with exclusive(LOCK):
-            before = int(NR_HUGEPAGES.read_text())
+            before = int(self.counter.read_text())
             self.before = before
             LEDGER.mkdir(parents=True, exist_ok=True)
             # The ledger first: a crash between the write and the ledger must not hide pages.
             (LEDGER / f"itx-{self.tag}").write_text(json.dumps(
-                {"pages": self.pages, "before": before, "pid": os.getpid()}))
+                {"pages": self.pages, "before": before, "pid": os.getpid(),
+                 "counter": str(self.counter)}))
             try:
-                NR_HUGEPAGES.write_text(str(before + self.pages))
+                self.counter.write_text(str(before + self.pages))
             except OSError as e:
-                raise HugepageError(f"cannot raise vm.nr_hugepages: {e.strerror}") from e
-            got = int(NR_HUGEPAGES.read_text()) - before
+                raise HugepageError(f"cannot raise {self.counter}: {e.strerror}") from e
+            got = int(self.counter.read_text()) - before
             self.added = max(0, got)
             if got < self.pages:
                 raise HugepageError(
-                    f"the kernel gave {got} of {self.pages} 2 MiB hugepages (memory too "
-                    "fragmented or too little free)")
+                    f"the kernel gave {got} of {self.pages} 2 MiB hugepages"
+                    + (f" on NUMA node {self.node}" if self.node is not None else "")
+                    + " (memory too fragmented or too little free)")
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         p = subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M",
                             f"itx-hp-{self.tag}", str(self.mountpoint)],
@@ -397,11 +428,11 @@ class HugepageReservation:
         if self.added:
             try:
                 with exclusive(LOCK):
-                    now = int(NR_HUGEPAGES.read_text())
-                    NR_HUGEPAGES.write_text(str(max(0, now - self.added)))
+                    now = int(self.counter.read_text())
+                    self.counter.write_text(str(max(0, now - self.added)))
                 self.added = 0
             except OSError as e:
-                errors.append(f"lowering vm.nr_hugepages by {self.added}: {e}")
+                errors.append(f"lowering {self.counter} by {self.added}: {e}")
         if not self.added:
             with contextlib.suppress(OSError):
                 (LEDGER / f"itx-{self.tag}").unlink()
@@ -414,13 +445,16 @@ def leaked_hugepage_reservations() -> list[str]:
         return []
     out = []
     for f in sorted(LEDGER.glob("itx-*")):
+        counter = "vm.nr_hugepages"
         try:
             d = json.loads(f.read_text())
             pages = int(d["pages"])
-        except (OSError, ValueError, KeyError):
+            if d.get("counter", str(NR_HUGEPAGES)) != str(NR_HUGEPAGES):
+                counter = str(d["counter"])  # one node's pool (a VM bound to a node)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pages = 0
-        out.append(f"hugepages reservation {f.name}: {pages} pages in vm.nr_hugepages "
-                   f"(lower vm.nr_hugepages by {pages}; rm {f})")
+        out.append(f"hugepages reservation {f.name}: {pages} pages in {counter} "
+                   f"(lower {counter} by {pages}; rm {f})")
     return out
 
 

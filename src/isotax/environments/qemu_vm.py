@@ -39,6 +39,7 @@ from isotax.environments.qemu_agent import AgentClient, AgentError, short_socket
 from isotax.environments.qemu_share import Share, share_argv
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
+from isotax.numa import numactl_prefix
 
 QEMU = "qemu-system-x86_64"
 QEMU_IMG = "qemu-img"
@@ -80,6 +81,7 @@ class VmConfig:
     iothread: bool = False  # virtio-blk disks on a dedicated iothread
     vhost: bool = False  # vhost-net for the NIC
     numa: tuple[tuple[int, int, int], ...] = ()  # guest nodes: (host node, first, last vCPU)
+    numa_node: int | None = None  # the plan's numa_node: all of QEMU bound to this host node
     # -- root file system: the qcow2 overlay disk, or a share (9p / virtio-fs) tagged ROOT_TAG
     root_share: Share | None = None
     shares: tuple[Share, ...] = ()  # more shares (a volume), mounted by the host's agent calls
@@ -188,8 +190,16 @@ def qemu_argv(cfg: VmConfig) -> list[str]:
     if "-object" in mem and not cfg.numa:
         machine += ",memory-backend=mem"
     io = ",iothread=io0" if cfg.iothread else ""
+    # The plan's numa_node: QEMU runs under `numactl --cpunodebind=N --membind=N`, not with
+    # `memory-backend-*,host-nodes=N,policy=bind`. The backend's policy binds guest RAM only;
+    # numactl binds every thread QEMU will ever make (vCPUs, iothreads, the main loop, TCG's
+    # translation threads: all inherit the affinity) and every page it allocates (guest RAM,
+    # and TCG's code cache, device and block-layer buffers: the VM's cost lives there too),
+    # before QEMU's first instruction, the same way the native baseline is bound. The pin
+    # knob then narrows each vCPU thread to one CPU of that node (qemu_tuning).
     argv = [
-        QEMU, "-name", "isotax,debug-threads=on", "-machine", machine, *_cpu_argv(cfg),
+        *numactl_prefix(cfg.numa_node), QEMU, "-name", "isotax,debug-threads=on",
+        "-machine", machine, *_cpu_argv(cfg),
         *mem, "-nodefaults", "-nographic", "-no-reboot", "-no-user-config",
         *(["-object", "iothread,id=io0"] if cfg.iothread else []),
         "-kernel", str(cfg.kernel),
