@@ -80,6 +80,21 @@ def test_mpirun_failure_is_the_known_one() -> None:
     assert mpi_unsupported({"kind": "gvisor", "network": "host"}) == HOSTINET_MPI_REASON
     assert mpi_unsupported({"kind": "gvisor", "network": "bridge"}) is None
     assert mpi_unsupported({"kind": "runc", "network": "host"}) is None
+    # an engine running runsc on the host network has the same hostinet
+    assert mpi_unsupported({"kind": "docker", "runtime": "runsc", "network": "host"}) \
+        == HOSTINET_MPI_REASON
+    assert mpi_unsupported({"kind": "docker", "runtime": "runc", "network": "host"}) is None
+    # and the hpcc workloads say so before anything runs: n/a, not a failure
+    from isotax.applicability import why_not_applicable
+    from isotax.workloads.linpack import Linpack
+
+    class _Described:
+        address = "127.0.0.1"
+
+        def describe(self) -> dict[str, str]:
+            return {"kind": "gvisor", "network": "host"}
+
+    assert why_not_applicable(Linpack(), _Described(), {}) == HOSTINET_MPI_REASON  # type: ignore[arg-type]
     assert "\n" not in HOSTINET_MPI_REASON and "bridge" in HOSTINET_MPI_REASON
 
 

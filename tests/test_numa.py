@@ -116,7 +116,9 @@ def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path:
         assert envs["native"].available
         if 63 not in nodes():
             assert "NUMA node 63 does not exist here" in envs["far"].reason
-        assert "does not place CPUs and memory on a NUMA node" in envs["runc-pinned"].reason
+        # runc binds the container's cpuset to the node, and says so
+        assert envs["runc-pinned"].available, envs["runc-pinned"].reason
+        assert "(cpuset)" in envs["runc-pinned"].describe["numa"]
         d = analyze(store, run_id)
     finally:
         store.close()

@@ -128,7 +128,10 @@ PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
 def mpi_unsupported(describe: Mapping[str, str]) -> str | None:
     """Why MPI (mpirun and its PMIx server) cannot run in an instance, from the instance's
     describe(); None where nothing known stops it. Pure."""
-    if describe.get("kind") == "gvisor" and describe.get("network") == "host":
+    if describe.get("network") != "host":
+        return None
+    # gVisor itself, or an engine (docker, podman) running runsc: the same hostinet.
+    if describe.get("kind") == "gvisor" or describe.get("runtime") == "runsc":
         return HOSTINET_MPI_REASON
     return None
 
@@ -260,7 +263,9 @@ class GvisorInstance(OciInstance):
                      "files itself once the Gofer hands them over); own empty netns",
             "runsc_flags": " ".join(self.rt.flags),
             "affinity": "taskset/sched_setaffinity inside the sandbox binds only gVisor's own "
-                        "tasks; the Sentry's host threads run on any host CPU",
+                        "tasks; the Sentry's host threads run on any CPU of the container's "
+                        "cpuset" + (f" (node {self.spec.numa_node}'s)"
+                                    if self.spec.numa_node is not None else " (every host CPU)"),
             "first_instruction": "seen in the log (the sandbox's CLOCK_MONOTONIC is its own, "
                                  "not the host's, so the marker's stamp is not used)",
         })
@@ -281,6 +286,8 @@ class Gvisor:
     kind: ClassVar[str] = "gvisor"
     description: ClassVar[str] = ("gVisor (runsc) sandbox over the runc bundle: platform "
                                   "systrap/ptrace/kvm, its netstack on a bridge or host net")
+    # numa_node: the bundle's cpuset (oci.py) holds the Sentry, the Gofer and the stubs.
+    supports_numa: ClassVar[bool] = True
 
     def available(self) -> Availability:
         try:

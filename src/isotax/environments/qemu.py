@@ -89,7 +89,7 @@ from isotax.environments.qemu_vm import (
     select_kernel,
 )
 from isotax.network import Bridge, Lease, uplink_mtu
-from isotax.numa import node_cpulist, placement_words
+from isotax.numa import node_cpulist, numactl_prefix, placement_words
 
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0
@@ -309,7 +309,8 @@ class QemuInstance:
                     f"{self.kind}: share virtiofs needs virtiofsd, and none is installed",
                     "apt-get install qemu-system-common (QEMU 7.2 ships one), or cargo "
                     "install virtiofsd"))
-            d = Virtiofsd(binary, sh, workdir)
+            # Bound with QEMU: the daemon's threads copy the guest's file data.
+            d = Virtiofsd(binary, sh, workdir, numactl_prefix(self.spec.numa_node))
             self._daemons.append(d)
             d.start()
 
@@ -384,7 +385,7 @@ class QemuInstance:
         words = placement_words(self.spec.numa_node, "numactl around QEMU: every thread and "
                                 "all its memory, guest RAM included", self.node_cpus)
         if self.spec.numa_node is not None and self._daemons:
-            words += "; virtiofsd is not bound"
+            words += "; virtiofsd too"
         return words
 
     def _disk_words(self) -> str:

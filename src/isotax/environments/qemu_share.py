@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,18 +104,20 @@ def virtiofsd_argv(binary: str, flavour: str, share: Share, socket: str) -> list
 class Virtiofsd:
     """One virtiofsd serving one share; started before QEMU (QEMU connects to its socket)."""
 
-    def __init__(self, binary: str, share: Share, workdir: Path) -> None:
+    def __init__(self, binary: str, share: Share, workdir: Path,
+                 prefix: Sequence[str] = ()) -> None:
         self.binary = binary
         self.flavour = virtiofsd_flavour(binary)
         self.share = share
         self.workdir = workdir
+        self.prefix = list(prefix)  # e.g. numactl binding it to the VM's NUMA node
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = workdir / f"virtiofsd-{share.tag}.log"
 
     def start(self, timeout: float = 20.0) -> None:
         sock = self.workdir / self.share.socket
         sock.unlink(missing_ok=True)
-        argv = virtiofsd_argv(self.binary, self.flavour, self.share, str(sock))
+        argv = self.prefix + virtiofsd_argv(self.binary, self.flavour, self.share, str(sock))
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, cwd=self.workdir, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT,

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from isotax.environments.base import ExecError, Instance
+from isotax.environments.gvisor import mpi_unsupported
 from isotax.model import Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core
 from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text
@@ -280,6 +281,11 @@ class HpccWorkload:
     tools: ClassVar[Mapping[str, Sequence[str]]] = TOOLS
     needs_loadgen: ClassVar[bool] = False
     params: ClassVar[Sequence[ParamSpec]]
+
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        """mpirun cannot start where its PMIx server finds no interface address (gVisor on
+        the host network)."""
+        return mpi_unsupported(inst.describe())
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         check_tools(inst)
