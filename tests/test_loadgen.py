@@ -233,3 +233,27 @@ def test_rr(inst: Instance, loadgen: NamespaceLoadGen, proto: str) -> None:
     assert tail.labels["sockperf_p99_us"] <= tail.value
     for program in ("netserver", "sockperf"):
         assert running_in(inst, program) == 0
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(why_not_root_and("runc") is not None, reason=why_not_root_and("runc") or "")
+def test_split_placement_needs_two_cpus(image: ImageArtifacts, tmp_path: Path) -> None:
+    """With one CPU, "split" would put the server on the client's CPU: same-cpu under another
+    name. The point is not applicable there, with the reason."""
+    from isotax import registry
+    from isotax.environments.base import EnvSpec
+    from isotax.loadgen import pinning
+    from isotax.model import NotApplicable
+
+    for vcpus, want in ((1, None), (2, ["taskset", "-c", "1"])):
+        inst = registry.environments()["runc"]().start(EnvSpec(
+            name=f"test-split{vcpus}", kind="runc", image=image, workdir=tmp_path / str(vcpus),
+            vcpus=vcpus))
+        try:
+            if want is None:
+                with pytest.raises(NotApplicable, match=r"split needs 2 CPUs.*it has 1"):
+                    pinning(inst, "split")
+            else:
+                assert pinning(inst, "split") == (["taskset", "-c", "0"], want)
+        finally:
+            inst.stop()

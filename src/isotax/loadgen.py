@@ -30,7 +30,7 @@ from pathlib import Path
 from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
 from isotax.environments.native import run_host
 from isotax.footprint import parse_ppid, with_descendants
-from isotax.model import SanityError
+from isotax.model import NotApplicable, SanityError
 from isotax.network import NetworkError, VethNamespace, netns_path
 
 # The ports isotax's servers listen on inside an environment: unusual numbers, so they do not
@@ -394,5 +394,9 @@ def pinning(inst: Instance, placement: str) -> tuple[list[str], list[str]]:
         except ValueError:
             raise SanityError(f"nproc in the environment: {done.stderr.strip()[:100]}") \
                 from None
-        return ["taskset", "-c", "0"], ["taskset", "-c", str(max(0, last))]
+        if last < 1:
+            # The server would share CPU 0 with the client: that is same-cpu, mislabelled.
+            raise NotApplicable(f"placement split needs 2 CPUs in the environment, it has "
+                                f"{last + 1}; use placement same-cpu, or give it vcpus >= 2")
+        return ["taskset", "-c", "0"], ["taskset", "-c", str(last)]
     raise ValueError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
