@@ -47,7 +47,7 @@ INSTALL_FIX = ("sudo bash scripts/setup.sh (builds the runsc version it pins wit
 PLATFORMS = ("systrap", "ptrace", "kvm")
 DEFAULT_PLATFORM = "systrap"
 # The plan's network -> runsc's --network.
-NETWORKS = {"bridge": "sandbox", "host": "host"}
+NETWORKS = {"bridge": "sandbox", "host": "host", "none": "none"}
 OPTIONS = ("platform", "overlay2")
 # A platform that hangs (kvm on a host whose /dev/kvm is not the real thing) is given this long
 # to run /bin/true before it is declared unusable.
@@ -253,11 +253,13 @@ class GvisorInstance(OciInstance):
             "kind": "gvisor",
             "runtime": f"runsc {self.rt.version()} ({self.rt.binary})",
             "platform": self.platform,
-            "netstack": ("gVisor netstack (--network=sandbox) on the veth in isotax's netns"
-                         if self.network == "bridge"
-                         else "host kernel sockets (--network=host, hostinet): no "
-                              "SIOCGIFADDR ioctl, no /proc/net/{if_inet6,tcp6,udp6} inside, so "
-                              "no mpirun (PMIx finds no interface address)"),
+            "netstack": {
+                "bridge": "gVisor netstack (--network=sandbox) on the veth in isotax's netns",
+                "host": "host kernel sockets (--network=host, hostinet): no SIOCGIFADDR "
+                        "ioctl, no /proc/net/{if_inet6,tcp6,udp6} inside, so no mpirun (PMIx "
+                        "finds no interface address)",
+                "none": "none (--network=none): loopback only",
+            }.get(self.network, self.network),
             "overlay2": overlay_words(self.overlay2, self.storage),
             "gofer": "runsc-gofer serves the rootfs and volume (directfs: the Sentry opens "
                      "files itself once the Gofer hands them over); own empty netns",

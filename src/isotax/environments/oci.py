@@ -394,8 +394,9 @@ class OciInstance:
         if not (rootfs / "bin").exists():
             raise Unavailable(Availability.no(
                 f"image rootfs {rootfs} is missing or empty", "build it: isotax image build"))
-        if spec.network not in ("host", "bridge"):
-            raise ValueError(f"network {spec.network!r}: {self.rt.name} supports host, bridge")
+        if spec.network not in ("host", "bridge", "none"):
+            raise ValueError(f"network {spec.network!r}: {self.rt.name} supports host, bridge, "
+                             "none")
         if spec.storage not in STORAGES:
             raise ValueError(f"storage {spec.storage!r}: {self.rt.name} supports "
                              + ", ".join(STORAGES))
@@ -405,6 +406,9 @@ class OciInstance:
             assert self._lease.netns is not None
             netns = netns_path(self._lease.netns)
             self.address = self._lease.ip
+        elif spec.network == "none":
+            netns = "new"  # a network namespace of its own with only loopback in it
+            self.address = ""  # nothing outside can reach it
         helper = rootfs / READY_HELPER.lstrip("/")
         # Until the image carries itx-ready, `sleep infinity` holds the container open; then
         # "ready" means the runtime reports the container running.
@@ -705,14 +709,14 @@ class _Oci:
 class Runc(_Oci):
     kind: ClassVar[str] = "runc"
     description: ClassVar[str] = ("runc container: image rootfs (read-only, or overlayfs), "
-                                  "host or bridge+NAT net")
+                                  "host, bridge+NAT or no net")
 
 
 @register
 class Crun(_Oci):
     kind: ClassVar[str] = "crun"
     description: ClassVar[str] = ("crun container: image rootfs (read-only, or overlayfs), "
-                                  "host or bridge+NAT net")
+                                  "host, bridge+NAT or no net")
 
 
 # -- start time ------------------------------------------------------------------------------------

@@ -1,0 +1,72 @@
+"""Not applicable, for real: a run over native and containers without a network, where the
+network workload is n/a with the reason and the CPU workload runs, in runc and in gVisor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import why_not_root_and
+
+from isotax.analysis import analyze
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellStatus
+from isotax.plan import parse_plan
+from isotax.report import markdown
+from isotax.runner import Runner, new_run_id
+from isotax.store.sqlite import SQLiteStore
+
+PLAN = """
+name = "t-na"
+seed = 5
+repetitions = 2
+warmups = 0
+parity = "flag"
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc-offline"
+kind = "runc"
+network = "none"
+[[environments]]
+name = "gvisor-offline"
+kind = "gvisor"
+network = "none"
+[[workloads]]
+name = "compress"
+params = { corpus_mib = 1, threads = 1 }
+[[workloads]]
+name = "rr"
+params = { seconds = 1, tail = false }
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(why_not_root_and("runc") is not None, reason=why_not_root_and("runc") or "")
+def test_network_workload_is_na_without_a_network(image: ImageArtifacts,
+                                                  tmp_path: Path) -> None:
+    plan = parse_plan(PLAN)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, PLAN, plan.seed, {"hostname": "h"})
+    try:
+        assert Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id) == "complete"
+        envs = {e.name: e for e in store.environments(run_id)}
+        offline = [n for n in ("runc-offline", "gvisor-offline") if envs[n].available]
+        assert "runc-offline" in offline, envs["runc-offline"].reason
+        from isotax import registry
+
+        if registry.environments()["gvisor"]().available().ok:
+            assert "gvisor-offline" in offline, envs["gvisor-offline"].reason
+        by = {(c.key.environment, c.key.workload): c for c in store.cells(run_id)}
+        for env in offline:
+            na = by[(env, "rr")]
+            assert na.status is CellStatus.NOT_APPLICABLE and not na.samples
+            assert 'network = "none"' in na.reason
+            assert by[(env, "compress")].status is CellStatus.OK  # the rest runs
+        assert by[("native", "rr")].status is CellStatus.OK
+        md = markdown.render(analyze(store, run_id))
+    finally:
+        store.close()
+    assert "## Not applicable" in md and "## Failures" not in md
