@@ -453,3 +453,40 @@ def test_engine_published_ports(kind: str, keeper: Instance, image: ImageArtifac
 def ipv4_hex(addr: str) -> str:
     """An IPv4 address as /proc/net/tcp writes it (little-endian hex)."""
     return "".join(f"{int(b):02X}" for b in reversed(addr.split(".")))
+
+
+def test_docker_runs_shim_runtimes_from_23() -> None:
+    from isotax.environments.docker import runs_shim_runtimes
+
+    assert not runs_shim_runtimes("20.10.24+dfsg1")  # Debian 12's docker.io
+    assert runs_shim_runtimes("23.0.0") and runs_shim_runtimes("27.3.1")
+    assert not runs_shim_runtimes("")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("kind", ["docker", "podman"])
+def test_kata_through_the_engine_or_why_not(kind: str, keeper: Instance,
+                                            image: ImageArtifacts, tmp_path: Path) -> None:
+    """kata runs where Kata's shim and a Docker that drives it are installed; everywhere else
+    the environment is unavailable with one line saying which of them is missing."""
+    import shutil
+
+    from isotax.environments.engine import KATA_SHIM
+
+    try:
+        inst = _start(kind, image, tmp_path, "bridge", options={"runtime": "kata"})
+    except Unavailable as e:
+        why = str(e)
+        if kind == "podman":
+            assert "podman cannot run Kata Containers" in why
+        elif shutil.which(KATA_SHIM) is None:
+            assert f"no {KATA_SHIM} on PATH" in why and "fix:" in why
+        else:
+            assert "Docker 23" in why or "kata" in why.lower()
+        assert "\n" not in why
+        return
+    try:
+        assert inst.describe()["runtime"].startswith("kata")
+        assert inst.exec(["true"], 120).returncode == 0
+    finally:
+        inst.stop()

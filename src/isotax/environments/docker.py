@@ -30,6 +30,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -50,6 +51,9 @@ from isotax.environments.base import (
     register,
 )
 from isotax.environments.engine import (
+    KATA_INSTALL,
+    KATA_RUNTIME_TYPE,
+    KATA_SHIM,
     EngineCli,
     EngineError,
     EngineInstance,
@@ -103,6 +107,13 @@ def runsc_platform(runsc: Path) -> str:
     except (OSError, subprocess.TimeoutExpired):
         version = ""
     return "ptrace" if "20221219" in version else "systrap"
+
+
+def runs_shim_runtimes(server_version: str) -> bool:
+    """Whether a dockerd of this version runs a containerd shim v2 runtime by its name (e.g.
+    `--runtime io.containerd.kata.v2`): Docker 23.0 and later (moby #43800). Pure."""
+    m = re.match(r"(\d+)\.", server_version.strip())
+    return m is not None and int(m.group(1)) >= 23
 
 
 def daemon_config(runtimes_dir: Path, crun_wrapper: Path | None) -> dict[str, Any]:
@@ -399,6 +410,8 @@ class DockerInstance(EngineInstance):
 
     def _runtime_flags(self) -> tuple[list[str], list[str]]:
         rt = self.choices.runtime
+        if rt == "kata":
+            return self._kata_flags()
         name = "runsc-host" if rt == "runsc" and self.choices.network == "host" else rt
         if rt != "runc":
             info = self.cli.call("info", "--format", "{{json .Runtimes}}", timeout=30).stdout
@@ -410,6 +423,23 @@ class DockerInstance(EngineInstance):
                 raise Unavailable(Availability.no(f"dockerd has no runtime {name!r}", fix))
         self._runtime_words = self._runtime_version(rt)
         return [], ["--runtime", name]
+
+    def _kata_flags(self) -> tuple[list[str], list[str]]:
+        """Kata's own containerd shim, named by its runtime type (Docker 23+ passes a name it
+        does not know to containerd, which finds containerd-shim-kata-v2 on PATH)."""
+        shim = shutil.which(KATA_SHIM)
+        if shim is None:
+            raise Unavailable(Availability.no(
+                f"Kata Containers is not installed (no {KATA_SHIM} on PATH)", KATA_INSTALL))
+        version = self.cli.call("version", "--format", "{{.Server.Version}}",
+                                timeout=30).stdout.strip()
+        if not runs_shim_runtimes(version):
+            raise Unavailable(Availability.no(
+                f"dockerd {version or '(version unknown)'} cannot run a runtime with its own "
+                "containerd shim, such as Kata's (Docker 23 and later can)",
+                "install Docker 23 or later (docker-ce) for kata through the engine"))
+        self._runtime_words = f"kata ({shim}, {KATA_RUNTIME_TYPE}) via dockerd {version}"
+        return [], ["--runtime", KATA_RUNTIME_TYPE]
 
     def _runtime_version(self, rt: str) -> str:
         if rt == "runsc":
@@ -484,7 +514,7 @@ class DockerInstance(EngineInstance):
 class Docker:
     kind: ClassVar[str] = "docker"
     description: ClassVar[str] = ("Docker: the image imported into dockerd (a private one if "
-                                  "none runs); bridge+ports or host net; runc/crun/runsc")
+                                  "none runs); bridge+ports or host net; runc/crun/runsc/kata")
     # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
     supports_numa: ClassVar[bool] = True
 

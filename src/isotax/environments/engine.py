@@ -23,7 +23,10 @@ PID 1; workloads run through `<engine> exec`. The plan's axes map onto the engin
   storage  "rootfs": data in the container's own overlay root filesystem (the engine's
            storage driver); "volume": a named engine volume at /mnt;
            options.storage = "bind": a host directory under the workdir bind-mounted at /mnt.
-  runtime  options.runtime = runc | crun | runsc, run by the engine.
+  runtime  options.runtime = runc | crun | runsc | kata, run by the engine. kata is Kata
+           Containers' containerd shim v2 (each container in its own small VM): Docker 23 and
+           later drive it by the shim's name; podman cannot (Kata 2 dropped the OCI
+           command-line runtime podman needs). It also needs hardware virtualisation.
 
 The engine-specific parts (which daemon, how to name a runtime, which processes belong to a
 container) live in docker.py and podman.py; everything here is pure or engine-neutral.
@@ -70,7 +73,12 @@ LABEL = "isotax"  # every container, volume, network and image isotax makes carr
 IMAGE_REPO = "itx-image"
 NETWORKS = ("bridge", "host")
 STORAGES = ("rootfs", "volume", "bind")  # "bind" only through options.storage
-RUNTIMES = ("runc", "crun", "runsc")
+RUNTIMES = ("runc", "crun", "runsc", "kata")
+KATA_SHIM = "containerd-shim-kata-v2"
+KATA_RUNTIME_TYPE = "io.containerd.kata.v2"
+KATA_INSTALL = ("install Kata Containers 3 (its release tarball puts containerd-shim-kata-v2 in "
+                "/opt/kata/bin; link it into /usr/local/bin) on a host with hardware KVM; "
+                "meanwhile kind \"vm9p\" is the same shape (a container's rootfs in a microVM)")
 # Ports published over UDP as well as TCP: the request-response tests' UDP variants.
 UDP_PORTS = ("netperf-data", "sockperf")
 _IMPORT_LOCK = STATE_DIR / "engine-import.lock"

@@ -162,6 +162,11 @@ class PodmanInstance(EngineInstance):
     def _runtime_choice(self) -> tuple[list[str], list[str]]:
         rt = self.choices.runtime
         wrappers = RUNROOT / "runtimes"
+        if rt == "kata":
+            raise Unavailable(Availability.no(
+                "podman cannot run Kata Containers 2 or later: Kata ships only a containerd "
+                "shim v2 (containerd-shim-kata-v2), no OCI command-line runtime for conmon",
+                'use kind "docker" (Docker 23+) with options.runtime = "kata"'))
         if rt == "runc":
             path = shutil.which("runc")
             if path is None:
