@@ -144,8 +144,9 @@ def test_bad_choices_are_one_clear_line() -> None:
         Choices.of(spec(network="none"), "docker")
     with pytest.raises(ValueError, match=r"storage 'tmpfs'.*options.storage = \"bind\""):
         Choices.of(spec(storage="tmpfs"), "docker")
-    with pytest.raises(ValueError, match=r"options.runtime 'kata'; use one of runc, crun"):
-        Choices.of(spec(options={"runtime": "kata"}), "docker")
+    with pytest.raises(ValueError, match=r"options.runtime 'youki'; use one of runc, crun, "
+                                         "runsc, kata"):
+        Choices.of(spec(options={"runtime": "youki"}), "docker")
     with pytest.raises(ValueError, match=r"unknown option\(s\) platform"):
         Choices.of(spec(options={"platform": "x"}), "podman")
     assert Choices.of(spec(storage="volume", options={"storage": "bind"}),
