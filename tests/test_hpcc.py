@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from isotax.image.artifacts import ImageArtifacts
 from isotax.model import SanityError
 from isotax.parsers import hpcc as p
 from isotax.workloads import hpcc as drv
@@ -318,3 +319,69 @@ def test_hpcc_killed_by_its_time_limit() -> None:
         assert _procs_in(inst.scratch) == []
     finally:
         inst.stop()
+
+
+SIGILL = Path(__file__).parent / "data" / "hpcc-sigill"
+
+
+def test_sigill_of_opteron_kernels_on_qemu64_is_explained() -> None:
+    """Captured in the untuned VM (qemu64: AuthenticAMD family 15, no 3DNow!): OpenBLAS
+    picked Opteron and its femms trapped (tests/data/hpcc-sigill)."""
+    guest = (SIGILL / "guest-cpuinfo.txt").read_text()
+    core = p.parse_openblas_core((SIGILL / "guest-openblas-core.txt").read_text())
+    assert core == "Opteron"
+    why = p.why_sigill(guest, core)
+    assert why is not None and "femms" in why and "AMD family 15" in why and "kvm64" in why
+    # other kernels, or a host that is not AMD family 15 without 3DNow!, are not this trap
+    assert p.why_sigill(guest, "Prescott") is None
+    assert p.why_sigill((SIGILL / "host-cpuinfo.txt").read_text(), "Opteron") is None
+    assert p.why_sigill(guest.replace("3dnowprefetch", "3dnowprefetch 3dnow"), core) is None
+
+
+UNTUNED = """
+name = "t-sigill"
+seed = 2
+repetitions = 2
+warmups = 0
+parity = "flag"
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "untuned"
+kind = "qemu"
+network = "none"
+memory_mib = 1024
+options = { profile = "untuned", accel = "tcg" }
+[[workloads]]
+name = "linpack"
+params = { n = 200, nb = 64 }
+"""
+
+
+@pytest.mark.integration
+def test_linpack_in_the_untuned_vm_is_not_applicable(image: ImageArtifacts,
+                                                      tmp_path: Path) -> None:
+    """A real untuned VM: its first linpack dies with SIGILL, that point is n/a with the
+    reason, and the second repetition is not run again."""
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 is not installed (scripts/setup.sh installs it)")
+    from isotax.model import CellStatus
+    from isotax.plan import parse_plan
+    from isotax.runner import Runner, new_run_id
+    from isotax.store.sqlite import SQLiteStore
+
+    plan = parse_plan(UNTUNED)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, UNTUNED, plan.seed, {"hostname": "h"})
+    try:
+        assert Runner(plan, UNTUNED, store, image, log=lambda m: None).run(run_id) == "complete"
+        cells = [c for c in store.cells(run_id) if c.key.environment == "untuned"]
+        native = [c for c in store.cells(run_id) if c.key.environment == "native"]
+    finally:
+        store.close()
+    assert len(cells) == 2 and all(c.status is CellStatus.NOT_APPLICABLE for c in cells)
+    assert all("SIGILL" in c.reason and "femms" in c.reason for c in cells)
+    assert cells[1].ended - cells[1].started < 1.0  # ended at once, not run again
+    assert all(c.status is CellStatus.OK for c in native)

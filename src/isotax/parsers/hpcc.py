@@ -274,3 +274,41 @@ def parse_openblas_core(stdout: str) -> str:
     if not cores:
         return ""
     return cores.pop() if len(cores) == 1 else "mixed"
+
+
+def parse_cpuinfo_first(text: str) -> dict[str, str]:
+    """The fields of the first processor block of /proc/cpuinfo ("vendor_id", "cpu family",
+    "flags", ...). Pure."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if out:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+# Why hpcc dies with SIGILL on QEMU's qemu64 model (see tests/data/hpcc-sigill): it claims to
+# be an AMD family 15 with SSE3, so OpenBLAS (DYNAMIC_ARCH) picks its Opteron kernels, which use
+# the 3DNow! instruction femms; qemu64 does not advertise 3DNow!, and no current CPU has it, so
+# the same happens under hardware KVM.
+OPTERON_3DNOW_REASON = (
+    "the CPU model claims to be an AMD family {family} ({model}) without 3DNow!, so OpenBLAS "
+    "picks its Opteron kernels (Core: {core}), which use the 3DNow! instruction femms: SIGILL, "
+    "here and under KVM on any current CPU; give the VM an Intel-vendor or named model (e.g. "
+    "options.cpu_model = \"kvm64\", \"qemu64,vendor=GenuineIntel\" or \"Nehalem\")")
+
+
+def why_sigill(cpuinfo: str, blas_core: str) -> str | None:
+    """Why hpcc got SIGILL when it is the known OpenBLAS dispatch trap (an AMD-looking CPU
+    without 3DNow! given the Opteron kernels); None for any other SIGILL. Pure."""
+    cpu = parse_cpuinfo_first(cpuinfo)
+    flags = set(cpu.get("flags", "").split())
+    if (blas_core.lower().startswith("opteron") and cpu.get("vendor_id") == "AuthenticAMD"
+            and "3dnow" not in flags):
+        return OPTERON_3DNOW_REASON.format(family=cpu.get("cpu family", "?"),
+                                           model=cpu.get("model name", "?"), core=blas_core)
+    return None

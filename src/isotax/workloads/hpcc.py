@@ -46,8 +46,8 @@ from typing import Any, ClassVar
 
 from isotax.environments.base import ExecError, Instance
 from isotax.environments.gvisor import mpi_unsupported
-from isotax.model import Sample, SanityError
-from isotax.parsers.hpcc import parse_ldd, parse_openblas_core
+from isotax.model import NotApplicable, Sample, SanityError
+from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
 from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text
 
 # The versions that make a result: hpcc itself, the BLAS it really loads, and the MPI.
@@ -239,8 +239,12 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
         if done.returncode != 0:
             why = "timed out" if done.returncode == 124 else f"exited {done.returncode}"
             if done.returncode == 132:  # 128 + SIGILL
-                why += (" (SIGILL: the CPU lacks an instruction hpcc/OpenBLAS uses, e.g. a "
-                        "VM's qemu64 model; give the VM a newer cpu_model)")
+                cpuinfo = inst.exec(["cat", "/proc/cpuinfo"], timeout=60).stdout
+                known = why_sigill(cpuinfo, parse_openblas_core(done.stderr + done.stdout))
+                if known:  # the environment's CPU model and this build cannot go together
+                    raise NotApplicable(f"hpcc died with SIGILL: {known}")
+                why += (" (SIGILL: the CPU lacks an instruction hpcc/OpenBLAS uses; give a "
+                        "VM a newer cpu_model)")
             said = [ln for ln in (done.stderr + done.stdout).splitlines()
                     if ln.strip() and not ln.startswith("Core: ")]
             tail = " | ".join(said[-3:])
