@@ -173,3 +173,13 @@ def test_sweep_rows_in_plan_order_and_zero_baselines(tmp_path: Path) -> None:
     assert d.cells[(err, "runc")].ratio is None and d.cells[(err, "runc")].summary.mean == 1.5
     assert "| redis | connections=16 | errors ↓ | count | 0 [0] | 1.50 [0.707] |" \
         in markdown.render(d)
+
+
+def test_other_blas_kernels_than_the_baseline_are_warned_about(store: SQLiteStore) -> None:
+    for env, core in (("native", "Cooperlake"), ("runc", "Cooperlake"), ("qemu", "Opteron")):
+        for rep in (1, 2):
+            store.commit_cell("r1", CellKey(env, "linpack", {"n": 200}, rep), "1",
+                              CellStatus.OK, "", 0, 1,
+                              [Sample("hpl", 10.0, "GFLOPS", labels={"blas_core": core})])
+    w = [x for x in analyze(store, "r1").warnings if "OpenBLAS ran" in x]
+    assert w == [w[0]] and "Opteron kernels in qemu but Cooperlake in native (linpack)" in w[0]

@@ -35,6 +35,10 @@ class ReportWarning(Enum):
                      "host or add repetitions.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
                        "better 5 or more; raise `repetitions` in the plan.")
+    BLAS_CORE = ("OpenBLAS ran its {core} kernels in {env} but {base_core} in {base} "
+                 "({workloads}): the difference includes the CPU model the environment shows, "
+                 "not only isolation. Give a VM the host's CPU model (profile tuned, or "
+                 "options.cpu_model) to compare the same kernels.")
     NUMA_SINGLE_NODE = ("this host has one NUMA node: pinning {envs} to it cannot show a "
                         "placement effect; run the plan on a multi-node host for that.")
     PARITY = ("unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
@@ -122,10 +126,13 @@ def analyze(store: Store, run_id: str) -> ReportData:
     rows: list[Row] = []
     env_cpu: dict[tuple[str, str, str], list[tuple[float, Mapping[str, Any]]]] = \
         defaultdict(list)
+    blas: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for c in measured:
         if c.status is not CellStatus.OK:
             continue
         for s in c.samples:
+            if s.labels.get("blas_core"):
+                blas[c.key.environment][str(s.labels["blas_core"])].add(c.key.workload)
             if s.metric == envcpu.METRIC:  # a cost of the environment, shown on its own
                 env_cpu[(c.key.environment, c.key.workload, c.key.params_key)].append(
                     (s.value, s.labels.get("by_program", {})))
@@ -168,7 +175,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
                              int(run.seed))
             if lr is not None:
                 data.layer_ratios[(layer, row)] = lr
-    data.warnings = _warnings(data)
+    data.warnings = _warnings(data) + _blas_warnings(blas, baseline)
     return data
 
 
@@ -211,6 +218,23 @@ def _split_params(cells: list[CellRecord]
         for key, p in by_key.items():
             sweep[(wl, key)] = ",".join(f"{k}={p.get(k)}" for k in varying)
     return common, sweep
+
+
+def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str) -> list[str]:
+    """Where OpenBLAS chose other kernels than in the baseline (it picks them by the CPU it
+    is shown: a VM's CPU model decides which HPL and DGEMM code runs)."""
+    base = blas.get(baseline, {})
+    if len(base) != 1:
+        return []
+    (base_core,) = base
+    out = []
+    for env, cores in blas.items():
+        for core, workloads in cores.items():
+            if env != baseline and core != base_core:
+                out.append(ReportWarning.BLAS_CORE.say(
+                    core=core, env=env, base_core=base_core, base=baseline,
+                    workloads=", ".join(sorted(workloads))))
+    return out
 
 
 def _warnings(d: ReportData) -> list[str]:
