@@ -83,6 +83,8 @@ def test_mpirun_failure_is_the_known_one() -> None:
     # an engine running runsc on the host network has the same hostinet
     assert mpi_unsupported({"kind": "docker", "runtime": "runsc", "network": "host"}) \
         == HOSTINET_MPI_REASON
+    assert mpi_unsupported({"kind": "docker", "runtime": "runsc 20240513.0 (systrap) via "
+                            "dockerd", "network": "host"}) == HOSTINET_MPI_REASON
     assert mpi_unsupported({"kind": "docker", "runtime": "runc", "network": "host"}) is None
     # and the hpcc workloads say so before anything runs: n/a, not a failure
     from isotax.applicability import why_not_applicable
@@ -173,3 +175,44 @@ def test_linpack_cannot_start_on_hostinet_but_runs_on_netstack(
         assert mpi_unsupported(bridged.describe()) is None
         assert _linpack(bridged) > 0
     assert ours("test-gvh-bridge") == []
+
+
+def test_sockperf_tcp_tail_is_not_applicable_in_gvisor() -> None:
+    """sockperf's TCP server fails in gVisor (tests/test_gvisor.py's workload test leaves it out
+    for that); netperf's TCP_RR and sockperf over UDP run there."""
+    from isotax.applicability import why_not_applicable
+    from isotax.environments.gvisor import SOCKPERF_TCP_REASON
+    from isotax.workloads.rr import RequestResponse
+
+    class _Described:
+        address = "10.0.0.2"
+
+        def __init__(self, d: dict[str, str]) -> None:
+            self.d = d
+
+        def describe(self) -> dict[str, str]:
+            return self.d
+
+    rr = RequestResponse()
+    gv = _Described({"kind": "gvisor", "network": "bridge"})
+    podman_runsc = _Described({"kind": "podman", "network": "bridge",
+                               "runtime": "runsc 20240513.0 (systrap) via conmon"})
+    runc = _Described({"kind": "runc", "network": "bridge"})
+    tcp = {"proto": "tcp", "seconds": 1, "placement": "free", "tail": True}
+    for inst in (gv, podman_runsc):
+        assert why_not_applicable(rr, inst, tcp) == SOCKPERF_TCP_REASON  # type: ignore[arg-type]
+    assert why_not_applicable(rr, runc, tcp) is None  # type: ignore[arg-type]
+    assert why_not_applicable(rr, gv, {**tcp, "tail": False}) is None  # type: ignore[arg-type]
+    assert why_not_applicable(rr, gv, {**tcp, "proto": "udp"}) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.integration
+def test_sockperf_over_udp_runs_in_gvisor(image: ImageArtifacts, loadgen: NamespaceLoadGen,
+                                          tmp_path: Path) -> None:
+    """What the n/a reason offers instead of TCP: the UDP tail, on gVisor's netstack."""
+    with started("test-gv-udp", "gvisor", "bridge", image, tmp_path) as inst:
+        rr = registry.workloads()["rr"]()
+        params = {"proto": "udp", "seconds": 1, "placement": "same-cpu", "tail": True}
+        rr.prepare(inst, params, loadgen)
+        got = {s.metric: s.value for s in rr.run(inst, params, loadgen)}
+    assert got["transactions_per_s"] > 0 and got["latency_p99_9_us"] > 0

@@ -128,12 +128,28 @@ PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
 def mpi_unsupported(describe: Mapping[str, str]) -> str | None:
     """Why MPI (mpirun and its PMIx server) cannot run in an instance, from the instance's
     describe(); None where nothing known stops it. Pure."""
-    if describe.get("network") != "host":
-        return None
-    # gVisor itself, or an engine (docker, podman) running runsc: the same hostinet.
-    if describe.get("kind") == "gvisor" or describe.get("runtime") == "runsc":
+    if describe.get("network") == "host" and runs_gvisor(describe):
         return HOSTINET_MPI_REASON
     return None
+
+
+def runs_gvisor(describe: Mapping[str, str]) -> bool:
+    """gVisor itself, or an engine (docker, podman) whose runtime is runsc ("runsc <version>
+    (<platform>) via dockerd"). Pure."""
+    return describe.get("kind") == "gvisor" or str(describe.get("runtime", "")).startswith(
+        "runsc")
+
+
+SOCKPERF_TCP_REASON = (
+    "sockperf's TCP server does not run in gVisor (hostinet refuses its recvfrom(MSG_NOSIGNAL) "
+    "with EINVAL; the netstack refuses its sendto on a connected socket with EAFNOSUPPORT; "
+    "Linux ignores both); set tail = false to measure netperf's TCP_RR there, or proto = "
+    "\"udp\"")
+
+
+def sockperf_tcp_unsupported(describe: Mapping[str, str]) -> str | None:
+    """Why sockperf's TCP ping-pong server cannot run in an instance; None where it can."""
+    return SOCKPERF_TCP_REASON if runs_gvisor(describe) else None
 
 
 # -- platform probes (kvm) -----------------------------------------------------------------------

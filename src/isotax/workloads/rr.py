@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
+from isotax.environments.gvisor import sockperf_tcp_unsupported
 from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
@@ -61,6 +62,11 @@ class RequestResponse:
         "sockperf": ("dpkg-query", "-W", "-f=${Version}", "sockperf"),
     }
     needs_loadgen: ClassVar[bool] = True
+
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        if params["tail"] and params["proto"] == "tcp":
+            return sockperf_tcp_unsupported(inst.describe())
+        return None
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
