@@ -5,14 +5,21 @@ the workload and its user-space kernel, the Gofer serves its files, QEMU emulate
 beside the vCPUs, an engine adds a shim and a docker-proxy per published port. Around every
 measured run the runner reads, for every host process that makes up the instance
 (Instance.host_pids() and their descendants), the CPU time the kernel accounts to it: user +
-system of all its threads, plus that of the children it reaped (so a short-lived helper that
-one of them started and waited for counts too). The difference, per program name, is stored
-with the cell as the `env_host_cpu_s` sample.
+system of all its threads. The difference, per program name, is stored with the cell as the
+`env_host_cpu_s` sample.
 
-What this does not see: processes started and ended inside the run by a parent outside the
-instance (a `runc exec`'d command, whose parent is runc on the host), and work the kernel
-does for the instance outside any of its processes (softirq in a bridge; see telemetry.py's
-host-wide figures for that).
+The time of the children a process reaped (cutime, cstime) is left out on purpose: the
+commands a workload runs in a container are reaped by whatever started them, which is the
+engine's shim under docker, conmon under podman, the container's init after a daemon
+detaches, and runc on the host (outside the instance) under plain runc. Counting it would
+charge the workload's own CPU to docker's shim but not to runc's nothing, and make the
+engines look costly for work they did not do. So a command that ends within the run is not
+counted at all, anywhere; what is counted is the environment's machinery (Sentry, Gofer and
+systrap stubs, QEMU, shims, proxies, the container's init) and whatever else of it is alive
+when the run starts and ends. In gVisor and in a VM that machinery also runs the workload.
+
+What this does not see either: work the kernel does for the instance outside any of its
+processes (softirq in a bridge; see telemetry.py's host-wide figures for that).
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ class ProcCpu:
     starttime: int  # ticks after boot: tells a reused PID from the process seen before
 
     @property
-    def total(self) -> int:
-        return self.utime + self.stime + self.cutime + self.cstime
+    def own(self) -> int:
+        """The process's own CPU time, all threads; without reaped children (see above)."""
+        return self.utime + self.stime
 
 
 def parse_proc_stat_cpu(stat: str) -> ProcCpu:
@@ -72,7 +80,7 @@ def snapshot(inst: Instance, proc: Path = Path("/proc")) -> Snapshot:
             cpu = parse_proc_stat_cpu((proc / str(pid) / "stat").read_text())
         except (OSError, ValueError):
             continue
-        out[(pid, cpu.starttime)] = (name, cpu.total)
+        out[(pid, cpu.starttime)] = (name, cpu.own)
     return out
 
 
@@ -80,8 +88,7 @@ def delta_by_program(before: Snapshot, after: Snapshot,
                      ticks_per_s: float | None = None) -> dict[str, float]:
     """CPU seconds per program name between two snapshots. A process seen in both counts its
     growth; one that started in between counts all it used; one that ended in between counts
-    nothing more (what it used after `before` is lost unless a process of the instance reaped
-    it). Pure when ticks_per_s is given."""
+    nothing more. Pure when ticks_per_s is given."""
     hz = ticks_per_s or float(os.sysconf("SC_CLK_TCK"))
     out: dict[str, float] = {}
     for key, (name, ticks) in after.items():

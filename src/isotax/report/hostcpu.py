@@ -27,9 +27,11 @@ def render(d: ReportData, table: Table) -> list[str]:
            "CPU seconds per measured run used by the host processes that make up each "
            "environment, and their descendants: a sandbox's kernel and file server (gVisor's "
            "Sentry and Gofer, which also run the workload), a VM's QEMU (vCPUs and device "
-           "emulation), an engine's shim and proxy, and the container's own long-lived "
-           "processes. Natively the workload runs in isotax's own child processes, so only the "
-           "idle holder is counted. Mean [sd] per run.", ""]
+           "emulation), an engine's shim and proxy, the container's init and whatever else of "
+           "it runs through the whole run. Commands that end within the run are not counted "
+           "anywhere (their reaper differs by kind: runc on the host, docker's shim, conmon), "
+           "so in containers this is the machinery's cost, not the workload's. Natively only "
+           "the idle holder is counted. Mean [sd] per run.", ""]
     rows = []
     for wl, pkey in points:
         line = [wl, d.sweep_label.get((wl, pkey), "")]
