@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen import NamespaceLoadGen
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -38,3 +39,16 @@ def image() -> ImageArtifacts:
     from isotax.image.build import ensure_image
 
     return ensure_image(log=print)
+
+
+@pytest.fixture(scope="module")
+def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
+    """The load generator (its namespace and veth) for one module's network tests; removed
+    after the module, and nothing of it may be left."""
+    from isotax.leaks import find_leaks
+    from isotax.loadgen import open_loadgen
+
+    with open_loadgen() as lg:
+        tag = lg.netns
+        yield lg
+    assert [x for x in find_leaks() if tag in x] == []

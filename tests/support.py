@@ -6,14 +6,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
+from isotax.plan import parse_plan
+from isotax.runner import Runner, new_run_id
+from isotax.store.sqlite import SQLiteStore
 
 
 def why_not_root_and(*tools: str,
@@ -61,3 +65,21 @@ def running_in(inst: Instance, program: str) -> int:
     done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '
                       '| grep -c "^($1) [^Z]"; true', "sh", program], 60)
     return int(done.stdout.strip() or 0)
+
+
+@contextlib.contextmanager
+def ran(plan_text: str, image: ImageArtifacts, tmp_path: Path,
+        host: Mapping[str, Any] | None = None,
+        status: str = "complete") -> Iterator[tuple[SQLiteStore, str]]:
+    """plan_text run through the real Runner into a fresh store under tmp_path: (store, run
+    id) once the run ended with `status`; the store is closed afterwards."""
+    plan = parse_plan(plan_text)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, plan_text, plan.seed, dict(host or {"hostname": "h"}))
+    try:
+        got = Runner(plan, plan_text, store, image, log=lambda m: None).run(run_id)
+        assert got == status, got
+        yield store, run_id
+    finally:
+        store.close()

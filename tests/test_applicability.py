@@ -6,15 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import why_not_root_and
+from support import ran, why_not_root_and
 
 from isotax.analysis import analyze
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus
-from isotax.plan import parse_plan
 from isotax.report import markdown
-from isotax.runner import Runner, new_run_id
-from isotax.store.sqlite import SQLiteStore
 
 PLAN = """
 name = "t-na"
@@ -46,12 +43,7 @@ params = { seconds = 1, tail = false }
 @pytest.mark.skipif(why_not_root_and("runc") is not None, reason=why_not_root_and("runc") or "")
 def test_network_workload_is_na_without_a_network(image: ImageArtifacts,
                                                   tmp_path: Path) -> None:
-    plan = parse_plan(PLAN)
-    store = SQLiteStore(tmp_path / "isotax.db")
-    run_id = new_run_id(plan.name)
-    store.create_run(run_id, plan.name, PLAN, plan.seed, {"hostname": "h"})
-    try:
-        assert Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id) == "complete"
+    with ran(PLAN, image, tmp_path) as (store, run_id):
         envs = {e.name: e for e in store.environments(run_id)}
         offline = [n for n in ("runc-offline", "gvisor-offline") if envs[n].available]
         assert "runc-offline" in offline, envs["runc-offline"].reason
@@ -67,6 +59,4 @@ def test_network_workload_is_na_without_a_network(image: ImageArtifacts,
             assert by[(env, "compress")].status is CellStatus.OK  # the rest runs
         assert by[("native", "rr")].status is CellStatus.OK
         md = markdown.render(analyze(store, run_id))
-    finally:
-        store.close()
     assert "## Not applicable" in md and "## Failures" not in md

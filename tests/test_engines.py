@@ -42,7 +42,7 @@ from isotax.environments.podman import (
 )
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen, network_mode, open_loadgen
+from isotax.loadgen import NamespaceLoadGen, network_mode
 from isotax.workloads.redis import Redis
 
 DATA = Path(__file__).parent / "data" / "engines"
@@ -260,14 +260,6 @@ def _ours(kind: str) -> list[str]:
     words = {"docker": ("itx-brd", "itx-pub", "dockerd", "itx-docker", "DOCKER"),
              "podman": ("itx-brp", "podman", "CNI")}[kind]
     return [x for x in find_leaks() if any(w in x for w in words)]
-
-
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for the load generator's netns")
-    with open_loadgen() as lg:
-        yield lg
 
 
 def _start(kind: str, image: ImageArtifacts, workdir: Path, network: str,

@@ -30,7 +30,7 @@ from isotax.environments.oci import Runtime, exec_not_found, parse_version
 from isotax.image.artifacts import ImageArtifacts
 from isotax.launcher import EnvLauncher
 from isotax.leaks import OCI_STATE_ROOT, find_leaks, runtime_state_containers
-from isotax.loadgen import NamespaceLoadGen, open_loadgen
+from isotax.loadgen import NamespaceLoadGen
 from isotax.workloads.density import Density
 
 DATA = Path(__file__).parent / "data" / "gvisor"
@@ -321,14 +321,6 @@ def test_state_root_is_isotax_private() -> None:
 def _params(workload: str, **over: object) -> dict[str, object]:
     cls = registry.workloads()[workload]
     return {**{p.name: p.default for p in cls.params}, **over}
-
-
-@pytest.fixture(scope="module")
-def loadgen() -> Iterator[NamespaceLoadGen]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for the load generator's network namespace")
-    with open_loadgen() as lg:
-        yield lg
 
 
 @pytest.mark.integration

@@ -10,7 +10,6 @@ cannot show or do, on real captures, and for real:
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -34,7 +33,6 @@ from isotax.loadgen import (
     NamespaceLoadGen,
     host_listener,
     listening_inodes,
-    open_loadgen,
     serving,
     socket_inodes,
 )
@@ -104,14 +102,6 @@ def test_mpirun_failure_is_the_known_one() -> None:
 
 def ours(*names: str) -> list[str]:
     return [x for x in find_leaks() if any(n in x for n in names)]
-
-
-@pytest.fixture(scope="module")
-def loadgen() -> Iterator[NamespaceLoadGen]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root for the load generator's network namespace")
-    with open_loadgen() as lg:
-        yield lg
 
 
 @pytest.fixture

@@ -366,21 +366,13 @@ def test_linpack_in_the_untuned_vm_is_not_applicable(image: ImageArtifacts,
     reason, and the second repetition is not run again."""
     if shutil.which("qemu-system-x86_64") is None:
         pytest.skip("qemu-system-x86_64 is not installed (scripts/setup.sh installs it)")
-    from isotax.model import CellStatus
-    from isotax.plan import parse_plan
-    from isotax.runner import Runner, new_run_id
-    from isotax.store.sqlite import SQLiteStore
+    from support import ran
 
-    plan = parse_plan(UNTUNED)
-    store = SQLiteStore(tmp_path / "isotax.db")
-    run_id = new_run_id(plan.name)
-    store.create_run(run_id, plan.name, UNTUNED, plan.seed, {"hostname": "h"})
-    try:
-        assert Runner(plan, UNTUNED, store, image, log=lambda m: None).run(run_id) == "complete"
+    from isotax.model import CellStatus
+
+    with ran(UNTUNED, image, tmp_path) as (store, run_id):
         cells = [c for c in store.cells(run_id) if c.key.environment == "untuned"]
         native = [c for c in store.cells(run_id) if c.key.environment == "native"]
-    finally:
-        store.close()
     assert len(cells) == 2 and all(c.status is CellStatus.NOT_APPLICABLE for c in cells)
     assert all("SIGILL" in c.reason and "femms" in c.reason for c in cells)
     assert cells[1].ended - cells[1].started < 1.0  # ended at once, not run again

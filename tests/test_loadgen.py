@@ -139,14 +139,6 @@ def image(image: ImageArtifacts) -> ImageArtifacts:
     return image
 
 
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    with open_loadgen() as lg:
-        tag = lg.netns
-        yield lg
-    assert ours(tag) == []
-
-
 @pytest.fixture(scope="module", params=list(ENVS))
 def inst(request: pytest.FixtureRequest, image: ImageArtifacts, loadgen: NamespaceLoadGen,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:

@@ -16,7 +16,7 @@ from isotax import registry
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import find_leaks, is_our_server
-from isotax.loadgen import NamespaceLoadGen, open_loadgen
+from isotax.loadgen import NamespaceLoadGen
 from isotax.model import SanityError
 from isotax.workloads.mysql import (
     MYSQL_PORT,
@@ -86,14 +86,6 @@ def image(image: ImageArtifacts) -> ImageArtifacts:
     if (why := _why_not()) is not None:
         pytest.skip(why)
     return image
-
-
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    with open_loadgen() as lg:
-        tag = lg.netns
-        yield lg
-    assert [x for x in find_leaks() if tag in x] == []
 
 
 @pytest.fixture(scope="module", params=list(ENVS))

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import started
+from support import ran, started
 
 from isotax.analysis import analyze
 from isotax.image.artifacts import ImageArtifacts
@@ -19,9 +19,6 @@ from isotax.numa import (
     parse_cpulist,
     parse_numastat,
 )
-from isotax.plan import parse_plan
-from isotax.runner import Runner, new_run_id
-from isotax.store.sqlite import SQLiteStore
 
 DATA = Path(__file__).parent / "data" / "numa"
 
@@ -104,14 +101,9 @@ params = { max_instances = 1, settle_s = 0.0 }
 def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path: Path) -> None:
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed (scripts/setup.sh installs it)")
-    plan = parse_plan(PLAN)
-    store = SQLiteStore(tmp_path / "isotax.db")
-    run_id = new_run_id(plan.name)
     from isotax.host import fingerprint
 
-    store.create_run(run_id, plan.name, PLAN, plan.seed, fingerprint())
-    try:
-        assert Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id) == "complete"
+    with ran(PLAN, image, tmp_path, host=fingerprint()) as (store, run_id):
         envs = {e.name: e for e in store.environments(run_id)}
         assert envs["native"].available
         if 63 not in nodes():
@@ -120,7 +112,5 @@ def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path:
         assert envs["runc-pinned"].available, envs["runc-pinned"].reason
         assert "(cpuset)" in envs["runc-pinned"].describe["numa"]
         d = analyze(store, run_id)
-    finally:
-        store.close()
     if len(nodes()) == 1:
         assert any("one NUMA node" in w for w in d.warnings)

@@ -14,7 +14,7 @@ from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen, open_loadgen
+from isotax.loadgen import NamespaceLoadGen
 from isotax.model import SanityError
 from isotax.parsers.redis_benchmark import parse_redis_benchmark, parse_redis_version
 from isotax.workloads.redis import REDIS_PORT, Redis
@@ -98,14 +98,6 @@ def image(image: ImageArtifacts) -> ImageArtifacts:
     if (why := _why_not()) is not None:
         pytest.skip(why)
     return image
-
-
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    with open_loadgen() as lg:
-        tag = lg.netns
-        yield lg
-    assert [x for x in find_leaks() if tag in x] == []
 
 
 @pytest.fixture(scope="module", params=list(ENVS))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support import ran
 
 from isotax import envcpu
 from isotax.analysis import analyze
@@ -199,15 +200,10 @@ class SometimesWorkload:
 
 def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path) -> None:
     text = PLAN.replace('"test-echo"', '"test-sometimes"')
-    plan = parse_plan(text)
-    store = SQLiteStore(tmp_path / "isotax.db")
-    run_id = new_run_id(plan.name)
-    store.create_run(run_id, plan.name, text, plan.seed, {"hostname": "h"})
     SometimesWorkload.runs.clear()
-    status = Runner(plan, text, store, ImageArtifacts("t", tmp_path / "i"), log=lambda m: None
-                    ).run(run_id)
-    assert status == "complete"
-    cells = store.cells(run_id)
+    with ran(text, ImageArtifacts("t", tmp_path / "i"), tmp_path) as (store, run_id):
+        cells = store.cells(run_id)
+        d = analyze(store, run_id)
     na = [c for c in cells if c.status is CellStatus.NOT_APPLICABLE]
     # the warm-up and 3 repetitions of that one point, none with a number
     assert len(na) == 4 and not any(c.samples for c in na)
@@ -216,7 +212,6 @@ def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path) ->
     # found out once: the other repetitions of the point did not run again
     assert SometimesWorkload.runs[("native2", 2)] == 1
     assert SometimesWorkload.runs[("native", 2)] == 4
-    d = analyze(store, run_id)
     assert not d.failures and not any("failed" in w for w in d.warnings)
     md = markdown.render(d)
     assert "## Not applicable" in md and "refuses an instruction" in md
@@ -225,7 +220,6 @@ def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path) ->
     assert row.rstrip(" |").endswith("n/a")
     doc = json_report.render(d)
     assert '"reason": "the CPU refuses an instruction this build uses"' in doc
-    store.close()
 
 
 class _NoNetwork:

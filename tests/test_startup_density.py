@@ -10,18 +10,15 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from support import started, why_not_root_and
+from support import ran, started, why_not_root_and
 
 from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.launcher import EnvLauncher
 from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen, open_loadgen
+from isotax.loadgen import NamespaceLoadGen
 from isotax.model import CellStatus, Sample, SanityError
-from isotax.plan import parse_plan
-from isotax.runner import Runner, new_run_id
-from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import Launcher, LoadGen, Params, ParamSpec, register
 from isotax.workloads.density import Density
 from isotax.workloads.startup import Startup, percentile
@@ -55,12 +52,6 @@ def image(image: ImageArtifacts) -> ImageArtifacts:
     if (why := _why_not()) is not None:
         pytest.skip(why)
     return image
-
-
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    with open_loadgen() as lg:
-        yield lg
 
 
 @pytest.fixture(params=list(ENVS))
@@ -193,15 +184,8 @@ params = { starts = 2, ready = "exec" }
 @pytest.mark.integration
 def test_runner_stops_what_a_failing_launch_left(image: ImageArtifacts, tmp_path: Path) -> None:
     _Seen.pids = []
-    plan = parse_plan(PLAN)
-    store = SQLiteStore(tmp_path / "isotax.db")
-    run_id = new_run_id(plan.name)
-    store.create_run(run_id, plan.name, PLAN, plan.seed, {"hostname": "h"})
-    try:
-        assert Runner(plan, PLAN, store, image, log=lambda m: None).run(run_id) == "complete"
+    with ran(PLAN, image, tmp_path) as (store, run_id):
         cells = {c.key.workload: c for c in store.cells(run_id)}
-    finally:
-        store.close()
     failed = cells["test-launch-fail"]
     assert failed.status is CellStatus.FAILED and "on purpose" in failed.reason
     assert len(_Seen.pids) == 2

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from isotax.image.artifacts import ImageArtifacts
+from isotax.numa import node_cpuset
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,18 @@ class Instance(Protocol):
 
     def kernel_memory_bytes(self) -> int | None:
         """Kernel memory charged to the instance's own cgroup; None where it has none."""
+
+
+def bound_cpus(who: str, spec: EnvSpec) -> str | None:
+    """The cpuset CPU list of an instance bound to the plan's numa_node (the node's CPUs, the
+    first vcpus of them where the plan limits the count); None when it is not bound. A node
+    that cannot hold it makes the environment unavailable, with the fix."""
+    if spec.numa_node is None:
+        return None
+    try:
+        return node_cpuset(spec.numa_node, spec.vcpus)
+    except ValueError as e:
+        raise Unavailable(Availability.no(f"{who}: {e}", "fix numa_node in the plan")) from e
 
 
 class Environment(Protocol):

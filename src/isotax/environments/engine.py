@@ -59,6 +59,7 @@ from isotax.environments.base import (
     EnvSpec,
     Stopwatch,
     Unavailable,
+    bound_cpus,
 )
 from isotax.environments.native import host_storage
 from isotax.environments.oci import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, exec_not_found
@@ -67,7 +68,7 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen import PORTS
 from isotax.locks import exclusive
 from isotax.network import COMMENT, STATE_DIR, iptables
-from isotax.numa import node_cpuset, placement_words
+from isotax.numa import placement_words
 
 LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
 IMAGE_REPO = "itx-image"
@@ -482,13 +483,7 @@ class EngineInstance:
         self.publish = bool(spec.options.get("publish", False))
         # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
         # count) and its memory, as the container's cpuset.
-        self.node_cpus: str | None = None
-        if spec.numa_node is not None:
-            try:
-                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
-            except ValueError as e:
-                raise Unavailable(Availability.no(f"{self.engine}: {e}",
-                                                  "fix numa_node in the plan")) from e
+        self.node_cpus = bound_cpus(self.engine, spec)
 
     # -- hooks for docker.py / podman.py ----------------------------------------------------
     def _prepare_engine(self, sw: Stopwatch) -> None:

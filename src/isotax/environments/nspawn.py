@@ -50,6 +50,7 @@ from isotax.environments.base import (
     Instance,
     Stopwatch,
     Unavailable,
+    bound_cpus,
     register,
 )
 from isotax.environments.native import host_storage, run_host
@@ -63,7 +64,7 @@ from isotax.environments.oci import (
 )
 from isotax.footprint import cgroup_kernel_bytes
 from isotax.network import Bridge, Lease, netns_path
-from isotax.numa import node_cpuset, numactl_prefix, placement_words
+from isotax.numa import numactl_prefix, placement_words
 
 NSPAWN = "systemd-nspawn"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -155,13 +156,7 @@ class NspawnInstance:
         # decided once the groups exist; the node's CPUs (the first vcpus of them where the
         # plan limits the count).
         self.numa_how = ""
-        self.node_cpus: str | None = None
-        if spec.numa_node is not None:
-            try:
-                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
-            except ValueError as e:
-                raise Unavailable(Availability.no(f"nspawn: {e}",
-                                                  "fix numa_node in the plan")) from e
+        self.node_cpus = bound_cpus("nspawn", spec)
         try:
             self._start()
         except BaseException:

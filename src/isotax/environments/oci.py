@@ -46,6 +46,7 @@ from isotax.environments.base import (
     Instance,
     Stopwatch,
     Unavailable,
+    bound_cpus,
     parse_ready_marker,
     register,
 )
@@ -54,7 +55,7 @@ from isotax.footprint import cgroup_kernel_bytes
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import OCI_STATE_ROOT
 from isotax.network import Bridge, Lease, netns_path
-from isotax.numa import node_cpuset, placement_words
+from isotax.numa import placement_words
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
 # "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
@@ -374,13 +375,7 @@ class OciInstance:
         self.milestones: Mapping[str, float] = {}
         # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
         # count) and its memory, as the container's cpuset.
-        self.node_cpus: str | None = None
-        if spec.numa_node is not None:
-            try:
-                self.node_cpus = node_cpuset(spec.numa_node, spec.vcpus)
-            except ValueError as e:
-                raise Unavailable(Availability.no(f"{self.rt.name}: {e}",
-                                                  "fix numa_node in the plan")) from e
+        self.node_cpus = bound_cpus(self.rt.name, spec)
         try:
             self._start()
         except BaseException:
