@@ -85,3 +85,19 @@ def test_native_instance_is_its_holding_process(image: ImageArtifacts, tmp_path:
     assert not any(f"process {pids[0]} " in x for x in find_leaks())
     assert not Path(f"/proc/{pids[0]}").exists() or \
         Path(f"/proc/{pids[0]}/comm").read_text().strip() != "itx-ready"
+
+
+def test_sentry_stubs_are_named_whatever_their_pid_order(tmp_path: Path) -> None:
+    """gVisor's systrap stubs are runsc re-executions with no argv (comm "exe"): named by their
+    place below the Sentry, also when a stub's PID is lower than its parent's (PIDs wrap)."""
+    from isotax.footprint import STUB, program_names
+
+    tree = {30: ("exe", b"runsc-sandbox\0--root=/run/isotax/runsc\0"), 5: ("exe", b""),
+            40: ("exe", b""), 50: ("exe", b""), 60: ("exe", b"runsc-gofer\0--root=x\0")}
+    for pid, (comm, cmdline) in tree.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+        (tmp_path / str(pid) / "cmdline").write_bytes(cmdline)
+    parents = {30: 1, 40: 30, 5: 40, 50: 60, 60: 1}  # 5: a stub of a stub, lower PID
+    names = program_names(list(tree), parents, proc=tmp_path)
+    assert names == {30: "runsc-sandbox", 40: STUB, 5: STUB, 50: "exe", 60: "runsc-gofer"}

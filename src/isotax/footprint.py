@@ -148,12 +148,15 @@ def program_names(pids: Sequence[int], parents: Mapping[int, int],
         except OSError:
             continue
     names = {pid: program_name(comm, cmdline) for pid, (comm, cmdline) in raw.items()}
-    for pid in sorted(names):  # a parent's PID is usually lower: one pass names most chains
-        comm, cmdline = raw[pid]
-        if comm.strip() == "exe" and not cmdline:
-            parent = names.get(parents.get(pid, 0))
-            if parent in (SENTRY, STUB):
+    nameless = [pid for pid, (comm, cmdline) in raw.items()
+                if comm.strip() == "exe" and not cmdline]
+    changed = True
+    while changed:  # stubs of stubs: until no name changes (a child's PID may be the lower)
+        changed = False
+        for pid in nameless:
+            if names[pid] != STUB and names.get(parents.get(pid, 0)) in (SENTRY, STUB):
                 names[pid] = STUB
+                changed = True
     return names
 
 
