@@ -102,9 +102,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
         status = runner.run(run_id)
     if status == "refused":
-        fail("refused: the environments do not get equal resources (listed above); equalise "
-             "vcpus/memory_mib in the plan, or set parity = \"flag\" to run and have the "
-             "report list the differences")
+        fail(runner.refusal or "refused")
     if not no_report:
         _write_report(store, run_id, results_dir / run_id)
     if status == "interrupted":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import envcpu, footprint, numa, parity, registry
+from isotax import envcpu, footprint, identity, numa, parity, registry
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
@@ -159,6 +159,9 @@ class Runner:
         self.workdir = Path("/nonexistent")  # set by run()
         self.described: dict[str, dict[str, str]] = {}
         self.multi_node = len(numa.nodes()) > 1
+        # Environments that are not what the plan declares (identity.py): they fail the run.
+        self.mislabelled: list[str] = []
+        self.refusal = ""  # why a refused run was refused, in one line with the fix
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -180,11 +183,26 @@ class Runner:
             except (ValueError, ExecError) as e:
                 describe["parity.error"] = str(e)
             describe["host_memory"] = _idle_footprint(started)
+            self._prove_identity(entry.name, started, describe)
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
                 _tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
+
+    def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
+        """Record what the instance shows it is; a mismatch with what it declares is kept in
+        self.mislabelled and refuses the run."""
+        host = identity.host_facts()
+        try:
+            facts = identity.probe(inst)
+        except (ValueError, ExecError) as e:
+            self.mislabelled.append(f"{name}: could not show what it is ({e})")
+            return
+        describe["identity"] = f"{identity.detected(facts, host)}: {facts.words()}"
+        wrong = identity.mismatch(describe, facts, host)
+        if wrong:
+            self.mislabelled.append(f"{name}: {wrong}")
 
     def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
         return EnvSpec(
@@ -325,13 +343,22 @@ class Runner:
                     self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
                              "nothing to compare against[/]")
                     return "failed"
+                for m in self.mislabelled:
+                    self.log(f"[red]identity: {m}[/]")
+                if self.mislabelled:
+                    self.refusal = ("refused: an environment is not what the plan declares "
+                                    "(listed above); fix its kind or runtime in the plan, or "
+                                    "the host's runtime setup")
+                    status = "refused"
+                    return status
                 unequal = parity.all_problems(self.described, self.plan.baseline)
                 for p in unequal:
                     self.log(f"[yellow]parity: {p}[/]")
                 if unequal and self.plan.parity == "refuse":
-                    self.log("[red]refused: the environments do not get equal resources; fix "
-                             "the plan, or set parity = \"flag\" to run and have the report "
-                             "list the differences[/]")
+                    self.refusal = ("refused: the environments do not get equal resources "
+                                    "(listed above); equalise vcpus/memory_mib in the plan, "
+                                    "or set parity = \"flag\" to run and have the report list "
+                                    "the differences")
                     status = "refused"
                     return status
                 cells = [k for k in schedule(self.plan, list(self.started))
