@@ -1,4 +1,4 @@
-"""isotax command line: run · report · runs · envs · workloads · image · doctor.
+"""isotax command line: run · report · runs · envs · workloads · image · system · doctor.
 
 `main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
 Every user error is one line on stderr and exit status 2.
@@ -233,6 +233,33 @@ def image_rm(which: str) -> None:
     except (KeyError, ValueError) as e:
         fail(f"{e}; `isotax image show` lists the cached images")
     click.echo(f"removed {removed}")
+
+
+@main.group()
+def system() -> None:
+    """The host's fingerprint (recorded with every run)."""
+
+
+@system.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print the fingerprint as JSON.")
+def system_show(as_json: bool) -> None:
+    """Show what isotax records about this host: CPU, SMT, NUMA, governor, THP, mitigations..."""
+    import json
+
+    from isotax.host import fingerprint, show_rows
+
+    try:
+        fp = fingerprint()
+    except OSError as e:
+        fail(f"cannot read the host's fingerprint: {e}; run isotax on Linux with /proc and /sys")
+    if as_json:
+        click.echo(json.dumps(fp, indent=2, sort_keys=False))
+        return
+    t = Table("what", "value", caption="recorded with every run; `--json` for all of it")
+    t.columns[0].no_wrap = True
+    for what, value in show_rows(fp):
+        t.add_row(what, value)
+    Console().print(t)
 
 
 @main.command()
