@@ -5,10 +5,11 @@ The renderers in report/ only render this; all arithmetic happens here and in st
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -17,7 +18,7 @@ from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.model import CellKey, CellStatus
 from isotax.parity import all_problems
 from isotax.plan import PlanError, parse_plan
-from isotax.stats import Ratio, Summary, ratio, summarize
+from isotax.stats import Ratio, Summary, aa_noise_floor, ratio, summarize
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 
 
@@ -94,6 +95,9 @@ class ReportData:
     # (environment, workload, params_key) -> the CPU the environment's own host processes
     # used per run (envcpu.METRIC), and per program name its mean per run.
     env_cpu: dict[tuple[str, str, str], EnvCpu] = field(default_factory=dict)
+    # Per row, the noise floor the A/A run showed (plan `aa`): a fraction, e.g. 0.03.
+    noise_floor: dict[Row, float] = field(default_factory=dict)
+    aa_env: str | None = None
     # (environment, workload, params_key) -> why that point does not apply there ("n/a").
     not_applicable: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # Pairs of environments that differ in one setting, and per metric what that change did.
@@ -163,6 +167,8 @@ def analyze(store: Store, run_id: str) -> ReportData:
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
+    if plan.get("aa"):
+        _apply_noise_floor(data, f"{baseline}-aa")
     for c in measured:
         if c.status is CellStatus.NOT_APPLICABLE:
             data.not_applicable.setdefault(
@@ -177,6 +183,25 @@ def analyze(store: Store, run_id: str) -> ReportData:
                 data.layer_ratios[(layer, row)] = lr
     data.warnings = _warnings(data) + _blas_warnings(blas, baseline)
     return data
+
+
+def _apply_noise_floor(d: ReportData, aa_env: str) -> None:
+    """Each row's noise floor from the baseline's A/A copy, and every other environment's
+    ratio judged against it: a difference no larger than A/A shows is within noise."""
+    d.aa_env = aa_env
+    for row in d.rows:
+        aa = d.cells.get((row, aa_env))
+        if aa is None or aa.ratio is None:
+            continue
+        floor = aa_noise_floor(aa.ratio)
+        if math.isnan(floor):
+            continue
+        d.noise_floor[row] = floor
+        for env in d.columns:
+            cell = d.cells.get((row, env))
+            if env in (d.baseline, aa_env) or cell is None or cell.ratio is None:
+                continue
+            d.cells[(row, env)] = replace(cell, ratio=replace(cell.ratio, noise_floor=floor))
 
 
 def _env_cpu(runs: list[tuple[float, Mapping[str, Any]]]) -> EnvCpu:

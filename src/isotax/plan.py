@@ -124,8 +124,22 @@ class Plan(_Frozen):
     # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (isotax.parity):
     # "refuse" stops the run before it measures; "flag" runs and lists them in the report.
     parity: Literal["refuse", "flag"] = "refuse"
+    # A/A: the baseline runs a second time under the name "<baseline>-aa", interleaved like
+    # every other environment, so the report can say how large a difference this host's noise
+    # alone makes (the noise floor) and call anything smaller "within noise".
+    aa: bool = False
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
+
+    @property
+    def aa_name(self) -> str:
+        return f"{self.baseline}-aa"
+
+    @property
+    def run_environments(self) -> list[EnvironmentEntry]:
+        """What the run starts: the plan's environments, and the A/A copy of the baseline
+        when `aa` is set."""
+        return [*self.environments, *([_aa_entry(self)] if self.aa else [])]
 
     @model_validator(mode="after")
     def _consistent(self) -> Plan:
@@ -140,6 +154,9 @@ class Plan(_Frozen):
                 f"the baseline {self.baseline!r} is not among the environments; add "
                 f'[[environments]] name = "{self.baseline}" kind = "native", or set baseline'
             )
+        if self.aa and self.aa_name in names:
+            raise ValueError(f"aa = true runs the baseline again as {self.aa_name!r}, which is "
+                             "already an environment's name; rename that environment")
         # A workload may be listed more than once (fio: sequential 1m and random 4k), but a
         # point of the matrix may not: it would be measured twice under one identity.
         seen: set[tuple[str, str]] = set()
@@ -154,6 +171,11 @@ class Plan(_Frozen):
                     )
                 seen.add(point)
         return self
+
+
+def _aa_entry(plan: Plan) -> EnvironmentEntry:
+    base = next(e for e in plan.environments if e.name == plan.baseline)
+    return base.model_copy(update={"name": plan.aa_name})
 
 
 def _where(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:

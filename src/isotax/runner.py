@@ -165,7 +165,7 @@ class Runner:
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
-        for entry in self.plan.environments:
+        for entry in self.plan.run_environments:
             started = self._start_one(entry, workdir)
             if isinstance(started, str):
                 self.log(f"[yellow]{entry.name}: not run: {started}[/]")
@@ -306,7 +306,7 @@ class Runner:
     def _launching(self, workload: LaunchingWorkload, key: CellKey) -> list[Sample]:
         """A workload that starts its own instances of the cell's environment (the runner's
         long-lived one stays paused); every one it leaves running is stopped here."""
-        entry = next(e for e in self.plan.environments if e.name == key.environment)
+        entry = next(e for e in self.plan.run_environments if e.name == key.environment)
         env = registry.environments()[entry.kind]()
         spec = self._spec(entry, self.workdir / entry.name / "launched")
         launcher = EnvLauncher(env, spec, time.monotonic() + self.plan.timeout_s)

@@ -58,6 +58,9 @@ class Ratio:
     ci_low: float  # NaN when either side has fewer than 2 values
     ci_high: float
     higher_is_better: bool
+    # The smallest difference this host's noise alone makes for this metric (from an A/A
+    # run of the baseline against itself), as a fraction: NaN when unknown.
+    noise_floor: float = math.nan
 
     @property
     def delta_pct(self) -> float:
@@ -70,9 +73,13 @@ class Ratio:
 
     @property
     def within_noise(self) -> bool | None:
-        """True when the interval contains 1.0; None when there is no interval."""
+        """True when the interval contains 1.0, or the difference is no larger than the
+        noise floor (an A/A run showed as much between identical environments); None when
+        there is no interval."""
         if not self.has_ci:
             return None
+        if not math.isnan(self.noise_floor) and abs(self.ratio - 1.0) <= self.noise_floor:
+            return True
         return self.ci_low <= 1.0 <= self.ci_high
 
     @property
@@ -83,6 +90,14 @@ class Ratio:
             return "within noise"
         better = (self.ratio > 1.0) == self.higher_is_better
         return "better" if better else "worse"
+
+
+def aa_noise_floor(aa: Ratio) -> float:
+    """The noise floor an A/A ratio shows: the largest distance from 1 within its interval
+    (NaN without an interval). Pure."""
+    if not aa.has_ci:
+        return math.nan
+    return max(abs(aa.ci_low - 1.0), abs(aa.ci_high - 1.0), abs(aa.ratio - 1.0))
 
 
 def _ratio_of_means(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -43,6 +43,11 @@ def render(d: ReportData) -> str:
              "mean_s": c.summary.mean, "sd_s": c.summary.sd, "by_program_mean_s": c.by_program}
             for (env, wl, pkey), c in d.env_cpu.items()
         ],
+        "noise_floor": [
+            {"aa_environment": d.aa_env, "workload": r.workload, "params": r.params_key,
+             "metric": r.metric, "floor": f}
+            for r, f in d.noise_floor.items()
+        ],
         "not_applicable": [
             {"environment": env, "workload": wl, "params": pkey, "reason": why}
             for (env, wl, pkey), why in d.not_applicable.items()

@@ -79,6 +79,23 @@ def ratios(d: ReportData) -> list[str]:
     return _table(header, rows)
 
 
+def noise_floor(d: ReportData) -> list[str]:
+    """The A/A section: per metric, how far apart two identical environments came."""
+    if not d.aa_env:
+        return []
+    out = ["", f"### Noise floor (A/A: {_esc(d.baseline)} against {_esc(d.aa_env)})", "",
+           "The baseline ran twice, interleaved like every other environment. The largest "
+           "distance from 1 inside that A/A ratio's 95% interval is the smallest difference "
+           "this host can show for the metric; any environment's ratio closer to 1 than that "
+           "is reported as within noise.", ""]
+    if not d.noise_floor:
+        return [*out, "No A/A ratio had an interval (it needs 2 or more repetitions)."]
+    out += _table(["workload", "sweep", "metric", "noise floor"],
+                  [[r.workload, d.sweep_label.get((r.workload, r.params_key), ""), r.metric,
+                    f"±{f * 100:.1f}%"] for r, f in d.noise_floor.items()])
+    return out
+
+
 def not_applicable(d: ReportData) -> list[str]:
     """What did not apply where, and why: one line per environment, workload and reason (the
     parameters it covers listed together)."""
@@ -149,6 +166,7 @@ def render(d: ReportData) -> str:
     if d.rows and len(d.columns) > 1:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)
+    out += noise_floor(d)
     out += layers.render(d, _table)
     out += hostcpu.render(d, _table)
     out += ["", "## Tool versions", ""]
