@@ -183,3 +183,18 @@ def test_other_blas_kernels_than_the_baseline_are_warned_about(store: SQLiteStor
                               [Sample("hpl", 10.0, "GFLOPS", labels={"blas_core": core})])
     w = [x for x in analyze(store, "r1").warnings if "OpenBLAS ran" in x]
     assert w == [w[0]] and "Opteron kernels in qemu but Cooperlake in native (linpack)" in w[0]
+
+
+def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
+    from isotax.host import fingerprint
+
+    host = fingerprint(Path(__file__).parent / "data" / "host" / "this-host")
+    s = SQLiteStore(tmp_path / "isotax.db")
+    s.create_run("r3", "t", PLAN, 1, host)
+    s.put_environment(EnvRecord("r3", "native", "native", True, "", {}, {}, {"ready": 0.0}))
+    s.commit_cell("r3", CellKey("native", "compress", {}, 1), "1", CellStatus.OK, "", 0, 1,
+                  [Sample("throughput", 1.0, "MB/s")])
+    md = markdown.render(analyze(s, "r3"))
+    s.close()
+    assert "Host fingerprint" in md and "| SMT | off" in md
+    assert "| governor | none: no cpufreq" in md

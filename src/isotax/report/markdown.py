@@ -7,6 +7,7 @@ import datetime as dt
 import math
 
 from isotax.analysis import ReportData
+from isotax.host import show_rows
 from isotax.report import hostcpu, layers, lifecycle
 
 
@@ -134,6 +135,11 @@ def render(d: ReportData) -> str:
           host.get("cgroup", "?")]],
     )
     out += ["", "Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()), ""]
+    if "smt" in host:  # runs recorded before the full fingerprint have only the line above
+        out += ["<details><summary>Host fingerprint (what a comparison of runs checks)"
+                "</summary>", ""]
+        out += _table(["what", "value"], [list(r) for r in show_rows(host)])
+        out += ["", "</details>", ""]
     out += ["## Environments", ""]
     env_rows = []
     for e in d.environments:
