@@ -198,3 +198,16 @@ def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
     s.close()
     assert "Host fingerprint" in md and "| SMT | off" in md
     assert "| governor | none: no cpufreq" in md
+
+
+def test_outliers_are_flagged_and_kept(store: SQLiteStore) -> None:
+    for rep, v in enumerate([60.0, 60.4, 60.2, 59.4, 47.1], start=1):
+        store.commit_cell("r1", CellKey("native", "stream", {}, rep), "1", CellStatus.OK, "",
+                          0, 1, [Sample("triad", v, "MB/s")])
+    d = analyze(store, "r1")
+    (w,) = [x for x in d.warnings if "outlier" in x]
+    assert w.startswith("native stream triad: repetition 5 gave 47.1 MB/s, an outlier")
+    triad = next(c for (r, e), c in d.cells.items() if r.metric == "triad" and e == "native")
+    assert triad.summary.n == 5  # kept, never dropped
+    doc = json.loads(json_report.render(d))
+    assert [(o["repetition"], o["value"]) for o in doc["outliers"]] == [(5, 47.1)]

@@ -45,3 +45,18 @@ def test_bootstrap_is_reproducible_with_seed() -> None:
 def test_too_few_runs() -> None:
     r = ratio([1.0], [1.0, 1.1])
     assert r.within_noise is None and r.verdict == "too few runs"
+
+
+def test_outliers_by_modified_z_score() -> None:
+    from isotax.stats import modified_z_scores, outliers
+
+    # the 5th repetition of a real STREAM triad A/A run here (MB/s): one slow run
+    triad = [60.0, 60.4, 60.2, 59.4, 47.1]
+    (hit,) = outliers(triad)
+    assert hit[0] == 4 and hit[1] < -3.5
+    assert outliers([60.0, 60.4, 60.2, 59.4, 59.9]) == []
+    assert outliers([1.0, 100.0]) == []  # two values: neither can stand out
+    # most values equal (MAD 0): the mean absolute deviation stands in, finite
+    z = modified_z_scores([5.0, 5.0, 5.0, 5.0, 9.0])
+    assert z[:4] == [0.0] * 4 and 3.5 < z[4] < 10
+    assert modified_z_scores([2.0, 2.0, 2.0]) == [0.0, 0.0, 0.0]

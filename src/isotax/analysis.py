@@ -18,7 +18,7 @@ from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.model import CellKey, CellStatus
 from isotax.parity import all_problems
 from isotax.plan import PlanError, parse_plan
-from isotax.stats import Ratio, Summary, aa_noise_floor, ratio, summarize
+from isotax.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 
 
@@ -32,6 +32,9 @@ class ReportWarning(Enum):
                         "install the same package version on the host as in the image.")
     FAILURES = ("{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
                 "`isotax run --resume` finishes an interrupted run.")
+    OUTLIER = ("{env} {workload} {metric}: repetition {rep} gave {value:.4g} {unit}, an outlier "
+               "(modified z-score {z:+.1f}); it is kept in the mean and interval. Check what "
+               "else ran on the host then, or add repetitions.")
     HIGH_VARIANCE = ("{env} {workload} {metric}: coefficient of variation {cv:.1%}; quiet the "
                      "host or add repetitions.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
@@ -95,6 +98,9 @@ class ReportData:
     # (environment, workload, params_key) -> the CPU the environment's own host processes
     # used per run (envcpu.METRIC), and per program name its mean per run.
     env_cpu: dict[tuple[str, str, str], EnvCpu] = field(default_factory=dict)
+    # Values flagged by the modified z-score, kept in every figure: (row, environment,
+    # repetition, value, z).
+    outliers: list[tuple[Row, str, int, float, float]] = field(default_factory=list)
     # Per row, the noise floor the A/A run showed (plan `aa`): a fraction, e.g. 0.03.
     noise_floor: dict[Row, float] = field(default_factory=dict)
     aa_env: str | None = None
@@ -127,6 +133,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
     records = store.cells(run.id)
     measured = [c for c in records if not c.key.warmup]
     values: dict[tuple[Row, str], list[float]] = defaultdict(list)
+    reps: dict[tuple[Row, str], list[int]] = defaultdict(list)  # each value's repetition
     rows: list[Row] = []
     env_cpu: dict[tuple[str, str, str], list[tuple[float, Mapping[str, Any]]]] = \
         defaultdict(list)
@@ -145,6 +152,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
             if row not in rows:
                 rows.append(row)
             values[(row, c.key.environment)].append(s.value)
+            reps[(row, c.key.environment)].append(c.key.repetition)
     # Rows follow the plan: its order of workloads, each one's points in sweep order
     # (threads 1, 2, 4, 16, not as text), then the order metrics first appeared.
     wl_order = [w.get("name") for w in plan.get("workloads", [])]
@@ -181,6 +189,9 @@ def analyze(store: Store, run_id: str) -> ReportData:
                              int(run.seed))
             if lr is not None:
                 data.layer_ratios[(layer, row)] = lr
+    for (row, env), vals in values.items():
+        for i, z in outliers(vals):
+            data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
     data.warnings = _warnings(data) + _blas_warnings(blas, baseline)
     return data
 
@@ -296,6 +307,9 @@ def _warnings(d: ReportData) -> list[str]:
         failed[c.key.environment] += 1
     for env, n in failed.items():
         out.append(ReportWarning.FAILURES.say(count=n, env=env))
+    for row, env, rep, value, z in d.outliers:
+        out.append(ReportWarning.OUTLIER.say(env=env, workload=row.workload, metric=row.metric,
+                                             rep=rep, value=value, unit=row.unit, z=z))
     for (row, env), cell in d.cells.items():
         if cell.summary.n >= 2 and cell.summary.cv > HIGH_CV:
             out.append(ReportWarning.HIGH_VARIANCE.say(env=env, workload=row.workload,

@@ -50,6 +50,37 @@ def summarize(values: Sequence[float]) -> Summary:
     return Summary(n, mean, sd, mean - half, mean + half)
 
 
+# Iglewicz and Hoaglin's rule: a modified z-score above 3.5 marks a likely outlier.
+OUTLIER_Z = 3.5
+
+
+def modified_z_scores(values: Sequence[float]) -> list[float]:
+    """0.6745 (x - median) / MAD for each value (Iglewicz and Hoaglin): robust to the very
+    outliers it looks for, unlike a z-score on the mean and sd. When more than half the
+    values are equal (MAD 0) the mean absolute deviation stands in, scaled by 1.253314 (as
+    IBM's SPSS and others do); all 0 when every value is the same. Pure."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        return []
+    med = float(np.median(x))
+    dev = np.abs(x - med)
+    mad = float(np.median(dev))
+    if mad > 0:
+        return [float(0.6745 * (v - med) / mad) for v in x]
+    mean_ad = float(dev.mean())
+    if mean_ad == 0:
+        return [0.0] * int(x.size)
+    return [float((v - med) / (1.253314 * mean_ad)) for v in x]
+
+
+def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> list[tuple[int, float]]:
+    """(index, modified z-score) of each value beyond the threshold; needs 3 or more values
+    (with 2 the median sits between them and neither can stand out). Pure."""
+    if len(values) < 3:
+        return []
+    return [(i, z) for i, z in enumerate(modified_z_scores(values)) if abs(z) > threshold]
+
+
 @dataclass(frozen=True)
 class Ratio:
     """mean(env) / mean(baseline), with its bootstrap interval and what it means."""

@@ -43,6 +43,11 @@ def render(d: ReportData) -> str:
              "mean_s": c.summary.mean, "sd_s": c.summary.sd, "by_program_mean_s": c.by_program}
             for (env, wl, pkey), c in d.env_cpu.items()
         ],
+        "outliers": [
+            {"environment": env, "workload": r.workload, "params": r.params_key,
+             "metric": r.metric, "repetition": rep, "value": v, "modified_z": z}
+            for r, env, rep, v, z in d.outliers
+        ],
         "noise_floor": [
             {"aa_environment": d.aa_env, "workload": r.workload, "params": r.params_key,
              "metric": r.metric, "floor": f}
