@@ -205,8 +205,10 @@ def test_outliers_are_flagged_and_kept(store: SQLiteStore) -> None:
         store.commit_cell("r1", CellKey("native", "stream", {}, rep), "1", CellStatus.OK, "",
                           0, 1, [Sample("triad", v, "MB/s")])
     d = analyze(store, "r1")
-    (w,) = [x for x in d.warnings if "outlier" in x]
-    assert w.startswith("native stream triad: repetition 5 gave 47.1 MB/s, an outlier")
+    (w,) = [x for x in d.warnings if "outlying" in x]
+    assert w.startswith("native: 1 outlying value(s) (modified z-score beyond 3.5) in stream "
+                        "triad")
+    assert "| native | stream |  | triad | 5 | 47.1 MB/s | -" in markdown.render(d)
     triad = next(c for (r, e), c in d.cells.items() if r.metric == "triad" and e == "native")
     assert triad.summary.n == 5  # kept, never dropped
     doc = json.loads(json_report.render(d))

@@ -32,9 +32,9 @@ class ReportWarning(Enum):
                         "install the same package version on the host as in the image.")
     FAILURES = ("{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
                 "`isotax run --resume` finishes an interrupted run.")
-    OUTLIER = ("{env} {workload} {metric}: repetition {rep} gave {value:.4g} {unit}, an outlier "
-               "(modified z-score {z:+.1f}); it is kept in the mean and interval. Check what "
-               "else ran on the host then, or add repetitions.")
+    OUTLIERS = ("{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
+                "(see Outliers); they are kept in every mean and interval. Check what else "
+                "ran on the host then, or add repetitions.")
     HIGH_VARIANCE = ("{env} {workload} {metric}: coefficient of variation {cv:.1%}; quiet the "
                      "host or add repetitions.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
@@ -307,9 +307,15 @@ def _warnings(d: ReportData) -> list[str]:
         failed[c.key.environment] += 1
     for env, n in failed.items():
         out.append(ReportWarning.FAILURES.say(count=n, env=env))
-    for row, env, rep, value, z in d.outliers:
-        out.append(ReportWarning.OUTLIER.say(env=env, workload=row.workload, metric=row.metric,
-                                             rep=rep, value=value, unit=row.unit, z=z))
+    flagged: dict[str, list[str]] = defaultdict(list)
+    for row, env, _, _, _ in d.outliers:
+        flagged[env].append(f"{row.workload} {row.metric}")
+    for env, where in flagged.items():
+        names = list(dict.fromkeys(where))
+        out.append(ReportWarning.OUTLIERS.say(
+            env=env, count=len(where),
+            metrics=", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4
+                                            else "")))
     for (row, env), cell in d.cells.items():
         if cell.summary.n >= 2 and cell.summary.cv > HIGH_CV:
             out.append(ReportWarning.HIGH_VARIANCE.say(env=env, workload=row.workload,

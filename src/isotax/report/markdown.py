@@ -181,6 +181,15 @@ def render(d: ReportData) -> str:
     out += _table(["tool"] + [e.name for e in avail],
                   [[t] + [e.tools.get(t, "—") for e in avail] for t in tools])
     out += not_applicable(d)
+    if d.outliers:
+        out += ["", "## Outliers", "",
+                "Values whose modified z-score (Iglewicz and Hoaglin) is beyond 3.5 among their "
+                "cell's repetitions. They are kept in every mean and interval above.", ""]
+        out += _table(["environment", "workload", "sweep", "metric", "repetition", "value",
+                       "modified z"],
+                      [[env, r.workload, d.sweep_label.get((r.workload, r.params_key), ""),
+                        r.metric, str(rep), f"{_fmt(v)} {r.unit}", f"{z:+.1f}"]
+                       for r, env, rep, v, z in d.outliers])
     if d.failures:
         out += ["", "## Failures", "", "Failed runs store their reason, never a number.", ""]
         out += _table(["environment", "workload", "parameters", "run", "reason"],
