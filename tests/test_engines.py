@@ -483,3 +483,17 @@ def test_kata_through_the_engine_or_why_not(kind: str, keeper: Instance,
         assert inst.exec(["true"], 120).returncode == 0
     finally:
         inst.stop()
+
+
+def test_iptables_leftovers_in_engine_chains_that_were_there_before() -> None:
+    """Real `iptables -S` after a private dockerd stopped on a host whose DOCKER chains were
+    already there (left by an earlier dockerd that was killed): the chains stay, the rules it
+    added for its bridge go. `before` is that listing without the bridge's rules."""
+    bridge = "itx-brdd3c146"
+    for table in ("filter", "nat"):
+        after = (DATA / f"iptables-{table}-after-prechains.txt").read_text()
+        before = "\n".join(ln for ln in after.splitlines() if bridge not in ln) + "\n"
+        cmds = iptables_leftovers(before, after, table, ("DOCKER",), (bridge,))
+        removed = [" ".join(c) for c in cmds]
+        assert removed and all(bridge in c and " -D DOCKER" in c for c in removed), removed
+        assert not any(" -X " in c or " -F " in c for c in removed)  # the chains stay

@@ -317,6 +317,10 @@ def iptables_leftovers(before: str, after: str, table: str, chain_prefixes: Sequ
     ours = tuple(chain_prefixes)
     out: list[list[str]] = []
     chains: list[str] = []
+    # Rules added to engine chains that were there before (a system Docker, or a private
+    # dockerd that was killed, left DOCKER-ISOLATION-STAGE-1 and friends): those chains stay,
+    # the rules naming isotax's interfaces go.
+    in_old_chains: list[list[str]] = []
     for line in after.splitlines():
         if line in old:
             continue
@@ -326,12 +330,16 @@ def iptables_leftovers(before: str, after: str, table: str, chain_prefixes: Sequ
             continue
         if len(parts) >= 2 and parts[0] == "-N" and parts[1].startswith(ours):
             chains.append(parts[1])
+        elif len(parts) >= 2 and parts[0] == "-A" and parts[1].startswith(ours):
+            if any(i in parts for i in interfaces):
+                in_old_chains.append(parts)
         elif len(parts) >= 2 and parts[0] == "-A" and parts[1] in _BUILTIN:
             target = parts[parts.index("-j") + 1] if "-j" in parts[:-1] else ""
             if target.startswith(ours) or any(i in parts for i in interfaces):
                 if "--comment" in parts and parts[parts.index("--comment") + 1] == COMMENT:
                     continue  # isotax's own rule: its owner removes it
                 out.append(["-t", table, "-D", *parts[1:]])
+    out += [["-t", table, "-D", *parts[1:]] for parts in in_old_chains if parts[1] not in chains]
     for c in chains:
         out.append(["-t", table, "-F", c])
     for c in chains:
