@@ -28,6 +28,7 @@ from typing import Any
 from isotax import __version__
 from isotax.numa import nodes, parse_cpulist
 from isotax.parity import OFFLOADS, parse_ethtool_features
+from isotax.parsers.cpuinfo import parse_cpuinfo_first
 
 _RUNTIME_VERSION_ARGV = {
     "runc": ["runc", "--version"],
@@ -83,8 +84,9 @@ def _field(text: str | None, prefix: str, sep: str) -> str | None:
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
     """/proc/cpuinfo -> model, processors, and whether the CPU says it runs under a hypervisor."""
-    flags = (_field(text, "flags", ":") or "").split()
-    return {"model": _field(text, "model name", ":") or "unknown",
+    first = parse_cpuinfo_first(text)
+    flags = first.get("flags", "").split()
+    return {"model": first.get("model name") or "unknown",
             "processors": sum(1 for line in text.splitlines() if line.startswith("processor")),
             "hypervisor": "hypervisor" in flags}
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from isotax.environments.base import Instance
+from isotax.environments.gvisor import runs_gvisor
 
 # What the instance prints about itself; plain sh and coreutils, the same in every kind.
 PROBE = (
@@ -97,10 +98,9 @@ def declared(describe: Mapping[str, str]) -> str | None:
     """What the plan's environment claims to be, from its describe(); None for kinds isotax
     has no rule for."""
     kind = str(describe.get("kind", ""))
-    runtime = str(describe.get("runtime", ""))
-    if kind in ("docker", "podman") and runtime.startswith("runsc"):
+    if runs_gvisor(describe):  # gVisor itself, or an engine whose runtime is runsc
         return "sandbox"
-    if kind in ("docker", "podman") and runtime.startswith("kata"):
+    if kind in ("docker", "podman") and str(describe.get("runtime", "")).startswith("kata"):
         return "vm"
     return CLASSES.get(kind)
 

@@ -161,6 +161,7 @@ class Runner:
         self.multi_node = len(numa.nodes()) > 1
         # Environments that are not what the plan declares (identity.py): they fail the run.
         self.mislabelled: list[str] = []
+        self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
 
     # -- environments ------------------------------------------------------------------
@@ -193,7 +194,7 @@ class Runner:
     def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
         """Record what the instance shows it is; a mismatch with what it declares is kept in
         self.mislabelled and refuses the run."""
-        host = identity.host_facts()
+        host = self.host_identity
         try:
             facts = identity.probe(inst)
         except (ValueError, ExecError) as e:

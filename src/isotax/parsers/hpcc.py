@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from isotax.model import Sample, SanityError
+from isotax.parsers.cpuinfo import parse_cpuinfo_first
 
 SUMMARY_BEGIN = "Begin of Summary section."
 SUMMARY_END = "End of Summary section."
@@ -274,21 +275,6 @@ def parse_openblas_core(stdout: str) -> str:
     if not cores:
         return ""
     return cores.pop() if len(cores) == 1 else "mixed"
-
-
-def parse_cpuinfo_first(text: str) -> dict[str, str]:
-    """The fields of the first processor block of /proc/cpuinfo ("vendor_id", "cpu family",
-    "flags", ...). Pure."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if out:
-                break
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            out.setdefault(key.strip(), value.strip())
-    return out
 
 
 # Why hpcc dies with SIGILL on QEMU's qemu64 model (see tests/data/hpcc-sigill): it claims to
