@@ -29,7 +29,7 @@ from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
 from isotax.environments.native import run_host
-from isotax.footprint import parse_ppid, with_descendants
+from isotax.footprint import process_parents, with_descendants
 from isotax.model import NotApplicable, SanityError
 from isotax.network import NetworkError, VethNamespace, netns_path
 
@@ -281,16 +281,6 @@ def _fd_links(pid: int) -> list[str]:
     return out
 
 
-def _instance_pids(inst: Instance) -> list[int]:
-    """inst.host_pids() and every descendant of them."""
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(name)] = parse_ppid(Path(f"/proc/{name}/stat").read_text())
-    return with_descendants(inst.host_pids(), parents)
-
-
 def host_listener(inst: Instance, port: int, proto: str = "tcp") -> int | None:
     """The host pid of the instance's process that holds a socket bound to port (LISTEN for
     tcp), as the host kernel sees it in that process's own network namespace; None if none.
@@ -301,7 +291,7 @@ def host_listener(inst: Instance, port: int, proto: str = "tcp") -> int | None:
     kernel sockets (native, containers; gVisor's hostinet: the Sentry holds them)."""
     state = _LISTEN_STATE[proto]
     listening: dict[int, set[int]] = {}  # network namespace inode -> listening socket inodes
-    for pid in _instance_pids(inst):
+    for pid in with_descendants(inst.host_pids(), process_parents()):
         held = socket_inodes(_fd_links(pid))
         if not held:
             continue
