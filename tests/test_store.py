@@ -76,3 +76,34 @@ def test_unknown_run_and_newer_schema(tmp_path: Path) -> None:
     s.close()
     with pytest.raises(StoreError, match="upgrade isotax"):
         SQLiteStore(tmp_path / "isotax.db")
+
+
+def test_telemetry_and_run_meta_round_trip_and_cascade(tmp_path: Path) -> None:
+    s = _store(tmp_path)
+    rid = s.list_runs()[0].id
+    cid = s.commit_cell(rid, CellKey("n", "w", {}, 1), "1", CellStatus.OK, "", 0, 1,
+                        [Sample("x", 1, "u")], ({"host": {"busy": 0.5}}, {"t": [0.0, 0.5]}))
+    other = s.commit_cell(rid, CellKey("n", "w", {}, 2), "1", CellStatus.OK, "", 0, 1,
+                          [Sample("x", 2, "u")])
+    assert s.telemetry(rid) == {cid: {"host": {"busy": 0.5}}}
+    assert s.telemetry_series(cid) == {"t": [0.0, 0.5]}
+    assert s.telemetry_series(other) == {}
+    s.put_run_meta(rid, "adaptive", {"ended": "target"})
+    s.put_run_meta(rid, "adaptive", {"ended": "budget"})
+    assert s.run_meta(rid) == {"adaptive": {"ended": "budget"}}
+    s.delete_run(rid)
+    assert s.db.execute("SELECT count(*) FROM telemetry").fetchone()[0] == 0
+    assert s.db.execute("SELECT count(*) FROM run_meta").fetchone()[0] == 0
+
+
+def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
+    s = _store(tmp_path)
+    rid = s.list_runs()[0].id
+    s.db.execute("DROP TABLE telemetry")
+    s.db.execute("DROP TABLE run_meta")
+    s.db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    s.close()
+    s = SQLiteStore(tmp_path / "isotax.db")
+    assert s.get_run(rid).id == rid  # nothing lost
+    assert s.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert s.telemetry(rid) == {}

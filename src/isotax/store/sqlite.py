@@ -68,6 +68,20 @@ CREATE TABLE IF NOT EXISTS samples (
     higher_is_better INTEGER NOT NULL,
     labels_json TEXT NOT NULL
 );
+-- What the host did while a measured cell ran (isotax.sampler): a summary the report reads,
+-- and the sampled series, read only on demand. Schema 2.
+CREATE TABLE IF NOT EXISTS telemetry (
+    cell_id INTEGER PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,
+    summary_json TEXT NOT NULL,
+    series_json TEXT NOT NULL
+);
+-- Facts about a run decided while it ran (e.g. how adaptive repetitions ended). Schema 2.
+CREATE TABLE IF NOT EXISTS run_meta (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
 CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
 CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
 """
@@ -84,13 +98,14 @@ class SQLiteStore:
         # executescript commits on its own, so it runs outside a transaction of ours.
         self.db.executescript(_SCHEMA)
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
             raise StoreError(
                 f"{path} has schema version {row[0]}, newer than this isotax ({SCHEMA_VERSION});"
                 " upgrade isotax to read it"
             )
+        # Older schemas only lack tables, which CREATE TABLE IF NOT EXISTS just added.
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),))
 
     def _tx(self) -> _Tx:
         return _Tx(self.db)
@@ -166,7 +181,10 @@ class SQLiteStore:
     # cells and samples
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
                     reason: str, started: float, ended: float,
-                    samples: Sequence[Sample]) -> int:
+                    samples: Sequence[Sample],
+                    telemetry: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+                    ) -> int:
+        """One cell, its samples and (summary, series) telemetry, in one transaction."""
         if status is not CellStatus.OK and samples:
             raise ValueError(f"a cell that is {status.value} carries a reason, never numbers")
         with self._tx():
@@ -185,7 +203,33 @@ class SQLiteStore:
                 [(cell_id, s.metric, s.value, s.unit, int(s.higher_is_better),
                   json.dumps(dict(s.labels), sort_keys=True)) for s in samples],
             )
+            if telemetry is not None:
+                self.db.execute("INSERT INTO telemetry VALUES (?,?,?)",
+                                (cell_id, json.dumps(dict(telemetry[0])),
+                                 json.dumps(dict(telemetry[1]))))
         return cell_id
+
+    def telemetry(self, run_id: str) -> dict[int, Mapping[str, Any]]:
+        """cell id -> telemetry summary, for every cell of the run that has one."""
+        return {cid: json.loads(s) for cid, s in self.db.execute(
+            "SELECT t.cell_id, t.summary_json FROM telemetry t JOIN cells c ON c.id = t.cell_id"
+            " WHERE c.run_id=?", (run_id,))}
+
+    def telemetry_series(self, cell_id: int) -> Mapping[str, Any]:
+        """The sampled series of one cell ({} when it has none)."""
+        row = self.db.execute("SELECT series_json FROM telemetry WHERE cell_id=?",
+                              (cell_id,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    # run metadata
+    def put_run_meta(self, run_id: str, key: str, value: Any) -> None:
+        with self._tx():
+            self.db.execute("INSERT OR REPLACE INTO run_meta VALUES (?,?,?)",
+                            (run_id, key, json.dumps(value)))
+
+    def run_meta(self, run_id: str) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.db.execute(
+            "SELECT key, value_json FROM run_meta WHERE run_id=?", (run_id,))}
 
     def done_cells(self, run_id: str) -> set[str]:
         rows = self.db.execute("SELECT ident FROM cells WHERE run_id=?", (run_id,)).fetchall()
