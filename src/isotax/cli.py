@@ -27,6 +27,7 @@ from isotax import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.image.artifacts import ImageArtifacts
+    from isotax.tune import TuneReport
 
 console = Console(stderr=True, highlight=False)
 DEFAULT_RESULTS = Path(os.environ.get("ISOTAX_RESULTS", "results"))
@@ -237,7 +238,7 @@ def image_rm(which: str) -> None:
 
 @main.group()
 def system() -> None:
-    """The host's fingerprint (recorded with every run)."""
+    """The host's fingerprint (recorded with every run) and a benchmarking profile for it."""
 
 
 @system.command("show")
@@ -260,6 +261,79 @@ def system_show(as_json: bool) -> None:
     for what, value in show_rows(fp):
         t.add_row(what, value)
     Console().print(t)
+
+
+state_option = click.option(
+    "--state", "state_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help="Where the values before tuning are saved.  [default: /var/lib/isotax/tune-state.json]")
+# A synthetic /proc + /sys tree instead of the host's (the tests' captured trees).
+root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+                           default=Path("/"), hidden=True)
+
+
+def _tune_outcome(report: TuneReport, absent_note: bool) -> None:
+    """The table (knob, before, after, result), one final line, and the exit status: 0 when
+    everything this host has was set, 1 when a knob it has refused the value."""
+    t = Table("knob", "before", "after", "result")
+    t.columns[0].no_wrap = True
+    for row in report.rows():
+        t.add_row(*row)
+    Console().print(t)
+    done = "tuned" if report.action == "tune" else "restored"
+    absent = sorted({r.knob.group for r in report.absent})
+    note = (f"; not on this host (the table says why): {', '.join(absent)}"
+            if absent and absent_note else "")
+    if report.refused:
+        names = sorted({r.knob.name for r in report.refused})
+        click.echo(f"{report.action}: could not set {', '.join(names)} (see the table){note}"
+                   + (f"; the saved values stay in {report.state_file}"
+                      if report.action == "reset" else ""))
+        sys.exit(1)
+    if report.action == "tune":
+        click.echo(f"{done}: every knob this host has is set{note}; values before saved in "
+                   f"{report.state_file}; undo with `isotax system reset`")
+    else:
+        click.echo(f"{done}: every saved value is back; removed {report.state_file}")
+
+
+def _require_root(root: Path, what: str) -> None:
+    if root == Path("/") and os.geteuid() != 0:
+        fail(f"{what} writes /proc/sys and /sys: run it as root (sudo isotax system {what})")
+
+
+@system.command("tune")
+@click.option("--force", is_flag=True,
+              help="Tune over an existing state file (its saved values are lost).")
+@state_option
+@root_option
+def system_tune(force: bool, state_file: Path | None, root: Path) -> None:
+    """Apply the benchmarking profile: governor performance, turbo off, THP madvise, ASLR off,
+    perf_event_paranoid -1, nmi_watchdog 0; the values before are saved for `reset`.
+    Exit 0 when every knob this host has is set (absent ones are listed), 1 when the kernel
+    refused one."""
+    from isotax.tune import DEFAULT_STATE, TuneError, tune
+
+    _require_root(root, "tune")
+    try:
+        report = tune(root, state_file or DEFAULT_STATE, force=force)
+    except TuneError as e:
+        fail(str(e))
+    _tune_outcome(report, absent_note=True)
+
+
+@system.command("reset")
+@state_option
+@root_option
+def system_reset(state_file: Path | None, root: Path) -> None:
+    """Undo `isotax system tune`: write back exactly the saved values."""
+    from isotax.tune import DEFAULT_STATE, TuneError, reset
+
+    _require_root(root, "reset")
+    try:
+        report = reset(root, state_file or DEFAULT_STATE)
+    except TuneError as e:
+        fail(str(e))
+    _tune_outcome(report, absent_note=False)
 
 
 @main.command()
