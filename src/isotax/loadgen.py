@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from isotax.cpuacct import CpuGroup
 from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
 from isotax.environments.native import run_host
 from isotax.footprint import process_parents, with_descendants
@@ -61,9 +62,13 @@ class NamespaceLoadGen:
         self._mapped: dict[tuple[str, int, str], tuple[str, int]] = {}
         self._published: dict[str, str] = {}
         self._mtu = 0
+        # Every client joins this group: the load generator's exact CPU per run (isotax.cpuacct),
+        # which tells when the client, not the environment, was the limit.
+        self.cpu_group: CpuGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def up(self) -> None:
+        self.cpu_group = CpuGroup(f"itx-lg-{self.tag}")
         self.veth.up()
         self._mtu = self.veth.mtu()
 
@@ -71,6 +76,9 @@ class NamespaceLoadGen:
         self._mapped.clear()
         self._published.clear()
         self.veth.down()
+        if self.cpu_group is not None:
+            self.cpu_group.remove()
+            self.cpu_group = None
 
     @property
     def netns(self) -> str:
@@ -83,8 +91,10 @@ class NamespaceLoadGen:
     # -- the protocol ------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # nsenter joins only the network namespace (`ip netns exec` would also remount /sys).
-        done = run_host(["nsenter", f"--net={netns_path(self.netns)}", "--", *argv], timeout,
-                        env=_CLIENT_ENV)
+        cmd = ["nsenter", f"--net={netns_path(self.netns)}", "--", *argv]
+        if self.cpu_group is not None:
+            cmd = self.cpu_group.wrap(cmd)
+        done = run_host(cmd, timeout, env=_CLIENT_ENV)
         # Report the client's own argv, not the wrapper.
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 

@@ -113,6 +113,16 @@ class WorkloadEntry(_Frozen):
         return out
 
 
+class TelemetrySettings(_Frozen):
+    """[telemetry]: what isotax watches while each measured run runs (isotax.observe)."""
+
+    # Seconds between samples of /proc (per-CPU time, every thread, disks, links); 0 keeps
+    # only the readings at both ends of the run.
+    interval_s: float = Field(default=0.5, ge=0, le=60)
+    # Host-wide perf software events (context switches, migrations, page faults) per run.
+    perf: bool = True
+
+
 class Plan(_Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
     description: str = ""
@@ -128,6 +138,7 @@ class Plan(_Frozen):
     # every other environment, so the report can say how large a difference this host's noise
     # alone makes (the noise floor) and call anything smaller "within noise".
     aa: bool = False
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import envcpu, footprint, identity, numa, parity, registry
+from isotax import envcpu, footprint, identity, numa, observe, parity, registry, work
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
@@ -163,6 +163,8 @@ class Runner:
         self.mislabelled: list[str] = []
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
+        # (summary, series) of the cell that just ran, when it was watched (isotax.observe)
+        self.telemetry: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -254,6 +256,7 @@ class Runner:
     # -- cells ---------------------------------------------------------------------------
     def _run_cell(self, key: CellKey) -> tuple[CellStatus, str, list[Sample]]:
         st = self.started[key.environment]
+        self.telemetry = None  # set below when a measured run was watched
         workload = registry.workloads()[key.workload]()
         inst = _Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
@@ -269,9 +272,18 @@ class Runner:
                 samples = self._launching(workload, key)
             else:
                 cpu_before = envcpu.snapshot(st.instance)
-                samples = workload.run(inst, key.params, self.loadgen)
+                watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
+                    st.instance, self.described.get(key.environment, {}), self.loadgen,
+                    observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf))
+                with watch as obs:
+                    samples = workload.run(inst, key.params, self.loadgen)
                 if samples:
                     samples.append(_env_cpu_sample(cpu_before, envcpu.snapshot(st.instance)))
+                if samples and obs is not None and obs.summary:
+                    obs.summary["work"] = work.done(workload, key.params, samples)
+                    self.telemetry = (obs.summary, obs.series)
+                elif obs is not None and obs.error:
+                    self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
         except NotApplicable as e:
             # Found out while running (an emulated CPU refusing an instruction): the other
             # repetitions of this point would find the same, so they end at once too.
@@ -394,7 +406,8 @@ class Runner:
             t0 = time.time()
             status, reason, samples = self._run_cell(key)
             self.store.commit_cell(run_id, key, wversions[key.workload], status, reason, t0,
-                                   time.time(), samples)
+                                   time.time(), samples,
+                                   self.telemetry if status is CellStatus.OK else None)
             self.log(_describe_cell(key, status, reason, samples))
             if self.progress is not None:
                 self.progress.advance(task)

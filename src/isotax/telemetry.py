@@ -155,6 +155,8 @@ class PerfReading:
     event: str
     value: float | None = None  # None: nothing counted, see reason
     reason: str = "not measured yet"
+    raw: str = ""  # perf's -x, output, for callers that counted several events
+    pid: int = 0  # perf's own PID while it runs (so telemetry can tell it from the workload)
 
 
 @contextmanager
@@ -194,6 +196,7 @@ def perf_counting(event: str) -> Iterator[PerfReading]:
             except OSError as e:
                 reading.reason = f"perf stat could not run: {e}"
             if proc is not None:
+                reading.pid = proc.pid
                 os.write(ctl_fd, b"enable\n")
                 started = _wait_ack(ack_fd, proc)
                 if not started:
@@ -210,8 +213,8 @@ def perf_counting(event: str) -> Iterator[PerfReading]:
             if proc.returncode not in (0, -signal.SIGINT, 128 + signal.SIGINT):
                 reading.reason = _perf_failure(proc.returncode, err.read_text(errors="replace"))
             return
-        reading.value, reading.reason = _counter_reason(
-            out.read_text() if out.exists() else "", event)
+        reading.raw = out.read_text() if out.exists() else ""
+        reading.value, reading.reason = _counter_reason(reading.raw, event)
 
 
 def _wait_ack(ack_fd: int, proc: subprocess.Popen[bytes]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -13,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
+from isotax.cpuacct import CpuGroup
 from isotax.environments.base import (
     GUEST_PATH,
     READY_MARKER,
@@ -96,7 +98,11 @@ class NativeInstance:
         self._data.mkdir(parents=True, exist_ok=True)
         self.data_dir = str(self._data)
         self._hold: subprocess.Popen[str] | None = None
+        # Every command joins this group, so a run's CPU inside the environment is counted
+        # exactly, exited processes included (isotax.cpuacct), as a container's group does.
+        self.cpu_group: CpuGroup | None = None
         try:
+            self.cpu_group = CpuGroup(f"itx-native-{secrets.token_hex(3)}")
             self._start_hold(sw)
         except BaseException:
             self.stop()
@@ -130,9 +136,11 @@ class NativeInstance:
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         # TMPDIR points workloads at a private scratch directory the runner removes afterwards.
-        done = run_host([*numactl_prefix(self.spec.numa_node), *argv], timeout,
-                        env={**self.env, "TMPDIR": self.scratch})
-        return replace(done, argv=tuple(argv)) if self.spec.numa_node is not None else done
+        full = [*numactl_prefix(self.spec.numa_node), *argv]
+        if self.cpu_group is not None:
+            full = self.cpu_group.wrap(full)
+        done = run_host(full, timeout, env={**self.env, "TMPDIR": self.scratch})
+        return replace(done, argv=tuple(argv))
 
     def describe(self) -> Mapping[str, str]:
         return {
@@ -169,6 +177,8 @@ class NativeInstance:
             self._hold.stdout.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
         shutil.rmtree(self._data, ignore_errors=True)
+        if self.cpu_group is not None:
+            self.cpu_group.remove()
 
 
 @register

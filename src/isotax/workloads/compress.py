@@ -38,6 +38,10 @@ class Compress:
     }
     needs_loadgen: ClassVar[bool] = False
 
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
+        """The corpus read, in GB."""
+        return params["corpus_mib"] * MIB / 1e9, "GB"
+
     # Same bits everywhere: the corpus digest and the compressed size (xz output is
     # deterministic for a given level, thread count and block size) must agree across
     # environments within one isotax process; a mismatch is a sanity failure.

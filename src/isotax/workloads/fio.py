@@ -116,6 +116,14 @@ class Fio:
     }
     needs_loadgen: ClassVar[bool] = False
 
+    def in_flight(self, params: Params) -> int:
+        return int(params["iodepth"])
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """fio's I/Os in the measured window: IOPS x runtime, reads and writes."""
+        ios = sum(s.value for s in samples if s.metric.endswith("_iops"))
+        return (ios * params["runtime_s"], "I/O") if ios > 0 else None
+
     def _resolved(self, params: Params) -> dict[str, Any]:
         p = {s.name: _param(params, self.params, s.name) for s in self.params}
         if p["rwmixread"] > 100:

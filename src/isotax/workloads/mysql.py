@@ -57,6 +57,7 @@ from isotax.loadgen import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
 from isotax.telemetry import CpuTimes, read_cpu_times
+from isotax.work import first
 from isotax.workloads.base import (
     LoadGen,
     Params,
@@ -237,6 +238,16 @@ class Mysql:
         "sysbench": ("sysbench", "--version"),
     }
     needs_loadgen: ClassVar[bool] = True
+
+    def in_flight(self, params: Params) -> int:
+        """Each sysbench thread waits for its transaction's answer before the next."""
+        return int(params["threads"])
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """sysbench's transactions."""
+        s = first(samples, "transactions_per_s")
+        return (float(s.labels["transactions"]), "transaction") \
+            if s and "transactions" in s.labels else None
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         lg = need_loadgen(loadgen)

@@ -77,6 +77,13 @@ class Redis:
     }
     needs_loadgen: ClassVar[bool] = True
 
+    def in_flight(self, params: Params) -> int:
+        return int(params["connections"]) * int(params["pipeline"])
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
+        """redis-benchmark's requests: `requests` SETs, then as many GETs."""
+        return 2.0 * params["requests"], "request"
+
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
         done = inst.exec(["redis-server", "--version"], 60)

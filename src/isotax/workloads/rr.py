@@ -26,6 +26,7 @@ from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_pingpong
+from isotax.work import first
 from isotax.workloads.base import (
     LoadGen,
     Params,
@@ -62,6 +63,16 @@ class RequestResponse:
         "sockperf": ("dpkg-query", "-W", "-f=${Version}", "sockperf"),
     }
     needs_loadgen: ClassVar[bool] = True
+
+    def in_flight(self, params: Params) -> int:
+        """One request-response transaction at a time: a latency test by design."""
+        return 1
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """netperf's transactions (sockperf's tail run, when on, is inside the same cost)."""
+        s = first(samples, "transactions_per_s")
+        return (float(s.labels["transactions"]), "transaction") \
+            if s and "transactions" in s.labels else None
 
     def not_applicable(self, inst: Instance, params: Params) -> str | None:
         if params["tail"] and params["proto"] == "tcp":

@@ -25,6 +25,7 @@ from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
 from isotax.telemetry import cost_per_gb, perf_cycles, read_cpu_times
+from isotax.work import first
 from isotax.workloads.base import LoadGen, Params, ParamSpec, need_loadgen, register
 
 
@@ -46,6 +47,15 @@ class Throughput:
         "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),
     }
     needs_loadgen: ClassVar[bool] = True
+
+    def in_flight(self, params: Params) -> int:
+        """Streams; each keeps a window of data in flight, so this bounds nothing by itself."""
+        return int(params["streams"])
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """The bytes the receiver counted, in GB."""
+        s = first(samples, "throughput")
+        return (float(s.labels["bytes"]) / 1e9, "GB") if s and "bytes" in s.labels else None
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
