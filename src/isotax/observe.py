@@ -85,18 +85,22 @@ def guest_stat(inst: Instance) -> StatReading | None:
         return None
 
 
-def guest_delta(before: StatReading, after: StatReading) -> dict[str, float]:
+def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
     """CPU seconds the guest accounted by kind between two readings, and its busy total. Pure."""
     cols = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
     out = dict.fromkeys(cols, 0.0)
-    for name, b in after.cpus.items():
-        a = before.cpus.get(name)
+    per_cpu: list[float] = []  # each guest CPU's busy seconds
+    for name in sorted(after.cpus, key=lambda n: int(n[3:])):
+        a, b = before.cpus.get(name), after.cpus[name]
         if a is None:
             continue
-        for col, x, y in zip(cols, a, b, strict=True):
-            out[col] += max(0.0, y - x)
+        d = {col: max(0.0, y - x) for col, x, y in zip(cols, a, b, strict=True)}
+        for col in cols:
+            out[col] += d[col]
+        per_cpu.append(round(d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"], 4))
     out["busy"] = sum(out[k] for k in ("user", "nice", "system", "irq", "softirq"))
-    return {k: round(v, 4) for k, v in out.items()} | {"cpus": len(after.cpus)}
+    return {k: round(v, 4) for k, v in out.items()} | {"cpus": len(per_cpu),
+                                                        "cpu_busy_s": per_cpu}
 
 
 def _perf_counts(raw: str) -> dict[str, float | None]:
