@@ -109,6 +109,9 @@ class ReportData:
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
+    # Facts the runner decided during the run (store.run_meta), e.g. "adaptive": how adaptive
+    # repetitions ended and each ratio's half-width (isotax.adaptive).
+    run_meta: dict[str, Any] = field(default_factory=dict)
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -175,6 +178,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
+    data.run_meta = store.run_meta(run.id)
     if plan.get("aa"):
         _apply_noise_floor(data, f"{baseline}-aa")
     for c in measured:

@@ -10,6 +10,11 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     timeout_s = 900          # one workload run
     parity = "refuse"        # unequal resources (isotax.parity): refuse to run, or "flag"
 
+    [adaptive]               # optional: add interleaved repetitions until the ratios are tight
+    target = 0.02            # half-width of each ratio's 95% interval, as a fraction of the ratio
+    budget_s = 600           # wall time the added repetitions may take (optional)
+    max_repetitions = 20     # measured repetitions per point at most (optional; one of the two)
+
     [[environments]]
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
     kind = "runc"            # see `isotax envs`
@@ -113,6 +118,31 @@ class WorkloadEntry(_Frozen):
         return out
 
 
+class Adaptive(_Frozen):
+    """[adaptive]: after the fixed rounds, more interleaved rounds for the points whose ratios
+    to the baseline are not yet tight enough, until every one is, or a budget is spent
+    (isotax.adaptive decides)."""
+
+    # Half-width of the 95% interval of each ratio to the baseline, as a fraction of the ratio.
+    target: float
+    budget_s: float | None = None  # wall time of the added repetitions' cells, at most
+    max_repetitions: int | None = Field(default=None, le=1000)  # measured ones per point
+
+    @field_validator("target")
+    @classmethod
+    def _fraction(cls, v: float) -> float:
+        if not 0 < v < 1:
+            raise ValueError(f"{v!r} is not a fraction of the ratio; give e.g. 0.02 for ±2%")
+        return v
+
+    @field_validator("budget_s")
+    @classmethod
+    def _positive(cls, v: float | None) -> float | None:
+        if v is not None and v <= 0:
+            raise ValueError(f"{v!r} is no time; give the seconds added repetitions may take")
+        return v
+
+
 class TelemetrySettings(_Frozen):
     """[telemetry]: what isotax watches while each measured run runs (isotax.observe)."""
 
@@ -138,6 +168,7 @@ class Plan(_Frozen):
     # every other environment, so the report can say how large a difference this host's noise
     # alone makes (the noise floor) and call anything smaller "within noise".
     aa: bool = False
+    adaptive: Adaptive | None = None
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
@@ -168,6 +199,15 @@ class Plan(_Frozen):
         if self.aa and self.aa_name in names:
             raise ValueError(f"aa = true runs the baseline again as {self.aa_name!r}, which is "
                              "already an environment's name; rename that environment")
+        ad = self.adaptive
+        if ad is not None and ad.budget_s is None and ad.max_repetitions is None:
+            raise ValueError("[adaptive] needs a budget: set budget_s (seconds) or "
+                             "max_repetitions (runs per point), or both")
+        if ad is not None and ad.max_repetitions is not None and \
+                ad.max_repetitions <= self.repetitions:
+            raise ValueError(f"adaptive.max_repetitions ({ad.max_repetitions}) leaves no room "
+                             f"above repetitions ({self.repetitions}); raise it or lower "
+                             "repetitions")
         # A workload may be listed more than once (fio: sequential 1m and random 4k), but a
         # point of the matrix may not: it would be measured twice under one identity.
         seen: set[tuple[str, str]] = set()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax import envcpu, footprint, identity, numa, observe, parity, registry, work
+from isotax import adaptive, envcpu, footprint, identity, numa, observe, parity, registry, work
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
     Completed,
@@ -378,6 +378,8 @@ class Runner:
                          if k.ident not in done]
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
                 self._run_cells(run_id, cells)
+                if self.plan.adaptive is not None:
+                    self._run_adaptive(run_id, list(self.started))
                 status = "complete"
         except KeyboardInterrupt:
             if os.getpid() != owner:  # a forked helper of a library: never tear down for it
@@ -391,11 +393,16 @@ class Runner:
             self.store.set_run_status(run_id, status, time.time())
         return status
 
-    def _run_cells(self, run_id: str, cells: Sequence[CellKey]) -> None:
+    def _run_cells(self, run_id: str, cells: Sequence[CellKey],
+                   may_start: Callable[[], bool] | None = None) -> None:
+        """Run and commit cells in order; `may_start` (asked before each) ends the list early
+        when it says no (adaptive repetitions: the time budget is spent)."""
         task = self.progress.add_task("cells", total=len(cells)) if self.progress else None
         active: str | None = None
         wversions = {n: c.version for n, c in registry.workloads().items()}
         for key in cells:
+            if may_start is not None and not may_start():
+                break
             if active != key.environment:
                 if active is not None:
                     self.started[active].instance.pause()
@@ -413,6 +420,41 @@ class Runner:
                 self.progress.advance(task)
         if active is not None:
             self.started[active].instance.pause()
+        if task is not None and may_start is not None:  # an added round's bar: not kept
+            self.progress.remove_task(task)
+
+    def _run_adaptive(self, run_id: str, environments: Sequence[str]) -> None:
+        """After the fixed rounds: more interleaved rounds for the points whose ratios are not
+        yet as tight as the plan's [adaptive] target, until they are or the budget is spent
+        (isotax.adaptive decides). Each round is decided from the store, so a resumed run
+        goes on from what it holds; repetition numbers continue where each point stopped."""
+        ad = self.plan.adaptive
+        assert ad is not None
+        fixed, base = self.plan.repetitions, self.plan.baseline
+        params = {(w.name, CellKey("", w.name, p, 0).params_key): p
+                  for w in self.plan.workloads for p in w.combinations()}
+        rounds = int(self.store.run_meta(run_id).get("adaptive", {}).get("rounds", 0))
+        while True:
+            # Only environments that run now (one that did not start on --resume is left as
+            # it stands)
+            committed = [c for c in self.store.cells(run_id) if c.key.environment in environments]
+            progress = adaptive.assess(committed, base, ad.target, fixed, self.plan.seed)
+            decision = adaptive.next_round(progress, base, ad)
+            self.store.put_run_meta(run_id, "adaptive",
+                                    adaptive.to_meta(ad, fixed, progress, decision.ended, rounds))
+            met = f"{sum(w.met for w in progress.widths)}/{len(progress.widths)} ratios"
+            if decision.ended is not None:
+                self.log(f"adaptive repetitions: {decision.ended} ({met} within "
+                         f"±{ad.target:.1%}; {progress.added_cells} cells added in "
+                         f"{progress.spent_s:.0f} s)")
+                return
+            rounds += 1
+            order = adaptive.round_order(decision.points, self.plan.seed, rounds)
+            self.log(f"adaptive round {rounds}: {len(order)} cells ({met} within "
+                     f"±{ad.target:.1%})")
+            cells = [CellKey(env, wl, params[(wl, pkey)], progress.repetitions[(env, wl, pkey)]
+                             + 1) for env, wl, pkey in order]
+            self._run_cells(run_id, cells, adaptive.budget_gate(progress.spent_s, ad.budget_s))
 
 
 def _idle_footprint(inst: Instance) -> str:

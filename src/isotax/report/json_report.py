@@ -57,6 +57,9 @@ def render(d: ReportData) -> str:
             {"environment": env, "workload": wl, "params": pkey, "reason": why}
             for (env, wl, pkey), why in d.not_applicable.items()
         ],
+        # Adaptive repetitions (plan [adaptive]): target, budget, how they ended, and each
+        # ratio's half-width, n and whether it met the target; null without [adaptive].
+        "adaptive": d.run_meta.get("adaptive"),
         "warnings": d.warnings,
     }
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"

@@ -1,0 +1,58 @@
+"""The markdown section on adaptive repetitions (plan [adaptive], isotax.adaptive): the target,
+the budget, how the added rounds ended, and per ratio to the baseline the half-width of its 95%
+interval reached, with how many repetitions, met or not. It renders what the runner stored in
+run_meta["adaptive"]; the arithmetic is isotax.adaptive's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from isotax.analysis import ReportData
+
+Table = Callable[[list[str], list[list[str]]], list[str]]
+
+
+def _budget(meta: dict[str, Any]) -> str:
+    parts = []
+    if meta.get("budget_s") is not None:
+        parts.append(f"{meta['budget_s']:g} s for the added cells")
+    if meta.get("max_repetitions") is not None:
+        parts.append(f"at most {meta['max_repetitions']} measured repetitions per point")
+    return " and ".join(parts)
+
+
+def render(d: ReportData, table: Table) -> list[str]:
+    meta = d.run_meta.get("adaptive")
+    if not meta:
+        return []
+    target = float(meta["target"])
+    ratios = meta.get("ratios", [])
+    out = ["", "## Repetitions", "",
+           f"Adaptive repetitions: the plan asks for the 95% interval of every ratio to "
+           f"{d.baseline} to be within ±{target:.1%} of the ratio. After the "
+           f"{meta['repetitions']} fixed rounds, interleaved rounds were added for the points "
+           f"short of it (each with {d.baseline}'s same point), within a budget of "
+           f"{_budget(meta)}.", ""]
+    ended = meta.get("ended")
+    if ended is None:
+        out.append("**Not finished**: the run stopped during the added rounds; "
+                   f"`isotax run --resume {d.run.id}` goes on from what is stored.")
+    else:
+        out.append(f"**Ended: {ended}.**")
+    out[-1] += (f" {meta['rounds']} round(s) added, {meta['added_cells']} cell(s) in "
+                f"{meta['spent_s']:.0f} s; {meta['met']} of {len(ratios)} ratios met the "
+                "target.")
+    if not ratios:
+        return out
+    rows = []
+    # Those short of the target first: they are what a reader should not over-interpret.
+    for r in sorted(ratios, key=lambda r: bool(r["met"])):
+        hw = r["half_width"]
+        rows.append([r["environment"], r["workload"],
+                     d.sweep_label.get((r["workload"], r["params"]), r["params"]), r["metric"],
+                     f"{r['ratio']:.3f}", "no interval" if hw is None else f"±{hw:.1%}",
+                     f"{r['n']} / {r['n_baseline']}", "met" if r["met"] else "**not met**"])
+    out += ["", *table(["environment", "workload", "sweep", "metric", "ratio", "half-width",
+                        f"n (env / {d.baseline})", f"±{target:.1%}"], rows)]
+    return out
