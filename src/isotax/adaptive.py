@@ -9,11 +9,17 @@ cells and returns decisions, so it is tested without a runner, and `isotax run -
 up from whatever the store holds.
 
 Which ratios: every environment other than the baseline (the A/A copy included: a tighter
-noise floor is worth having), every workload point, every metric of the point but the
+noise floor is worth having), every workload point, and by default (metrics = "headline")
+the point's headline metric, the first its workload reports; with metrics = "all" every
+metric of the point but the
 environment's own host CPU (a cost shown apart, not a ratio) and metrics whose baseline mean
 is 0 (no ratio). Only cells that passed count; a point with no passing cell on either side
 (n/a, or failing every time) has no ratio and is not chased, and neither is one whose added
 cells failed twice (on either side): more runs of it would only add failures.
+
+A ratio meets the target only with `min_repetitions` passing values on each side (5 by
+default): with 3, the percentile bootstrap's interval is much narrower than a t interval and
+a ratio would "meet" 2% by luck.
 
 Intervals are stats.ratio's bootstrap with the run's seed on the values in commit order,
 exactly as the report computes them, so the half-widths here are the report's.
@@ -90,9 +96,12 @@ class Progress:
 
 
 def assess(cells: Sequence[CellRecord], baseline: str, target: float, fixed: int,
-           seed: int) -> Progress:
+           seed: int, min_n: int = 2, headline_only: bool = False) -> Progress:
     """The half-width of every ratio to the baseline from the committed cells (warm-ups
-    excluded), each point's repetitions so far, and the time the added ones took."""
+    excluded), each point's repetitions so far, and the time the added ones took. A ratio
+    meets the target only with at least `min_n` passing repetitions on each side;
+    `headline_only` keeps each point's first metric only (its workload's headline)."""
+    headline: dict[tuple[str, str], str] = {}  # (workload, params_key) -> first metric
     values: dict[tuple[Point, str], list[float]] = defaultdict(list)
     higher: dict[tuple[Point, str], bool] = {}
     reps: dict[Point, int] = {}
@@ -114,6 +123,9 @@ def assess(cells: Sequence[CellRecord], baseline: str, target: float, fixed: int
         for s in c.samples:
             if s.metric == envcpu.METRIC:
                 continue
+            first = headline.setdefault((point[1], point[2]), s.metric)
+            if headline_only and s.metric != first:
+                continue
             values[(point, s.metric)].append(s.value)
             higher[(point, s.metric)] = s.higher_is_better
     widths = []
@@ -126,8 +138,9 @@ def assess(cells: Sequence[CellRecord], baseline: str, target: float, fixed: int
             continue
         r = ratio(vals, base, higher[(point, metric)], seed=seed)
         hw = half_width(r)
+        enough = min(len(vals), len(base)) >= min_n
         widths.append(RatioWidth(env, wl, pkey, metric, r.ratio, hw, len(vals), len(base),
-                                 not math.isnan(hw) and hw <= target))
+                                 enough and not math.isnan(hw) and hw <= target))
     return Progress(tuple(widths), reps, {p: sum(d) / len(d) for p, d in durations.items()},
                     spent, added, dict(failures))
 
@@ -216,6 +229,8 @@ def to_meta(settings: Adaptive, fixed: int, progress: Progress, ended: str | Non
         "target": settings.target,
         "budget_s": settings.budget_s,
         "max_repetitions": settings.max_repetitions,
+        "min_repetitions": settings.min_repetitions,
+        "metrics": settings.metrics,
         "repetitions": fixed,
         "ended": ended,
         "rounds": rounds,

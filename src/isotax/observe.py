@@ -114,9 +114,11 @@ def _perf_counts(raw: str) -> dict[str, float | None]:
 
 @contextlib.contextmanager
 def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
-             settings: Settings) -> Iterator[Observation]:
+             settings: Settings, read_guest: bool = True) -> Iterator[Observation]:
     """Watch the body of the `with`: see the module docstring. Never raises for a
-    telemetry problem; the observation says what went wrong instead."""
+    telemetry problem; the observation says what went wrong instead. `read_guest` False:
+    the instance is paused (a workload that launches fresh instances), so its guest is not
+    asked."""
     obs = Observation()
     cls = kind_class(describe)
     group = inside_group(inst, cls)
@@ -127,7 +129,7 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
 
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
-    guest0 = guest_stat(inst) if cls in GUEST_KINDS else None
+    guest0 = guest_stat(inst) if cls in GUEST_KINDS and read_guest else None
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
     classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)

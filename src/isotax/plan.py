@@ -127,6 +127,12 @@ class Adaptive(_Frozen):
     target: float
     budget_s: float | None = None  # wall time of the added repetitions' cells, at most
     max_repetitions: int | None = Field(default=None, le=1000)  # measured ones per point
+    # A ratio counts as meeting the target only with this many passing repetitions on each
+    # side: a percentile bootstrap of 3 values is far narrower than the truth.
+    min_repetitions: int = Field(default=5, ge=2, le=1000)
+    # "headline": each point's first metric (throughput, transactions/s, bandwidth, ...);
+    # "all": every metric, tail latencies included (which rarely get within 2% here).
+    metrics: Literal["headline", "all"] = "headline"
 
     @field_validator("target")
     @classmethod

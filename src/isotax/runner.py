@@ -268,18 +268,24 @@ class Runner:
         # Node-local share of the cell's allocations, where there is more than one node.
         numastat_before = numa.counters() if self.multi_node else None
         try:
+            launching = isinstance(workload, LaunchingWorkload)
+            # The long-lived instance is paused while a launching workload runs: its guest is
+            # not asked, and what the fresh instances cost the host shows as hidden work.
+            watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
+                st.instance, self.described.get(key.environment, {}), self.loadgen,
+                observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
+                read_guest=not launching)
             if isinstance(workload, LaunchingWorkload):
-                samples = self._launching(workload, key)
+                with watch as obs:
+                    samples = self._launching(workload, key)
             else:
                 cpu_before = envcpu.snapshot(st.instance)
-                watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
-                    st.instance, self.described.get(key.environment, {}), self.loadgen,
-                    observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf))
                 with watch as obs:
                     samples = workload.run(inst, key.params, self.loadgen)
                 if samples:
                     samples.append(_env_cpu_sample(cpu_before, envcpu.snapshot(st.instance)))
-                if samples and obs is not None and obs.summary:
+            if samples:
+                if obs is not None and obs.summary:
                     obs.summary["work"] = work.done(workload, key.params, samples)
                     self.telemetry = (obs.summary, obs.series)
                 elif obs is not None and obs.error:
@@ -438,7 +444,8 @@ class Runner:
             # Only environments that run now (one that did not start on --resume is left as
             # it stands)
             committed = [c for c in self.store.cells(run_id) if c.key.environment in environments]
-            progress = adaptive.assess(committed, base, ad.target, fixed, self.plan.seed)
+            progress = adaptive.assess(committed, base, ad.target, fixed, self.plan.seed,
+                                       ad.min_repetitions, ad.metrics == "headline")
             decision = adaptive.next_round(progress, base, ad)
             self.store.put_run_meta(run_id, "adaptive",
                                     adaptive.to_meta(ad, fixed, progress, decision.ended, rounds))

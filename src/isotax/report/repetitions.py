@@ -13,6 +13,12 @@ from isotax.analysis import ReportData
 Table = Callable[[list[str], list[list[str]]], list[str]]
 
 
+def _which(meta: dict[str, Any]) -> str:
+    if meta.get("metrics", "all") == "headline":
+        return "each point's headline metric, the first its workload reports"
+    return "every metric"
+
+
 def _budget(meta: dict[str, Any]) -> str:
     parts = []
     if meta.get("budget_s") is not None:
@@ -30,7 +36,8 @@ def render(d: ReportData, table: Table) -> list[str]:
     ratios = meta.get("ratios", [])
     out = ["", "## Repetitions", "",
            f"Adaptive repetitions: the plan asks for the 95% interval of every ratio to "
-           f"{d.baseline} to be within ±{target:.1%} of the ratio. After the "
+           f"{d.baseline} ({_which(meta)}) to be within ±{target:.1%} of the ratio, with at "
+           f"least {meta.get('min_repetitions', 2)} passing repetitions on each side. After the "
            f"{meta['repetitions']} fixed rounds, interleaved rounds were added for the points "
            f"short of it (each with {d.baseline}'s same point), within a budget of "
            f"{_budget(meta)}.", ""]

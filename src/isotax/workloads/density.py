@@ -69,6 +69,11 @@ class Density:
     tools: ClassVar[Mapping[str, Sequence[str]]] = {}
     needs_loadgen: ClassVar[bool] = False
 
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """Instances started (and stopped) side by side."""
+        s = next((x for x in samples if x.metric == "instances"), None)
+        return (s.value, "instance") if s is not None else None
+
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         pass
 

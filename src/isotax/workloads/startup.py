@@ -116,6 +116,10 @@ class Startup:
     tools: ClassVar[Mapping[str, Sequence[str]]] = {"redis-server": ("redis-server", "--version")}
     needs_loadgen: ClassVar[bool] = True
 
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
+        """Fresh starts (each one also stopped)."""
+        return float(params["starts"]), "start"
+
     def needs_network(self, params: Params) -> bool:
         """Only the redis probe reaches the instance over the network."""
         return params["ready"] == "redis"
