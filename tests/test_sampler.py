@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from support import ran, requires_root_and
+from support import ran, requires_root_and, started
 
 from isotax import cpuacct
 from isotax.image.artifacts import ImageArtifacts
+from isotax.observe import Settings, guest_series, observed
 from isotax.sampler import (
     GROUPS,
     parse_diskstats,
@@ -126,3 +127,34 @@ params = { corpus_mib = 8, threads = 2 }
             assert s["threads"][0]["program"] == "xz"
             assert s["threads"][0]["group"] == "inside"
             assert store.telemetry_series(cid)["t"]
+
+
+def test_guest_series_parser() -> None:
+    stat = (TEL / "proc-stat.txt").read_text()
+    later = "\n".join(
+        " ".join([p[0], str(int(p[1]) + 50), *p[2:]]) if p and p[0] == "cpu0" else ln
+        for ln in stat.splitlines() for p in [ln.split()])
+    text = f"itx-tick 100.00\n{stat}itx-tick 100.50\n{later}\nitx-tick 101.0\ncpu0 1 2"
+    gs = guest_series(text)
+    assert gs["t"] == [0.5]  # the reading cut off by the kill is dropped
+    assert gs["cpu_busy"] == [[1.0, 0.0]]  # cpu0: 50 ticks of user time in 0.5 s
+
+
+@pytest.mark.integration
+@requires_root_and("qemu-system-x86_64")
+def test_vm_guest_view_and_tcg_thread(image: ImageArtifacts, tmp_path: Path) -> None:
+    """In a VM the environment's own work is what the guest's /proc/stat says, sampled
+    inside the guest during the run; the host sees QEMU's vCPU thread (machinery)."""
+    with started("vm", "qemu", "none", image, tmp_path) as inst:
+        describe = {**inst.describe(), "identity": "vm: test"}
+        with observed(inst, describe, None, Settings(0.3, perf=False)) as obs:
+            inst.exec(["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"],
+                      300).check()
+    s = obs.summary
+    assert not obs.error and s["kind_class"] == "vm"
+    assert s["inside"]["source"] == "the guest's own /proc/stat"
+    assert s["inside"]["cpu_s"] > 0.5 * s["duration_s"]  # one guest CPU kept busy
+    assert max(s["guest"]["cpu_busy_peak"]) > 0.8
+    assert len(obs.series["guest_t"]) >= 2
+    top = s["threads"][0]
+    assert top["group"] == "machinery" and top["program"].startswith("qemu")

@@ -19,6 +19,7 @@ The result is (summary, series), stored with the cell (store.commit_cell's telem
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,64 @@ def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
                                                         "cpu_busy_s": per_cpu}
 
 
+# A sampler inside the guest: the agent answers one request at a time, so the guest's
+# /proc/stat cannot be read from outside while the workload's exec runs. This loop writes a
+# marked reading (with the guest's uptime as its clock) every interval into the guest's
+# scratch; isotax stops it by PID and reads the file after the run.
+_GUEST_LOOP = ('( while :; do echo "itx-tick $(cut -d" " -f1 /proc/uptime)"; cat /proc/stat; '
+               'sleep "$1"; done ) > "$2" 2>/dev/null & echo $!')
+_TICK = "itx-tick "
+
+
+def start_guest_sampler(inst: Instance, interval_s: float) -> tuple[int, str] | None:
+    """(pid, file) of a sampling loop started in the guest, or None where it cannot start."""
+    path = f"{inst.scratch}/itx-guest-stat"
+    try:
+        done = inst.exec(["sh", "-c", _GUEST_LOOP, "sh", f"{interval_s:g}", path], 30)
+    except ExecError:
+        return None
+    pid = done.stdout.strip()
+    return (int(pid), path) if done.returncode == 0 and pid.isdigit() else None
+
+
+def stop_guest_sampler(inst: Instance, started: tuple[int, str]) -> str:
+    """Stop the guest's loop and return what it wrote ("" when nothing came back)."""
+    pid, path = started
+    try:
+        done = inst.exec(["sh", "-c", f'kill {pid} 2>/dev/null; cat "$0"; rm -f "$0"', path],
+                         60)
+    except ExecError:
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def guest_series(text: str) -> dict[str, Any]:
+    """The guest's per-tick busy share of each of its CPUs from the loop's output. Pure."""
+    readings: list[tuple[float, StatReading]] = []
+    for chunk in text.split(_TICK)[1:]:
+        head, _, body = chunk.partition("\n")
+        if "\nctxt " not in body:
+            continue  # cut off by the kill before /proc/stat was whole
+        try:
+            readings.append((float(head.strip()), parse_stat(body, 100.0)))
+        except ValueError:
+            continue
+    t: list[float] = []
+    busy: list[list[float]] = []
+    for (t0, a), (t1, b) in itertools.pairwise(readings):
+        dt = t1 - t0
+        if dt <= 0:
+            continue
+        row = []
+        for name in sorted(b.cpus, key=lambda n: int(n[3:])):
+            if name in a.cpus:
+                d = [y - x for x, y in zip(a.cpus[name], b.cpus[name], strict=True)]
+                row.append(round(min(1.0, (d[0] + d[1] + d[2] + d[5] + d[6]) / dt), 3))
+        t.append(round(t1 - readings[0][0], 3))
+        busy.append(row)
+    return {"t": t, "cpu_busy": busy}
+
+
 def _perf_counts(raw: str) -> dict[str, float | None]:
     from isotax.parsers.perf_stat import parse_perf_stat
 
@@ -130,6 +189,8 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
     guest0 = guest_stat(inst) if cls in GUEST_KINDS and read_guest else None
+    gloop = start_guest_sampler(inst, settings.interval_s) \
+        if guest0 is not None and settings.interval_s > 0 else None
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
     classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)
@@ -146,6 +207,7 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
             rec = sampler.stop()
     inside1 = _usage(group)
     lg1 = lg_group.usage_s() if lg_group is not None else None
+    gtext = stop_guest_sampler(inst, gloop) if gloop is not None else ""
     guest1 = guest_stat(inst) if guest0 is not None else None
     try:
         obs.summary, obs.series = summarize(rec)
@@ -159,6 +221,10 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
                        "source": f"cgroup CPU accounting ({group})"}
     elif guest0 is not None and guest1 is not None:
         g = guest_delta(guest0, guest1)
+        gs = guest_series(gtext)
+        if gs["t"]:
+            obs.series["guest_cpu_busy"], obs.series["guest_t"] = gs["cpu_busy"], gs["t"]
+            g["cpu_busy_peak"] = [max(col) for col in zip(*gs["cpu_busy"], strict=False)]
         s["guest"] = g
         what = "the Sentry's" if cls == "sandbox" else "the guest's"
         s["inside"] = {"cpu_s": g["busy"], "source": f"{what} own /proc/stat"}
