@@ -124,8 +124,10 @@ params = { corpus_mib = 8, threads = 2 }
                 * 8 * 1.048576 / 1e3
             assert s["inside"]["cpu_s"] >= 0.9 * xz_cpu, (c.key.environment, s["inside"])
             assert s["work"] == {"amount": 8 * 1048576 / 1e9, "unit": "GB"}
-            assert s["threads"][0]["program"] == "xz"
-            assert s["threads"][0]["group"] == "inside"
+            # other tenants of this shared host may top the list: they are "other"
+            own = next(t for t in s["threads"] if t["group"] not in ("other", "kernel"))
+            assert (own["program"], own["group"]) == ("xz", "inside")
+            assert s["programs"]["inside"]["xz"]["rss_max_bytes"] > 1 << 20
             assert store.telemetry_series(cid)["t"]
 
 

@@ -129,6 +129,8 @@ class Tick:
     links: dict[str, tuple[int, int, int, int]]
     threads: dict[int, ThreadTick]  # tid -> thread
     rss: dict[str, int]  # group -> resident bytes of its processes now
+    proc_rss: dict[int, int] = field(default_factory=dict)  # pid -> resident bytes (not
+    # kernel or other processes)
 
 
 @dataclass
@@ -251,16 +253,17 @@ class Sampler:
             links = parse_net_dev(_read(self.proc / "net/dev"))
         except (OSError, ValueError):
             return
-        threads, rss = self._threads()
-        self.rec.ticks.append(Tick(t, stat, disks, links, threads, rss))
+        threads, rss, proc_rss = self._threads()
+        self.rec.ticks.append(Tick(t, stat, disks, links, threads, rss, proc_rss))
 
-    def _threads(self) -> tuple[dict[int, ThreadTick], dict[str, int]]:
+    def _threads(self) -> tuple[dict[int, ThreadTick], dict[str, int], dict[int, int]]:
         from isotax.footprint import process_parents, program_name
 
         parents = process_parents()
         env = set(_with_descendants(self.classifier.env_pids(), parents))
         threads: dict[int, ThreadTick] = {}
         rss = dict.fromkeys(GROUPS, 0)
+        proc_rss: dict[int, int] = {}
         for pid in parents:
             group = self.rec.groups.get(pid)
             if group is None:
@@ -292,9 +295,10 @@ class Sampler:
                 try:
                     pages = int((self.proc / str(pid) / "statm").read_text().split()[1])
                     rss[group] += pages * _PAGE
+                    proc_rss[pid] = pages * _PAGE
                 except (OSError, ValueError, IndexError):
                     pass
-        return threads, rss
+        return threads, rss, proc_rss
 
 
 def _read(path: Path) -> str:
@@ -430,6 +434,24 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
             links[name] = {"rx_bytes": rxb, "rx_packets": rxp, "tx_bytes": txb,
                            "tx_packets": txp}
     rss_max = {g: max(t.rss.get(g, 0) for t in ticks) for g in GROUPS}
+    # Per program of the environment's and the load generator's groups: CPU and the largest
+    # resident memory any one of its processes had (QEMU, the Sentry, the Gofer, a shim, ...).
+    programs: dict[str, dict[str, dict[str, float]]] = {}
+    for tid, th in seen_last.items():
+        group = rec.groups.get(th.pid, "other")
+        if group not in ("inside", "machinery", "loadgen"):
+            continue
+        start = seen_first[tid]
+        base = start.ticks if tid in first.threads and first.threads[tid].pid == th.pid else 0
+        entry = programs.setdefault(group, {}).setdefault(
+            rec.programs.get(th.pid, "?"), {"cpu_s": 0.0, "rss_max_bytes": 0})
+        entry["cpu_s"] = round(entry["cpu_s"] + max(0, th.ticks - base) / hz, 4)
+    for tk in ticks:
+        for pid, resident in tk.proc_rss.items():
+            found = programs.get(rec.groups.get(pid, "other"), {}).get(
+                rec.programs.get(pid, "?"))
+            if found is not None:
+                found["rss_max_bytes"] = max(found["rss_max_bytes"], float(resident))
     summary: dict[str, Any] = {
         "version": SUMMARY_VERSION,
         "interval_s": rec.interval_s,
@@ -446,6 +468,7 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
         "groups": {g: {"cpu_s": round(group_cpu[g], 4), "rss_max_bytes": rss_max[g]}
                    for g in GROUPS},
         "threads": threads,
+        "programs": programs,
     }
     return summary, series
 
@@ -459,6 +482,7 @@ def recording_to_json(rec: Recording) -> dict[str, Any]:
         "ticks": [{
             "t": t.t, "cpus": t.stat.cpus, "ctxt": t.stat.ctxt, "intr": t.stat.intr,
             "disks": t.disks, "links": t.links, "rss": t.rss,
+            "proc_rss": {str(k): v for k, v in t.proc_rss.items()},
             "threads": [[th.pid, th.tid, th.name, th.ticks] for th in t.threads.values()],
         } for t in rec.ticks],
     }
@@ -477,5 +501,6 @@ def recording_from_json(d: Mapping[str, Any]) -> Recording:
             {k: tuple(v) for k, v in t["links"].items()},  # type: ignore[misc]
             {int(x[1]): ThreadTick(int(x[0]), int(x[1]), str(x[2]), int(x[3]))
              for x in t["threads"]},
-            dict(t["rss"])))
+            dict(t["rss"]),
+            {int(k): int(v) for k, v in t.get("proc_rss", {}).items()}))
     return rec
