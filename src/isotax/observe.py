@@ -216,6 +216,7 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
         return
     s = obs.summary
     s["kind_class"] = cls
+    link_speeds(s["links"])
     if inside0 is not None and inside1 is not None:
         s["inside"] = {"cpu_s": round(inside1 - inside0, 4),
                        "source": f"cgroup CPU accounting ({group})"}
@@ -262,3 +263,18 @@ def _perf_summary(perf: Any) -> dict[str, Any]:
         return {"events": {}, "note": str(e), "hardware": hardware}
     return {"events": counts, "note": "software events only, host-wide (perf stat -a)",
             "hardware": hardware}
+
+
+def link_speeds(links: dict[str, dict[str, Any]], net: Path = Path("/sys/class/net")) -> None:
+    """Add each link's speed (Mb/s; None where the driver reports none: -1, absent, a bridge)
+    and whether it is virtual (under /sys/devices/virtual: veth, bridge, tap report 10000 Mb/s
+    or nothing, a number, not a ceiling) to the summary's links, for the limiter's network
+    rule. A link gone by now (an instance's veth) gets None and virtual None."""
+    for name, link in links.items():
+        d = net / name
+        try:
+            speed = int((d / "speed").read_text().strip())
+        except (OSError, ValueError):
+            speed = -1
+        link["speed_mbps"] = speed if speed > 0 else None
+        link["virtual"] = "/devices/virtual/" in str(d.resolve()) if d.exists() else None
