@@ -10,8 +10,10 @@ import pytest
 from support import ran, requires_root_and, started
 
 from isotax import cpuacct
+from isotax.analysis import analyze
 from isotax.image.artifacts import ImageArtifacts
 from isotax.observe import Settings, guest_series, observed
+from isotax.report import json_report, markdown
 from isotax.sampler import (
     GROUPS,
     parse_diskstats,
@@ -129,6 +131,18 @@ params = { corpus_mib = 8, threads = 2 }
             assert (own["program"], own["group"]) == ("xz", "inside")
             assert s["programs"]["inside"]["xz"]["rss_max_bytes"] > 1 << 20
             assert store.telemetry_series(cid)["t"]
+        # every result carries its cost per unit and its limiter with evidence
+        d = analyze(store, run_id)
+        point = ("compress", "corpus_mib=8,level=2,seed=1,threads=2")
+        for env in ("native", "runc"):
+            ex = d.explained[(env, *point)]
+            assert ex.repetitions == 2 and ex.cost is not None and ex.cost.unit == "GB"
+            assert ex.cost.inside > 0 and ex.limiter.words and ex.limiter.evidence
+        md = markdown.render(d)
+        section = md.split("## Every result")[1].split("\n## ")[0]
+        assert "| runc | " in section and "per GB" in section and "Evidence" in section
+        doc = json.loads(json_report.render(d))
+        assert {e["environment"] for e in doc["explained"]} == {"native", "runc"}
 
 
 def test_guest_series_parser() -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 from isotax import envcpu
 from isotax.attribution import Layer, layer_ratio, single_layer_pairs
+from isotax.explain import Explained, explain
+from isotax.limiter import Limiter
 from isotax.model import CellKey, CellStatus
 from isotax.parity import all_problems
 from isotax.plan import PlanError, parse_plan
@@ -35,8 +37,10 @@ class ReportWarning(Enum):
     OUTLIERS = ("{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
                 "(see Outliers); they are kept in every mean and interval. Check what else "
                 "ran on the host then, or add repetitions.")
-    HIGH_VARIANCE = ("{env} {workload} {metric}: coefficient of variation {cv:.1%}; quiet the "
-                     "host or add repetitions.")
+    HIGH_VARIANCE = ("{env}: {count} result(s) vary by more than 5% between repetitions, "
+                     "most {workload} {metric} (coefficient of variation {cv:.1%}); quiet the "
+                     "host (`isotax system tune`), add repetitions, or set an [adaptive] "
+                     "target.")
     FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
                        "better 5 or more; raise `repetitions` in the plan.")
     BLAS_CORE = ("OpenBLAS ran its {core} kernels in {env} but {base_core} in {base} "
@@ -48,6 +52,19 @@ class ReportWarning(Enum):
     PARITY = ("unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
               "differences from this alone are not isolation overhead).")
     INCOMPLETE = ("the run is {status}: `isotax run --resume {run}` finishes it.")
+    FINGERPRINT_FORCED = ("the run was resumed with --force on a host that differed from the "
+                          "one it started on ({changes}): its repetitions before and after "
+                          "may not be comparable; rerun the plan whole for clean figures.")
+    LOADGEN_SATURATED = ("{env} {point}: the load generator was the limit ({words}); the "
+                         "result measures the client, not the environment. Give the client "
+                         "more CPU (placement = \"split\", fewer streams or connections) or "
+                         "a faster client.")
+    NO_TELEMETRY = ("{count} measured cell(s) have no telemetry (a run recorded before "
+                    "isotax watched runs, or [telemetry] found nothing): their results carry "
+                    "no cost per unit or limiter; rerun for them.")
+    TARGET_NOT_MET = ("adaptive repetitions ended ({ended}) with {short} of {total} ratio(s) "
+                      "wider than ±{target:.1%} (see Repetitions): raise budget_s or "
+                      "max_repetitions, quiet the host, or read those ratios as wider.")
 
     def say(self, **kw: Any) -> str:
         return str(self.value).format(**kw)
@@ -112,6 +129,10 @@ class ReportData:
     # Facts the runner decided during the run (store.run_meta), e.g. "adaptive": how adaptive
     # repetitions ended and each ratio's half-width (isotax.adaptive).
     run_meta: dict[str, Any] = field(default_factory=dict)
+    # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
+    # from the telemetry stored with each measured repetition (isotax.explain).
+    explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
+    unwatched: int = 0  # measured OK cells without telemetry (older runs)
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -179,6 +200,9 @@ def analyze(store: Store, run_id: str) -> ReportData:
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
     data.run_meta = store.run_meta(run.id)
+    watched = store.telemetry(run.id)
+    data.explained = explain(records, watched)
+    data.unwatched = sum(1 for c in measured if c.status is CellStatus.OK and c.id not in watched)
     if plan.get("aa"):
         _apply_noise_floor(data, f"{baseline}-aa")
     for c in measured:
@@ -320,8 +344,31 @@ def _warnings(d: ReportData) -> list[str]:
             env=env, count=len(where),
             metrics=", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4
                                             else "")))
+    # One high-variance warning per environment (its worst metric and how many more), not
+    # one per cell: a noisy host would otherwise bury every other warning.
+    noisy: dict[str, list[tuple[float, Row]]] = defaultdict(list)
     for (row, env), cell in d.cells.items():
         if cell.summary.n >= 2 and cell.summary.cv > HIGH_CV:
-            out.append(ReportWarning.HIGH_VARIANCE.say(env=env, workload=row.workload,
-                                                 metric=row.metric, cv=cell.summary.cv))
+            noisy[env].append((cell.summary.cv, row))
+    for env, found in noisy.items():
+        cv, row = max(found, key=lambda x: x[0])
+        out.append(ReportWarning.HIGH_VARIANCE.say(
+            env=env, count=len(found), workload=row.workload, metric=row.metric, cv=cv))
+    forced = d.run_meta.get("fingerprint_forced")
+    if forced:
+        out.append(ReportWarning.FINGERPRINT_FORCED.say(changes="; ".join(forced)))
+    for (env, wl, pkey), ex in d.explained.items():
+        if ex.limiter.limiter is Limiter.LOADGEN:
+            point = f"{wl} {d.sweep_label.get((wl, pkey), '')}".strip()
+            out.append(ReportWarning.LOADGEN_SATURATED.say(env=env, point=point,
+                                                           words=ex.limiter.words))
+    if d.unwatched:
+        out.append(ReportWarning.NO_TELEMETRY.say(count=d.unwatched))
+    ad = d.run_meta.get("adaptive")
+    if ad and ad.get("ended"):
+        short = sum(not r.get("met") for r in ad.get("ratios", []))
+        if short:
+            out.append(ReportWarning.TARGET_NOT_MET.say(
+                ended=ad["ended"], short=short, total=len(ad.get("ratios", [])),
+                target=float(ad["target"])))
     return out

@@ -66,9 +66,12 @@ def main() -> None:
 @click.option("--resume", "resume_id", metavar="RUN", help="Finish an interrupted run.")
 @results_option
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
-def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool) -> None:
+@click.option("--force", is_flag=True,
+              help="Resume even though the host's fingerprint changed (the report says so).")
+def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
+        force: bool) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report."""
-    from isotax.host import fingerprint
+    from isotax.host import fingerprint, fingerprint_differences
     from isotax.plan import PlanError, load_plan, parse_plan
     from isotax.runner import Runner, new_run_id
 
@@ -84,6 +87,16 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
                 fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
             p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
             run_id = record.id
+            # Samples from before and after the interruption are compared with each other:
+            # the host must be the one they were recorded on (governor, THP, kernel, ...).
+            changed = fingerprint_differences(record.host, fingerprint())
+            if changed and not force:
+                fail(f"run {record.id} was recorded on a host that differs now ("
+                     f"{'; '.join(changed)}): restore the host's settings (`isotax system "
+                     "show`; `isotax system reset` if it was tuned since), or pass --force to "
+                     "mix them and have the report say so")
+            if changed:
+                store.put_run_meta(record.id, "fingerprint_forced", changed)
         else:
             p, text = load_plan(plan or "")
     except PlanError as e:
@@ -138,8 +151,11 @@ def _write_report(store, run_id: str, out_dir: Path) -> None:
     data = analyze(store, run_id)
     paths = write_reports(data, out_dir)
     click.echo("\n".join(table1(data)) if data.rows else "no results")
+    from rich.markup import escape
+
     for w in data.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        # Warnings quote plan syntax ("[adaptive]"), which rich would take for markup.
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     console.print("report: " + ", ".join(str(p) for p in paths))
 
 

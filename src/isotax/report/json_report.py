@@ -43,6 +43,18 @@ def render(d: ReportData) -> str:
              "mean_s": c.summary.mean, "sd_s": c.summary.sd, "by_program_mean_s": c.by_program}
             for (env, wl, pkey), c in d.env_cpu.items()
         ],
+        # Per result: CPU-s per unit of work (in the environment, hidden on the host, the
+        # load generator's) and the suspected limiter with its evidence (isotax.explain).
+        "explained": [
+            {"environment": env, "workload": wl, "params": pkey, "watched_runs": ex.repetitions,
+             "cost_per_unit": None if ex.cost is None else {
+                 "unit": ex.cost.unit, "inside_cpu_s": ex.cost.inside,
+                 "hidden_cpu_s": ex.cost.hidden, "total_cpu_s": ex.cost.total,
+                 "total_sd_cpu_s": ex.cost.total_sd, "loadgen_cpu_s": ex.cost.loadgen},
+             "limiter": {"kind": ex.limiter.limiter.value, "words": ex.limiter.words,
+                         "evidence": list(ex.limiter.evidence)}}
+            for (env, wl, pkey), ex in d.explained.items()
+        ],
         "outliers": [
             {"environment": env, "workload": r.workload, "params": r.params_key,
              "metric": r.metric, "repetition": rep, "value": v, "modified_z": z}

@@ -8,7 +8,7 @@ import math
 
 from isotax.analysis import ReportData
 from isotax.host import show_rows
-from isotax.report import hostcpu, layers, lifecycle, repetitions
+from isotax.report import hostcpu, layers, lifecycle, repetitions, verdicts
 
 
 def _esc(text: object) -> str:
@@ -173,6 +173,7 @@ def render(d: ReportData) -> str:
         out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
         out += ratios(d)
     out += noise_floor(d)
+    out += verdicts.render(d, _table)
     out += repetitions.render(d, _table)
     out += layers.render(d, _table)
     out += hostcpu.render(d, _table)

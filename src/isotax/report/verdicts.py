@@ -1,0 +1,86 @@
+"""The markdown section that gives every result its three answers side by side: is the
+difference real (the headline metric's ratio with its 95% interval, or "within noise"), what
+did a unit of work cost in CPU (in the environment, and hidden on the host), and what limited
+it (the suspected limiter, with the evidence the rule saw)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from isotax.analysis import ReportData, Row
+from isotax.cost import scale_for
+from isotax.stats import Ratio
+
+Table = Callable[[list[str], list[list[str]]], list[str]]
+
+
+def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
+    """The headline ratio as the report says it: 0.93 [0.90, 0.96], or within noise."""
+    if is_baseline:
+        return "baseline"
+    if r is None:
+        return "no ratio"
+    if r.within_noise is None:
+        return f"{r.ratio:.3f} (too few runs for an interval)"
+    head = f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
+    return f"≈ within noise ({head})" if r.within_noise else f"{head} {r.verdict}"
+
+
+def _headline(d: ReportData, workload: str, pkey: str) -> Row | None:
+    return next((r for r in d.rows if r.workload == workload and r.params_key == pkey), None)
+
+
+def render(d: ReportData, table: Table) -> list[str]:
+    if not d.explained:
+        return []
+    points = list(dict.fromkeys((wl, pk) for _, wl, pk in d.explained))
+    order = {(r.workload, r.params_key): i for i, r in enumerate(d.rows)}
+    points.sort(key=lambda p: order.get(p, 1 << 30))
+    out = ["", "## Every result: is it real, what it cost, what limited it", "",
+           "Per workload point and environment: the headline metric's ratio to the baseline "
+           "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
+           "noise floor covers it); the CPU one unit of work cost, split into the work the "
+           "environment accounted itself (its cgroup, or the guest's own /proc/stat) and the "
+           "hidden work the host did for it (host-wide busy time less that, the load "
+           "generator, isotax and other processes: QEMU's emulation, gVisor's Sentry and "
+           "Gofer, shims, the kernel's softirq); the load generator's CPU per unit beside it; "
+           "and the suspected limiter from the telemetry sampled during the runs (rules in "
+           "isotax.limiter), with its evidence below.", ""]
+    for wl, pk in points:
+        row = _headline(d, wl, pk)
+        envs = [e for e in d.columns if (e, wl, pk) in d.explained]
+        costs = [d.explained[(e, wl, pk)].cost for e in envs]
+        factor, unit = scale_for([c.total for c in costs if c is not None])
+        base = d.explained.get((d.baseline, wl, pk))
+        base_total = base.cost.total if base is not None and base.cost is not None else None
+        label = d.sweep_label.get((wl, pk), "")
+        what = f"{wl} {label}".strip()
+        per = next((c.unit for c in costs if c is not None), "run")
+        metric = f"{row.metric} ({row.unit})" if row else "-"
+        out += ["", f"### {what}", "",
+                f"Headline: {metric}; cost in {unit} per {per}.", ""]
+        lines = []
+        for e in envs:
+            ex = d.explained[(e, wl, pk)]
+            cell = d.cells.get((row, e)) if row else None
+            c = ex.cost
+            if c is None:
+                cost_cells = ["-"] * 4
+            else:
+                rel = f" ({c.total / base_total:.2f}×)" if base_total and e != d.baseline \
+                    else ""
+                cost_cells = [f"{c.inside / factor:.3g}", f"{c.hidden / factor:.3g}",
+                              f"{c.total / factor:.3g}{rel}",
+                              "-" if c.loadgen is None else f"{c.loadgen / factor:.3g}"]
+            lines.append([d.label(e), verdict_words(cell.ratio if cell else None,
+                                                    e == d.baseline),
+                          *cost_cells, ex.limiter.words])
+        out += table(["environment", "headline ratio", "in env", "hidden on host",
+                      "total", "load generator", "suspected limiter"], lines)
+        out += ["", "<details><summary>Evidence</summary>", ""]
+        for e in envs:
+            ex = d.explained[(e, wl, pk)]
+            facts = "; ".join(ex.limiter.evidence) or "no telemetry facts"
+            out.append(f"- **{d.label(e)}** ({ex.repetitions} watched runs): {facts}")
+        out += ["", "</details>"]
+    return out
