@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -144,6 +144,11 @@ class ReportData:
     def na_reason(self, env: str, row: Row) -> str | None:
         """Why row's point does not apply to env, or None."""
         return self.not_applicable.get((env, row.workload, row.params_key))
+
+    def in_row_order(self, points: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """(workload, params_key) points, once each, in the order of the result rows."""
+        order = {(r.workload, r.params_key): i for i, r in enumerate(self.rows)}
+        return sorted(dict.fromkeys(points), key=lambda p: order.get(p, 1 << 30))
 
     def label(self, name: str) -> str:
         return f"{name} (emulated)" if self.emulated(name) else name

@@ -20,9 +20,7 @@ def render(d: ReportData, table: Table) -> list[str]:
     if not d.env_cpu:
         return []
     envs = [c for c in d.columns if any(k[0] == c for k in d.env_cpu)]
-    points = list(dict.fromkeys((wl, pkey) for _, wl, pkey in d.env_cpu))
-    order = {(r.workload, r.params_key): i for i, r in enumerate(d.rows)}
-    points.sort(key=lambda p: order.get(p, 1 << 30))
+    points = d.in_row_order((wl, pkey) for _, wl, pkey in d.env_cpu)
     out = ["", "## CPU of the environments' own host processes", "",
            "CPU seconds per measured run used by the host processes that make up each "
            "environment, and their descendants: a sandbox's kernel and file server (gVisor's "

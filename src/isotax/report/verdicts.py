@@ -33,9 +33,7 @@ def _headline(d: ReportData, workload: str, pkey: str) -> Row | None:
 def render(d: ReportData, table: Table) -> list[str]:
     if not d.explained:
         return []
-    points = list(dict.fromkeys((wl, pk) for _, wl, pk in d.explained))
-    order = {(r.workload, r.params_key): i for i, r in enumerate(d.rows)}
-    points.sort(key=lambda p: order.get(p, 1 << 30))
+    points = d.in_row_order((wl, pk) for _, wl, pk in d.explained)
     out = ["", "## Every result: is it real, what it cost, what limited it", "",
            "Per workload point and environment: the headline metric's ratio to the baseline "
            "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
