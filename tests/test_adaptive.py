@@ -307,3 +307,20 @@ def _reps_of(cells: list[CellRecord]) -> dict[str, list[int]]:
     for c in cells:
         out[c.key.environment].append(c.key.repetition)
     return out
+
+
+def test_budget_goes_first_to_ratios_that_only_lack_runs() -> None:
+    """Under a budget that holds one pair: a point already within the target at n=3 (short of
+    min_repetitions) is confirmed before a point far from it is chased."""
+    def w(pkey: str, hw: float) -> adaptive.RatioWidth:
+        return adaptive.RatioWidth("runc", "wl", pkey, "m", 1.0, hw, 3, 3, False)
+
+    points = [("runc", "wl", "a"), ("native", "wl", "a"), ("runc", "wl", "b"),
+              ("native", "wl", "b")]
+    progress = adaptive.Progress(
+        (w("a", 0.30), w("b", 0.015)), dict.fromkeys(points, 3), dict.fromkeys(points, 1.0),
+        0.0, 0, {})
+    d = adaptive.next_round(progress, "native", Adaptive(target=0.02, budget_s=2.5))
+    assert sorted(d.points) == [("native", "wl", "b"), ("runc", "wl", "b")]
+    roomy = adaptive.next_round(progress, "native", Adaptive(target=0.02, budget_s=10))
+    assert len(roomy.points) == 4

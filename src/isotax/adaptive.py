@@ -163,7 +163,9 @@ def next_round(progress: Progress, baseline: str, settings: Adaptive) -> Decisio
     """Which points run once more: every environment's point with a ratio above target that
     is below the repetition cap, together with the baseline's same point (its values are
     half of every ratio). When the time budget cannot hold all of them, the points whose
-    ratios are farthest from the target go first, each with its baseline, so a round never
+    ratios are already within the target but lack min_repetitions go first (confirming them
+    is what the budget buys surely), then those farthest from it, each with its baseline, so
+    a round never
     leaves an environment ahead of the baseline it is compared with; when not even one such
     pair fits, adaptive repetitions end."""
     if not progress.widths:
@@ -183,7 +185,10 @@ def next_round(progress: Progress, baseline: str, settings: Adaptive) -> Decisio
     if not groups:
         # Failing points left out, what stops the rest is the cap.
         return Decision((), CAP_REACHED if chased else FAILING)
-    ranked = sorted(groups.items(), key=lambda kv: (-_shortfall(kv[1], settings.target),
+    # Points whose intervals are already within the target and only lack runs (below
+    # min_repetitions) go first: a budget spent on them confirms ratios; then the widest.
+    ranked = sorted(groups.items(), key=lambda kv: (_shortfall(kv[1], settings.target) > 1,
+                                                    -_shortfall(kv[1], settings.target),
                                                     kv[0]))
     chosen: list[Point] = []
     room = math.inf if settings.budget_s is None else settings.budget_s - progress.spent_s
