@@ -55,10 +55,9 @@ class ReportWarning(Enum):
     FINGERPRINT_FORCED = ("the run was resumed with --force on a host that differed from the "
                           "one it started on ({changes}): its repetitions before and after "
                           "may not be comparable; rerun the plan whole for clean figures.")
-    LOADGEN_SATURATED = ("{env} {point}: the load generator was the limit ({words}); the "
-                         "result measures the client, not the environment. Give the client "
-                         "more CPU (placement = \"split\", fewer streams or connections) or "
-                         "a faster client.")
+    LOADGEN_SATURATED = ("{env} {point}: {words}. Give the load generator more CPU "
+                         "(placement = \"split\", fewer streams or connections) or a faster "
+                         "client, or read this figure as the client's ceiling.")
     NO_TELEMETRY = ("{count} measured cell(s) have no telemetry (a run recorded before "
                     "isotax watched runs, or [telemetry] found nothing): their results carry "
                     "no cost per unit or limiter; rerun for them.")
