@@ -30,6 +30,8 @@ PACKAGES=(
   python3 python3-venv
   # host-wide CPU cycles where the machine has a PMU (telemetry.py)
   linux-perf
+  # the HTML report's test opens it headless and takes a screenshot
+  chromium
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main

@@ -57,6 +57,10 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
                         str(results)], capture_output=True, text=True, timeout=1500)
     assert p.returncode == 0, p.stderr[-3000:]
     (run_dir,) = [d for d in results.iterdir() if d.is_dir()]
+    # The run ends by printing where the self-contained HTML report is.
+    last = p.stdout.strip().splitlines()[-1]
+    assert last == f"HTML report: {run_dir / 'report.html'}", p.stdout[-500:]
+    assert "<h2>Summary</h2>" in (run_dir / "report.html").read_text()
     doc = json.loads((run_dir / "results.json").read_text())
     envs = {e["name"]: e for e in doc["environments"]}
     assert all(envs[n]["available"] for n in ("native", "runc", "crun", "qemu")), envs

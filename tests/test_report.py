@@ -82,7 +82,8 @@ def test_csv_and_json(store: SQLiteStore, tmp_path: Path) -> None:
     assert doc["format_version"] == FORMAT_VERSION == 2 and doc["baseline"] == "native"
     assert any(e["emulated"] for e in doc["environments"])
     paths = write_reports(d, tmp_path / "out")
-    assert sorted(p.name for p in paths) == ["report.md", "results.csv", "results.json"]
+    assert sorted(p.name for p in paths) == ["report.html", "report.md", "results.csv",
+                                             "results.json"]
 
 
 def test_sweep_axes_in_rows_common_parameters_once(tmp_path: Path) -> None:

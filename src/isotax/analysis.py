@@ -132,6 +132,9 @@ class ReportData:
     # from the telemetry stored with each measured repetition (isotax.explain).
     explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
     unwatched: int = 0  # measured OK cells without telemetry (older runs)
+    # environment -> the density workload's curve (instances, total MiB, ...) of its first
+    # measured run, for the memory-vs-instances figure.
+    density_curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -204,6 +207,11 @@ def analyze(store: Store, run_id: str) -> ReportData:
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
     data.run_meta = store.run_meta(run.id)
+    for c in measured:
+        curve = next((s.labels.get("curve") for s in c.samples
+                      if c.key.workload == "density" and s.labels.get("curve")), None)
+        if c.status is CellStatus.OK and curve:
+            data.density_curves.setdefault(c.key.environment, list(curve))
     watched = store.telemetry(run.id)
     data.explained = explain(records, watched)
     data.unwatched = sum(1 for c in measured if c.status is CellStatus.OK and c.id not in watched)

@@ -143,28 +143,38 @@ def _get_run(store, run_id: str):
         fail(str(e))
 
 
-def _write_report(store, run_id: str, out_dir: Path) -> None:
+def _write_report(store, run_id: str, out_dir: Path,
+                  formats: tuple[str, ...] | None = None) -> None:
     from isotax.analysis import analyze
-    from isotax.report import write_reports
+    from isotax.report import FILENAMES, write_reports
     from isotax.report.markdown import table1
 
     data = analyze(store, run_id)
-    paths = write_reports(data, out_dir)
+    paths = write_reports(data, out_dir, formats) if formats else write_reports(data, out_dir)
     click.echo("\n".join(table1(data)) if data.rows else "no results")
     from rich.markup import escape
 
     for w in data.warnings:
         # Warnings quote plan syntax ("[adaptive]"), which rich would take for markup.
         console.print(f"[yellow]warning:[/] {escape(w)}")
-    console.print("report: " + ", ".join(str(p) for p in paths))
+    others = [p for p in paths if p.name != FILENAMES["html"]]
+    if others:
+        console.print("report: " + ", ".join(str(p) for p in others))
+    # The last line: the file to open (one self-contained page, figures included).
+    html_path = next((p for p in paths if p.name == FILENAMES["html"]), None)
+    if html_path is not None:
+        click.echo(f"HTML report: {html_path}")
 
 
 @main.command()
 @click.argument("run_id", metavar="RUN", required=False)
 @results_option
 @click.option("--out", type=click.Path(path_type=Path), help="Directory for the report files.")
-def report(run_id: str | None, results_dir: Path, out: Path | None) -> None:
-    """Write RUN's report (Markdown, CSV, JSON) from the store; the latest run by default."""
+@click.option("--html", "html_only", is_flag=True,
+              help="Write only the self-contained HTML report (report.html).")
+def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: bool) -> None:
+    """Write RUN's report (HTML, Markdown, CSV, JSON) from the store; the latest run by
+    default."""
     store = _open_store(results_dir)
     if run_id is None:
         runs = store.list_runs()
@@ -172,7 +182,8 @@ def report(run_id: str | None, results_dir: Path, out: Path | None) -> None:
             fail(f"no runs in {results_dir}; start one with `isotax run quick`")
         run_id = runs[-1].id
     record = _get_run(store, run_id)
-    _write_report(store, record.id, out or results_dir / record.id)
+    _write_report(store, record.id, out or results_dir / record.id,
+                  ("html",) if html_only else None)
 
 
 @main.command("runs")

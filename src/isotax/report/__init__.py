@@ -7,12 +7,22 @@ from pathlib import Path
 from isotax.analysis import ReportData
 from isotax.report import csv_report, json_report, markdown
 
-RENDERERS = {"md": markdown.render, "csv": csv_report.render, "json": json_report.render}
-FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json"}
+FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json",
+             "html": "report.html"}
 
 
-def write_reports(data: ReportData, out_dir: Path, formats: tuple[str, ...] = ("md", "csv",
-                                                                             "json")) -> list[Path]:
+def _html(data: ReportData) -> str:
+    from isotax.report import html  # matplotlib is loaded only when HTML is written
+
+    return html.render(data)
+
+
+RENDERERS = {"md": markdown.render, "csv": csv_report.render, "json": json_report.render,
+             "html": _html}
+
+
+def write_reports(data: ReportData, out_dir: Path,
+                  formats: tuple[str, ...] = ("md", "csv", "json", "html")) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:

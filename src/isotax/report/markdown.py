@@ -38,6 +38,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def table1(d: ReportData) -> list[str]:
     """Rows are workload metrics, columns environments: mean (Δ% vs baseline) [sd]."""
+    return _table(*table1_rows(d))
+
+
+def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
+    """Table 1's header and rows as plain text (markdown and HTML render them)."""
     header = ["workload", "sweep", "metric", "unit"] + [d.label(c) for c in d.columns]
     rows = []
     for row in d.rows:
@@ -58,7 +63,7 @@ def table1(d: ReportData) -> list[str]:
                 text += " ≈"
             line.append(text)
         rows.append(line)
-    return _table(header, rows)
+    return header, rows
 
 
 def ratios(d: ReportData) -> list[str]:

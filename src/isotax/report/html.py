@@ -1,0 +1,181 @@
+"""The self-contained HTML report: one file that works offline (no CDN, no script at all; the
+figures are inline SVG, the style is inline CSS), to open and to share.
+
+Contents: the summary (each environment's headline ratio to the baseline per workload point as
+a heat-map table with its interval, "within noise" and the suspected limiter, and as a figure),
+the warnings, the studies' Table 1, the figures per workload (bars with deviations, throughput
+vs concurrency with the loss against the baseline, startup phases, memory vs instances), the
+CPU per unit of work in and out of the environment, the environments (emulated ones marked),
+the host fingerprint and the exact plan. Every string that comes from the host, the plan or
+a tool is escaped (html.escape); the SVG's own text is escaped by matplotlib.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from isotax.analysis import ReportData
+from isotax.host import show_rows
+from isotax.report import figures
+from isotax.report.markdown import table1_rows
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:
+1200px;color:#222;line-height:1.4;padding:0 1em}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:.25em .5em;vertical-align:top;text-align:left}
+th{background:#f4f4f4}td.num{text-align:right;white-space:nowrap}
+.better{background:#d9f2d9}.worse{background:#f8d7d7}.noise{background:#eee;color:#555}
+.small{font-size:.8em;color:#555}.warn{background:#fff4d6;border-left:4px solid #e0a800;
+padding:.4em .8em;margin:.3em 0}.emulated{color:#b00;font-weight:bold}
+pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
+figure{margin:1em 0}svg{max-width:100%;height:auto}
+"""
+
+
+def _e(x: object) -> str:
+    return escape(str(x), quote=True)
+
+
+def _table(header: list[str], rows: list[list[str]], raw: bool = False) -> str:
+    """An HTML table; cells are escaped unless raw (already markup built here)."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption class=small>{_e(caption)}</figcaption></figure>" \
+        if svg else ""
+
+
+def summary_table(d: ReportData) -> str:
+    """Headline ratio per point (rows) and environment (columns): colour says better, worse
+    or within noise; the limiter's kind under it."""
+    envs = [e for e in d.columns if e != d.baseline]
+    rows = []
+    for r in figures.headline_rows(d):
+        arrow = "↑" if r.higher_is_better else "↓"
+        line = [f"{_e(r.workload)} <span class=small>"
+                f"{_e(d.sweep_label.get((r.workload, r.params_key), ''))}</span><br>"
+                f"<span class=small>{_e(r.metric)} ({_e(r.unit)}) {arrow}</span>"]
+        for env in envs:
+            cell = d.cells.get((r, env))
+            ex = d.explained.get((env, r.workload, r.params_key))
+            lim = f"<br><span class=small>{_e(ex.limiter.limiter.value)}</span>" if ex else ""
+            if cell is None or cell.ratio is None:
+                why = d.na_reason(env, r)
+                line.append(f"<span class=small>{'n/a' if why else '—'}</span>{lim}")
+                continue
+            rr = cell.ratio
+            cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in
+                                                   ("better", "worse") else "")
+            text = f"{rr.ratio:.3f}"
+            if rr.has_ci:
+                text += f" <span class=small>[{rr.ci_low:.3f}, {rr.ci_high:.3f}]</span>"
+            if rr.within_noise:
+                text += " ≈"
+            line.append(f'<div class="{cls}">{text}</div>{lim}')
+        rows.append(line)
+    header = ["workload point"] + [d.label(e) for e in envs]
+    return _table(header, rows, raw=True)
+
+
+def _cost_table(d: ReportData) -> str:
+    rows = []
+    for (env, wl, pk), ex in sorted(d.explained.items(),
+                                    key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        c = ex.cost
+        if c is None:
+            continue
+        rows.append([d.label(env), f"{wl} {d.sweep_label.get((wl, pk), '')}".strip(), c.unit,
+                     f"{c.inside:.4g}", f"{c.hidden:.4g}", f"{c.total:.4g}",
+                     "-" if c.loadgen is None else f"{c.loadgen:.4g}",
+                     ex.limiter.words])
+    return _table(["environment", "workload point", "per", "CPU-s in env",
+                   "CPU-s hidden on host", "total", "load generator", "suspected limiter"],
+                  rows)
+
+
+def _environments(d: ReportData) -> str:
+    rows = []
+    for e in d.environments:
+        desc = dict(e.describe)
+        emu = "<span class=emulated>EMULATED (TCG)</span> " if d.emulated(e.name) else ""
+        status = "ran" if e.available else f"not run: {e.reason}"
+        details = "<br>".join(f"<b>{_e(k)}</b>: {_e(v)}" for k, v in desc.items())
+        tools = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e.tools.items())
+        rows.append([_e(e.name), _e(e.kind), emu + _e(status),
+                     f"<span class=small>{details}</span>",
+                     f"<span class=small>{tools}</span>"])
+    return _table(["environment", "kind", "status", "description", "tool versions"], rows,
+                  raw=True)
+
+
+def render(d: ReportData) -> str:
+    run, host = d.run, d.run.host
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        '<meta name=viewport content="width=device-width, initial-scale=1">',
+        f"<title>isotax report {_e(run.id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>isotax report: run {_e(run.id)}</h1>",
+        f"<p>Plan <b>{_e(run.plan_name)}</b>, status <b>{_e(run.status)}</b>, seed "
+        f"{_e(run.seed)}, baseline <b>{_e(d.baseline)}</b>. Host {_e(host.get('hostname', '?'))}"
+        f", {_e(host.get('cpu_model', '?'))}, {_e(host.get('cpus', '?'))} CPUs, kernel "
+        f"{_e(host.get('kernel', '?'))}.</p>",
+    ]
+    emulated = [e.name for e in d.environments if d.emulated(e.name)]
+    if emulated:
+        parts.append(f"<p class=emulated>Emulated (TCG, not KVM): {_e(', '.join(emulated))}: "
+                     "their ratios measure the emulator, not a hypervisor's overhead.</p>")
+    parts.append("<h2>Summary</h2>")
+    if d.rows and len(d.columns) > 1:
+        parts.append(f"<p class=small>Headline metric of every workload point: ratio to "
+                     f"{_e(d.baseline)} with its 95% bootstrap interval; green better, red "
+                     "worse, grey ≈ within noise (the interval holds 1, or the A/A noise "
+                     "floor covers it); under it the suspected limiter.</p>")
+        parts.append(summary_table(d))
+        parts.append(_figure(figures.summary(d), "Ratio to the baseline per headline metric "
+                                                 "(log scale) with 95% intervals."))
+    else:
+        parts.append("<p>No ratios: the run has no results or only the baseline.</p>")
+    if d.warnings:
+        parts.append("<h2>Warnings</h2>")
+        parts += [f"<div class=warn>{_e(w)}</div>" for w in d.warnings]
+    parts.append("<h2>Figures</h2>")
+    parts.append(_figure(figures.bars(d), "Mean ± standard deviation of each point's "
+                                          "headline metric."))
+    for wl in figures.CONCURRENCY:
+        parts.append(_figure(figures.concurrency(d, wl),
+                             f"{wl}: throughput against concurrency per environment; dotted, "
+                             f"right axis: the change against {d.baseline}."))
+    parts.append(_figure(figures.startup(d), "Startup phases: time from the request to each "
+                                             "milestone."))
+    curves = {e: d.density_curves[e] for e in d.columns if e in d.density_curves}
+    parts.append(_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
+                         "Host memory of N idle instances side by side."))
+    if d.explained:
+        parts += ["<h2>CPU per unit of work</h2>",
+                  "<p class=small>In the environment: what it accounted itself (its cgroup, "
+                  "or the guest's own /proc/stat). Hidden on the host: host-wide busy time "
+                  "less that, the load generator, isotax and other tenants (QEMU's emulation, "
+                  "gVisor's Sentry and Gofer, shims, the kernel outside any process).</p>",
+                  _figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
+                                           "environment and hidden on the host."),
+                  _cost_table(d)]
+    if d.rows:
+        header, rows = table1_rows(d)
+        parts += ["<h2>Table 1</h2>",
+                  f"<p class=small>mean (Δ% vs {_e(d.baseline)}) [standard deviation]; ↑ "
+                  "higher is better, ↓ lower is better; ≈ within noise.</p>",
+                  _table(header, rows)]
+    parts += ["<h2>Environments</h2>", _environments(d)]
+    if "smt" in host:
+        parts += ["<h2>Host fingerprint</h2>", _table(["what", "value"],
+                                                       [list(r) for r in show_rows(host)])]
+    parts += ["<h2>Plan (exact)</h2>", f"<pre>{_e(run.plan_toml)}</pre>",
+              "<p class=small>Written by isotax from the result store; no external resources."
+              "</p></body></html>"]
+    return "\n".join(p for p in parts if p) + "\n"
