@@ -1,4 +1,5 @@
-"""isotax command line: run · report · runs · envs · workloads · image · system · doctor.
+"""isotax command line: run · report · export · runs · envs · workloads · image · system ·
+doctor.
 
 `main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
 Every user error is one line on stderr and exit status 2.
@@ -175,6 +176,25 @@ def _write_report(store, run_id: str, out_dir: Path,
 def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: bool) -> None:
     """Write RUN's report (HTML, Markdown, CSV, JSON) from the store; the latest run by
     default."""
+    formats = ("html",) if html_only else None
+    if run_id is not None and Path(run_id).is_file():
+        # A bundle from `isotax export --bundle`, maybe from another machine.
+        import tempfile
+
+        from isotax.store.base import StoreError
+        from isotax.store.bundle import open_bundle
+
+        bundle = Path(run_id)
+        with tempfile.TemporaryDirectory(prefix="itx-bundle-") as d:
+            try:
+                store, rid = open_bundle(bundle, Path(d))
+            except StoreError as e:
+                fail(str(e))
+            try:
+                _write_report(store, rid, out or bundle.parent / rid, formats)
+            finally:
+                store.close()
+        return
     store = _open_store(results_dir)
     if run_id is None:
         runs = store.list_runs()
@@ -182,8 +202,34 @@ def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: b
             fail(f"no runs in {results_dir}; start one with `isotax run quick`")
         run_id = runs[-1].id
     record = _get_run(store, run_id)
-    _write_report(store, record.id, out or results_dir / record.id,
-                  ("html",) if html_only else None)
+    _write_report(store, record.id, out or results_dir / record.id, formats)
+
+
+@main.command()
+@click.argument("run_id", metavar="RUN")
+@results_option
+@click.option("--format", "fmt", type=click.Choice(["bundle", "json", "csv"]),
+              default="bundle", show_default=True,
+              help="bundle: the run's store rows, plan and fingerprint, for `isotax report "
+                   "BUNDLE` elsewhere; json: results.json (versioned); csv: one row per value.")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="File to write [default: RESULTS/RUN.itx.tar.gz, RUN.json or RUN.csv].")
+def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
+    """Export RUN as a portable bundle, JSON or CSV."""
+    from isotax.analysis import analyze
+    from isotax.report import RENDERERS
+    from isotax.store.bundle import export_bundle
+
+    store = _open_store(results_dir)
+    record = _get_run(store, run_id)
+    suffix = {"bundle": ".itx.tar.gz", "json": ".json", "csv": ".csv"}[fmt]
+    path = out or results_dir / f"{record.id}{suffix}"
+    if fmt == "bundle":
+        export_bundle(store, record.id, path)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(RENDERERS[fmt](analyze(store, record.id)))
+    click.echo(str(path))
 
 
 @main.command("runs")
