@@ -148,11 +148,12 @@ def _write_report(store, run_id: str, out_dir: Path,
                   formats: tuple[str, ...] | None = None) -> None:
     from isotax.analysis import analyze
     from isotax.report import FILENAMES, write_reports
-    from isotax.report.markdown import table1
+    from isotax.report.terminal import print_summary
 
     data = analyze(store, run_id)
     paths = write_reports(data, out_dir, formats) if formats else write_reports(data, out_dir)
-    click.echo("\n".join(table1(data)) if data.rows else "no results")
+    # The summary on stdout, within 100 columns; colour only on a terminal that has it.
+    print_summary(data, Console(highlight=False))
     from rich.markup import escape
 
     for w in data.warnings:
