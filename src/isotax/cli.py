@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -154,8 +155,6 @@ def _write_report(store, run_id: str, out_dir: Path,
     paths = write_reports(data, out_dir, formats) if formats else write_reports(data, out_dir)
     # The summary on stdout, within 100 columns; colour only on a terminal that has it.
     print_summary(data, Console(highlight=False))
-    from rich.markup import escape
-
     for w in data.warnings:
         # Warnings quote plan syntax ("[adaptive]"), which rich would take for markup.
         console.print(f"[yellow]warning:[/] {escape(w)}")
@@ -231,6 +230,60 @@ def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(RENDERERS[fmt](analyze(store, record.id)))
     click.echo(str(path))
+
+
+@main.command("compare")
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@results_option
+@click.option("--force", is_flag=True,
+              help="Compare even though the runs' host fingerprints differ (listed first).")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Directory for compare.md and compare.json [default: RESULTS/compare-A-B].")
+def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
+                out: Path | None) -> None:
+    """Compare run B against run A (two hosts, kernels, before/after a tuning): B / A with
+    intervals per environment, workload point and metric. A run is an id in the store or a
+    bundle file."""
+    import json
+    import tempfile
+    from contextlib import ExitStack
+
+    from isotax.compare import NotComparable, compare, to_json
+    from isotax.report import compare_md
+    from isotax.store.base import StoreError
+    from isotax.store.bundle import open_bundle
+
+    with ExitStack() as stack:
+        def load(ref: str):  # type: ignore[no-untyped-def]
+            if Path(ref).is_file():
+                d = stack.enter_context(tempfile.TemporaryDirectory(prefix="itx-bundle-"))
+                try:
+                    st, rid = open_bundle(Path(ref), Path(d))
+                except StoreError as e:
+                    fail(str(e))
+                stack.callback(st.close)
+            else:
+                st = _open_store(results_dir)
+                rid = _get_run(st, ref).id
+            return st.get_run(rid), st.cells(rid)
+
+        (a, cells_a), (b, cells_b) = load(run_a), load(run_b)
+        try:
+            c = compare(a, cells_a, b, cells_b, force)
+        except NotComparable as e:
+            fail(str(e))
+    where = out or results_dir / f"compare-{a.id}-{b.id}"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "compare.md").write_text(compare_md.render(c))
+    (where / "compare.json").write_text(json.dumps(to_json(c), indent=2) + "\n")
+    for d in c.host_differences:
+        console.print(f"[yellow]host differs:[/] {escape(d)}")
+    worse = sum(1 for x in c.lines if x.ratio.verdict == "worse")
+    better = sum(1 for x in c.lines if x.ratio.verdict == "better")
+    click.echo(f"{len(c.lines)} metrics in both runs: {better} better, {worse} worse in B, "
+               f"the rest within noise or too few runs")
+    click.echo(f"comparison: {where / 'compare.md'}")
 
 
 @main.command("runs")

@@ -1,0 +1,39 @@
+"""The markdown form of a comparison of two runs (isotax.compare): per environment, every
+metric both runs measured, run B's mean over run A's with its 95% interval and verdict."""
+
+from __future__ import annotations
+
+from isotax.compare import Comparison, by_environment
+from isotax.report.markdown import _esc, _fmt, _table
+
+
+def render(c: Comparison) -> str:
+    out = [f"# isotax comparison: {_esc(c.b.id)} (B) against {_esc(c.a.id)} (A)", "",
+           f"A: plan **{_esc(c.a.plan_name)}** on {_esc(c.a.host.get('hostname', '?'))}, "
+           f"kernel {_esc(c.a.host.get('kernel', '?'))}. B: plan **{_esc(c.b.plan_name)}** on "
+           f"{_esc(c.b.host.get('hostname', '?'))}, kernel {_esc(c.b.host.get('kernel', '?'))}.",
+           "", "Each row: mean in A and in B, and B / A with its 95% bootstrap interval; ↑ "
+           "higher is better, ↓ lower is better; within noise where the interval holds 1.", ""]
+    if c.host_differences:
+        out += ["**The hosts differ** (compared anyway, with --force): a difference below may "
+                "be the host's, not the change under study:", ""]
+        out += [f"- {_esc(d)}" for d in c.host_differences] + [""]
+    for env, lines in by_environment(c).items():
+        out += ["", f"## {_esc(env)}", ""]
+        rows = []
+        for x in lines:
+            r = x.ratio
+            interval = f" [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.has_ci else ""
+            arrow = "↑" if x.higher_is_better else "↓"
+            rows.append([x.workload, x.params_key, f"{x.metric} {arrow}", x.unit,
+                         _fmt(x.mean_a), _fmt(x.mean_b), f"{r.ratio:.3f}{interval}",
+                         r.verdict])
+        out += _table(["workload", "params", "metric", "unit", "A", "B", "B / A", "verdict"],
+                      rows)
+    if c.only_a or c.only_b:
+        out += ["", "## Not in both runs", ""]
+        out += [f"- only in A: {_esc(p)}" for p in c.only_a]
+        out += [f"- only in B: {_esc(p)}" for p in c.only_b]
+    if not c.lines:
+        out += ["", "The runs have no environment x workload point x metric in common."]
+    return "\n".join(out) + "\n"
