@@ -147,6 +147,16 @@ class ReportData:
         """Why row's point does not apply to env, or None."""
         return self.not_applicable.get((env, row.workload, row.params_key))
 
+    def headline_rows(self) -> list[Row]:
+        """Each workload point's headline metric (its first row), in row order."""
+        seen: set[tuple[str, str]] = set()
+        out = []
+        for r in self.rows:
+            if (r.workload, r.params_key) not in seen:
+                seen.add((r.workload, r.params_key))
+                out.append(r)
+        return out
+
     def in_row_order(self, points: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """(workload, params_key) points, once each, in the order of the result rows."""
         order = {(r.workload, r.params_key): i for i, r in enumerate(self.rows)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -177,32 +178,38 @@ def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: b
     """Write RUN's report (HTML, Markdown, CSV, JSON) from the store; the latest run by
     default."""
     formats = ("html",) if html_only else None
-    if run_id is not None and Path(run_id).is_file():
-        # A bundle from `isotax export --bundle`, maybe from another machine.
-        import tempfile
+    with ExitStack() as stack:
+        if run_id is None:
+            store = _open_store(results_dir)
+            runs = store.list_runs()
+            if not runs:
+                fail(f"no runs in {results_dir}; start one with `isotax run quick`")
+            rid, home = runs[-1].id, results_dir
+        else:
+            store, rid = _open_run(run_id, results_dir, stack)
+            # A bundle's report goes beside the bundle (maybe on another machine).
+            home = Path(run_id).parent if Path(run_id).is_file() else results_dir
+        _write_report(store, rid, out or home / rid, formats)
 
-        from isotax.store.base import StoreError
-        from isotax.store.bundle import open_bundle
 
-        bundle = Path(run_id)
-        with tempfile.TemporaryDirectory(prefix="itx-bundle-") as d:
-            try:
-                store, rid = open_bundle(bundle, Path(d))
-            except StoreError as e:
-                fail(str(e))
-            try:
-                _write_report(store, rid, out or bundle.parent / rid, formats)
-            finally:
-                store.close()
-        return
-    store = _open_store(results_dir)
-    if run_id is None:
-        runs = store.list_runs()
-        if not runs:
-            fail(f"no runs in {results_dir}; start one with `isotax run quick`")
-        run_id = runs[-1].id
-    record = _get_run(store, run_id)
-    _write_report(store, record.id, out or results_dir / record.id, formats)
+def _open_run(ref: str, results_dir: Path, stack: ExitStack):  # type: ignore[no-untyped-def]
+    """(store, run id) for a run id in the store under results_dir, or for a bundle file
+    from `isotax export` (unpacked and open until the stack closes); a bad one: fail()."""
+    if not Path(ref).is_file():
+        store = _open_store(results_dir)
+        return store, _get_run(store, ref).id
+    import tempfile
+
+    from isotax.store.base import StoreError
+    from isotax.store.bundle import open_bundle
+
+    d = stack.enter_context(tempfile.TemporaryDirectory(prefix="itx-bundle-"))
+    try:
+        store, rid = open_bundle(Path(ref), Path(d))
+    except StoreError as e:
+        fail(str(e))
+    stack.callback(store.close)
+    return store, rid
 
 
 @main.command()
@@ -246,29 +253,14 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
     intervals per environment, workload point and metric. A run is an id in the store or a
     bundle file."""
     import json
-    import tempfile
-    from contextlib import ExitStack
 
     from isotax.compare import NotComparable, compare, to_json
     from isotax.report import compare_md
-    from isotax.store.base import StoreError
-    from isotax.store.bundle import open_bundle
 
     with ExitStack() as stack:
-        def load(ref: str):  # type: ignore[no-untyped-def]
-            if Path(ref).is_file():
-                d = stack.enter_context(tempfile.TemporaryDirectory(prefix="itx-bundle-"))
-                try:
-                    st, rid = open_bundle(Path(ref), Path(d))
-                except StoreError as e:
-                    fail(str(e))
-                stack.callback(st.close)
-            else:
-                st = _open_store(results_dir)
-                rid = _get_run(st, ref).id
-            return st.get_run(rid), st.cells(rid)
-
-        (a, cells_a), (b, cells_b) = load(run_a), load(run_b)
+        (sa, ida), (sb, idb) = (_open_run(run_a, results_dir, stack),
+                                _open_run(run_b, results_dir, stack))
+        a, cells_a, b, cells_b = sa.get_run(ida), sa.cells(ida), sb.get_run(idb), sb.cells(idb)
         try:
             c = compare(a, cells_a, b, cells_b, force)
         except NotComparable as e:

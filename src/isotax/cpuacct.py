@@ -23,19 +23,26 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 
 
-def parse_cpuacct_line(text: str) -> str | None:
-    """The cpuacct (v1) or unified (v2, "0::") path of /proc/PID/cgroup text; the v1 one when
-    both exist. Pure."""
-    v2 = None
+def parse_proc_cgroup(text: str, controller: str) -> tuple[str | None, str | None]:
+    """(the v1 path of `controller`, the path of the v2 hierarchy "0::") from /proc/PID/cgroup
+    text; None for what it lacks. Pure."""
+    v1 = v2 = None
     for line in text.splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
-        if "cpuacct" in parts[1].split(","):
-            return parts[2]
-        if parts[0] == "0" and parts[1] == "":
+        if controller in parts[1].split(","):
+            v1 = parts[2]
+        elif parts[0] == "0" and parts[1] == "":
             v2 = parts[2]
-    return v2
+    return v1, v2
+
+
+def parse_cpuacct_line(text: str) -> str | None:
+    """The cpuacct (v1) or unified (v2, "0::") path of /proc/PID/cgroup text; the v1 one when
+    both exist. Pure."""
+    v1, v2 = parse_proc_cgroup(text, "cpuacct")
+    return v1 if v1 is not None else v2
 
 
 def parse_cpu_stat_usage(text: str) -> float:

@@ -28,7 +28,15 @@ from typing import Any
 from isotax import cpuacct
 from isotax.environments.base import ExecError, Instance
 from isotax.model import SanityError
-from isotax.sampler import Classifier, Sampler, StatReading, parse_stat, summarize
+from isotax.sampler import (
+    CPU_COLS,
+    Classifier,
+    Sampler,
+    StatReading,
+    busy_seconds,
+    parse_stat,
+    summarize,
+)
 from isotax.telemetry import PMU_DIR, perf_counting
 
 PERF_SOFTWARE_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
@@ -88,7 +96,7 @@ def guest_stat(inst: Instance) -> StatReading | None:
 
 def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
     """CPU seconds the guest accounted by kind between two readings, and its busy total. Pure."""
-    cols = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    cols = CPU_COLS
     out = dict.fromkeys(cols, 0.0)
     per_cpu: list[float] = []  # each guest CPU's busy seconds
     for name in sorted(after.cpus, key=lambda n: int(n[3:])):
@@ -98,8 +106,8 @@ def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
         d = {col: max(0.0, y - x) for col, x, y in zip(cols, a, b, strict=True)}
         for col in cols:
             out[col] += d[col]
-        per_cpu.append(round(d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"], 4))
-    out["busy"] = sum(out[k] for k in ("user", "nice", "system", "irq", "softirq"))
+        per_cpu.append(round(busy_seconds([d[col] for col in cols]), 4))
+    out["busy"] = busy_seconds([out[col] for col in cols])
     return {k: round(v, 4) for k, v in out.items()} | {"cpus": len(per_cpu),
                                                         "cpu_busy_s": per_cpu}
 
@@ -156,7 +164,7 @@ def guest_series(text: str) -> dict[str, Any]:
         for name in sorted(b.cpus, key=lambda n: int(n[3:])):
             if name in a.cpus:
                 d = [y - x for x, y in zip(a.cpus[name], b.cpus[name], strict=True)]
-                row.append(round(min(1.0, (d[0] + d[1] + d[2] + d[5] + d[6]) / dt), 3))
+                row.append(round(min(1.0, busy_seconds(d) / dt), 3))
         t.append(round(t1 - readings[0][0], 3))
         busy.append(row)
     return {"t": t, "cpu_busy": busy}

@@ -42,7 +42,7 @@ SUMMARY_VERSION = 1
 TOP_THREADS = 12  # threads kept in the summary, by CPU used
 
 # /proc/stat per-CPU columns (proc(5)); guest and guest_nice are already inside user/nice.
-_CPU_COLS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+CPU_COLS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 # A partition counts inside its disk: sda1, vda2, nvme0n1p1, mmcblk0p1.
 _PARTITION = re.compile(r"^((sd|vd|xvd|hd)[a-z]+\d+|.+\dp\d+)$")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -51,7 +51,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 # -- pure parsers ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StatReading:
-    """One /proc/stat: per CPU the seconds in each column of _CPU_COLS; ctxt and intr totals."""
+    """One /proc/stat: per CPU the seconds in each column of CPU_COLS; ctxt and intr totals."""
 
     cpus: dict[str, tuple[float, ...]]
     ctxt: int
@@ -106,10 +106,13 @@ def parse_net_dev(text: str) -> dict[str, tuple[int, int, int, int]]:
 
 
 def parse_task_stat(text: str) -> tuple[str, int, int]:
-    """/proc/PID/task/TID/stat -> (thread name, ppid, utime + stime ticks)."""
-    lp, rp = text.index("("), text.rindex(")")
-    rest = text[rp + 2:].split()
-    return text[lp + 1:rp], int(rest[1]), int(rest[11]) + int(rest[12])
+    """/proc/PID/task/TID/stat -> (thread name, ppid, utime + stime ticks). A thread's stat
+    has the fields of a process's, so the fields come from the process parsers."""
+    from isotax.envcpu import parse_proc_stat_cpu
+    from isotax.footprint import parse_ppid
+
+    return (text[text.index("(") + 1:text.rindex(")")], parse_ppid(text),
+            parse_proc_stat_cpu(text).own)
 
 
 # -- what one tick holds ---------------------------------------------------------------------
@@ -315,7 +318,9 @@ def _with_descendants(roots: Iterable[int], parents: Mapping[int, int]) -> list[
 
 
 # -- ticks -> summary and series (pure) --------------------------------------------------------
-def _busy(c: Sequence[float]) -> float:
+def busy_seconds(c: Sequence[float]) -> float:
+    """The busy part of /proc/stat columns in CPU_COLS order (user, nice, system, irq,
+    softirq; not idle, iowait or steal)."""
     user, nice, system, _idle, _iowait, irq, softirq, _steal = c[:8]
     return user + nice + system + irq + softirq
 
@@ -338,16 +343,16 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ValueError("telemetry ticks span no time")
     hz = rec.hz
     cpus = sorted(last.stat.cpus, key=lambda n: int(n[3:]))
-    host = dict.fromkeys(_CPU_COLS, 0.0)
+    host = dict.fromkeys(CPU_COLS, 0.0)
     per_cpu_busy: list[float] = []
     for name in cpus:
         a, b = first.stat.cpus.get(name), last.stat.cpus[name]
         if a is None:
             continue
         d = [y - x for x, y in zip(a, b, strict=True)]
-        for col, v in zip(_CPU_COLS, d, strict=True):
+        for col, v in zip(CPU_COLS, d, strict=True):
             host[col] += v
-        per_cpu_busy.append(round(min(1.0, _busy(d) / dur), 4))
+        per_cpu_busy.append(round(min(1.0, busy_seconds(d) / dur), 4))
     busy_s = sum(host[k] for k in ("user", "nice", "system", "irq", "softirq"))
 
     # Per tick: each CPU's busy share, iowait share, and each group's cores.
@@ -365,7 +370,7 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
             if pa is None or pb is None:
                 continue
             d = [y - x for x, y in zip(pa, pb, strict=True)]
-            share = min(1.0, _busy(d) / dt)
+            share = min(1.0, busy_seconds(d) / dt)
             row.append(round(share, 3))
             if i < len(peaks):
                 peaks[i] = max(peaks[i], share)

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isotax import cpuacct
 from isotax.environments.base import (
     GUEST_ENV,
     READY_HELPER,
@@ -267,16 +268,7 @@ def pids_matching(program: str, needles: Sequence[str]) -> list[int]:
 
 def parse_proc_cgroup(text: str) -> tuple[str | None, str | None]:
     """(memory controller path of v1, path of the v2 hierarchy) from /proc/PID/cgroup. Pure."""
-    v1 = v2 = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if "memory" in parts[1].split(","):
-            v1 = parts[2]
-        elif parts[0] == "0" and parts[1] == "":
-            v2 = parts[2]
-    return v1, v2
+    return cpuacct.parse_proc_cgroup(text, "memory")
 
 
 def cgroup_dirs(pid: int) -> tuple[Path | None, Path | None]:

@@ -54,17 +54,6 @@ def env_colors(d: ReportData) -> dict[str, Any]:
     return dict(zip(d.columns, _colors(len(d.columns)), strict=True))
 
 
-def headline_rows(d: ReportData) -> list[Row]:
-    """Each workload point's first metric, in row order."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for r in d.rows:
-        if (r.workload, r.params_key) not in seen:
-            seen.add((r.workload, r.params_key))
-            out.append(r)
-    return out
-
-
 def _point_label(d: ReportData, r: Row) -> str:
     sweep = d.sweep_label.get((r.workload, r.params_key), "")
     return f"{r.workload} {sweep} {r.metric}".replace("  ", " ").strip()
@@ -73,7 +62,7 @@ def _point_label(d: ReportData, r: Row) -> str:
 def summary(d: ReportData) -> str:
     """Every environment's ratio to the baseline per headline metric, on a log axis, with
     its 95% interval; hollow bars are within noise."""
-    rows = headline_rows(d)
+    rows = d.headline_rows()
     envs = [e for e in d.columns if e != d.baseline]
     if not rows or not envs:
         return ""
@@ -111,7 +100,7 @@ def summary(d: ReportData) -> str:
 
 def bars(d: ReportData) -> str:
     """Mean ± sd of each CPU, memory, network and disk point's headline metric."""
-    rows = [r for r in headline_rows(d) if r.workload in BARS]
+    rows = [r for r in d.headline_rows() if r.workload in BARS]
     if not rows:
         return ""
     cols = 3
@@ -152,7 +141,7 @@ def concurrency(d: ReportData, workload: str) -> str:
     """Headline throughput against the concurrency sweep, per environment, with the loss
     against the baseline on a second axis."""
     knob = CONCURRENCY.get(workload)
-    rows = [r for r in headline_rows(d) if r.workload == workload]
+    rows = [r for r in d.headline_rows() if r.workload == workload]
     if knob is None or len(rows) < 2:
         return ""
     found = [_sweep_value(r.params_key, knob) for r in rows]

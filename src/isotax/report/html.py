@@ -56,7 +56,7 @@ def summary_table(d: ReportData) -> str:
     or within noise; the limiter's kind under it."""
     envs = [e for e in d.columns if e != d.baseline]
     rows = []
-    for r in figures.headline_rows(d):
+    for r in d.headline_rows():
         arrow = "↑" if r.higher_is_better else "↓"
         line = [f"{_e(r.workload)} <span class=small>"
                 f"{_e(d.sweep_label.get((r.workload, r.params_key), ''))}</span><br>"

@@ -9,7 +9,6 @@ from rich.table import Table
 from rich.text import Text
 
 from isotax.analysis import ReportData
-from isotax.report.figures import headline_rows
 
 WIDTH = 100
 
@@ -21,7 +20,7 @@ def summary_table(d: ReportData) -> Table:
     t.add_column("workload point", overflow="fold", max_width=34)
     for e in envs:
         t.add_column(d.label(e), justify="right", overflow="fold", max_width=14)
-    for r in headline_rows(d):
+    for r in d.headline_rows():
         arrow = "↑" if r.higher_is_better else "↓"
         label = f"{r.workload} {d.sweep_label.get((r.workload, r.params_key), '')} " \
                 f"{r.metric} {arrow}"

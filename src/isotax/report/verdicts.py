@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from isotax.analysis import ReportData, Row
+from isotax.analysis import ReportData
 from isotax.cost import scale_for
 from isotax.stats import Ratio
 
@@ -26,14 +26,11 @@ def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
     return f"≈ within noise ({head})" if r.within_noise else f"{head} {r.verdict}"
 
 
-def _headline(d: ReportData, workload: str, pkey: str) -> Row | None:
-    return next((r for r in d.rows if r.workload == workload and r.params_key == pkey), None)
-
-
 def render(d: ReportData, table: Table) -> list[str]:
     if not d.explained:
         return []
     points = d.in_row_order((wl, pk) for _, wl, pk in d.explained)
+    headline = {(r.workload, r.params_key): r for r in d.headline_rows()}
     out = ["", "## Every result: is it real, what it cost, what limited it", "",
            "Per workload point and environment: the headline metric's ratio to the baseline "
            "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
@@ -45,7 +42,7 @@ def render(d: ReportData, table: Table) -> list[str]:
            "and the suspected limiter from the telemetry sampled during the runs (rules in "
            "isotax.limiter), with its evidence below.", ""]
     for wl, pk in points:
-        row = _headline(d, wl, pk)
+        row = headline.get((wl, pk))
         envs = [e for e in d.columns if (e, wl, pk) in d.explained]
         costs = [d.explained[(e, wl, pk)].cost for e in envs]
         factor, unit = scale_for([c.total for c in costs if c is not None])
