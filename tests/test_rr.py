@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from isotax import distributions
 from isotax.model import SanityError
 from isotax.parsers.netperf import parse_netperf_rr, parse_netperf_version
-from isotax.parsers.sockperf import parse_sockperf_pingpong
+from isotax.parsers.sockperf import _PCT, parse_sockperf_full_log, parse_sockperf_pingpong
 from isotax.workloads.rr import RequestResponse
 
 DATA = Path(__file__).parent / "data"
@@ -91,3 +92,32 @@ def test_params() -> None:
     assert specs["placement"].problem("same-cpu") is None
     assert specs["tail"].problem(1) is not None
     assert RequestResponse.needs_loadgen
+
+
+@pytest.mark.parametrize("proto", ["tcp", "udp"])
+def test_sockperf_full_log(proto: str) -> None:
+    """Every observation of the valid duration, as the summary counted them; its CDF's
+    quantiles land within 2% of sockperf's own percentiles (whose index rounds differently)."""
+    log = text("sockperf", f"full-log-{proto}.csv")
+    rtts = parse_sockperf_full_log(log)
+    assert len(rtts) in (2197, 2200) and min(rtts) > 0
+    cdf = distributions.from_values(rtts)
+    assert distributions.valid(cdf) and len(cdf) <= 80
+    assert cdf[0][0] == pytest.approx(min(rtts), rel=1e-3) and cdf[-1] == [
+        pytest.approx(max(rtts), rel=1e-3), 1.0]
+    printed = {float(q): float(v) for q, v in _PCT.findall(log)}
+    assert set(printed) >= {25.0, 50.0, 90.0, 99.0, 99.9}
+    for q, v in printed.items():
+        assert distributions.quantile(cdf, q / 100) == pytest.approx(v, rel=0.02), q
+
+
+def test_sockperf_full_log_refusals() -> None:
+    log = text("sockperf", "full-log-udp.csv")
+    with pytest.raises(SanityError, match="--full-rtt"):
+        parse_sockperf_full_log(log.replace(" --full-rtt", ""))
+    with pytest.raises(SanityError, match="cut short"):
+        parse_sockperf_full_log(log[: len(log) // 2])
+    with pytest.raises(SanityError, match="not a --full-log file"):
+        parse_sockperf_full_log(text("sockperf", "native-udp.txt"))
+    with pytest.raises(SanityError, match="bad line"):
+        parse_sockperf_full_log(log.replace(", 69.", ", x69.", 1))

@@ -13,18 +13,18 @@ fails), so the document is found by its first line that is exactly "{".
 Samples, per direction that did I/O: {dir}_bw (MB/s, 10^6 bytes), {dir}_iops, and
 {dir}_clat_mean / _p50 / _p99 / _p999 (µs, lower is better). The latency CDF from the json+
 bins goes into the labels of the {dir}_clat_p50 sample as `clat_cdf_us`: a compact list of
-[latency µs, cumulative fraction] points, thinned to at most ~80 (see `clat_cdf`), for a later
-CDF figure; a sample holds one number, so the distribution rides along as a label.
+[latency µs, cumulative fraction] points, thinned to at most ~80 (isotax.distributions), for
+the report's CDF figure; a sample holds one number, so the distribution rides along as a label.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
 
+from isotax import distributions
 from isotax.model import Sample, SanityError
 
 DIRECTIONS = ("read", "write")
@@ -72,27 +72,10 @@ def _strerror(err: int) -> str:
         return "unknown"
 
 
-def clat_cdf(bins: Mapping[str, int], steps: int = 32, tail_steps: int = 8) -> list[list[float]]:
-    """[[µs, cumulative fraction], ...] from fio's json+ histogram, thinned: a point is kept
-    whenever the CDF crosses a new 1/steps step, or the tail 1-F crosses a new 1/tail_steps
-    decade (so 99%, 99.9%, 99.99% keep their resolution), plus the last point."""
-    items = sorted((int(k), int(v)) for k, v in bins.items() if int(v) > 0)
-    total = sum(v for _, v in items)
-    if total == 0:
-        return []
-    out: list[list[float]] = []
-    seen: tuple[int, int] | None = None
-    cum = 0
-    for i, (ns, n) in enumerate(items):
-        cum += n
-        frac = cum / total
-        tail = 1.0 - frac
-        key = (math.floor(frac * steps),
-               math.floor(-math.log10(tail) * tail_steps) if tail > 0 else 10**6)
-        if key != seen or i == len(items) - 1:
-            out.append([float(f"{ns / 1000:.4g}"), round(frac, 6)])
-            seen = key
-    return out
+def clat_cdf(bins: Mapping[str, int]) -> list[list[float]]:
+    """[[µs, cumulative fraction], ...] from fio's json+ histogram (bucket ns -> count),
+    thinned as isotax.distributions does for every latency CDF."""
+    return distributions.thin((int(k) / 1000, int(v)) for k, v in bins.items())
 
 
 def fio_samples(text: str, labels: Mapping[str, Any] | None = None) -> list[Sample]:

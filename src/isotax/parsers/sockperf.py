@@ -69,3 +69,41 @@ def parse_sockperf_pingpong(text: str) -> SockperfPingPong:
     if r.observations <= 0:
         raise SanityError("sockperf made no observation")
     return r
+
+
+_LOG_HEADER = "packet, txTime(sec), rxTime(sec), rtt(usec)"
+
+
+def parse_sockperf_full_log(text: str) -> list[float]:
+    """sockperf's `--full-log FILE` -> the round trip of every valid observation, µs. Pure.
+
+    The file repeats the run's parameters and summary, then one CSV line per observation of
+    the valid duration: packet, send and receive time (s), and rtt (µs). The rtt column is a
+    round trip only with --full-rtt (else half of one): the parser refuses a log without it,
+    and one whose line count disagrees with the summary's observation count (cut short)."""
+    clean = _ANSI.sub("", text)
+    if _LOG_HEADER not in clean:
+        raise SanityError("sockperf's full log has no observation header "
+                          f"({_LOG_HEADER!r}): not a --full-log file")
+    params = re.search(r"parameters: (.*)", clean)
+    if not params or "--full-rtt" not in params.group(1):
+        raise SanityError("sockperf's full log holds one-way latencies: run it with --full-rtt")
+    rtts: list[float] = []
+    for ln in clean.split(_LOG_HEADER, 1)[1].splitlines():
+        parts = ln.split(",")
+        if len(parts) != 4:
+            continue  # the closing rule
+        try:
+            rtt = float(parts[3])
+        except ValueError as e:
+            raise SanityError(f"sockperf's full log has a bad line: {ln.strip()[:80]}") from e
+        if not rtt > 0 or rtt == float("inf"):
+            raise SanityError(f"sockperf's full log has a round trip of {rtt} µs")
+        rtts.append(rtt)
+    total = re.search(r"Total (\d+) observations", clean)
+    if total and int(total.group(1)) != len(rtts):
+        raise SanityError(f"sockperf's full log holds {len(rtts)} observations, its summary "
+                          f"says {total.group(1)}: the file was cut short")
+    if not rtts:
+        raise SanityError("sockperf's full log holds no observation")
+    return rtts

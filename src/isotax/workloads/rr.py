@@ -9,7 +9,9 @@ netperf has no p99.9. sockperf's ping-pong has the same one-in-flight semantics 
 p99.9 of every round trip (--full-rtt), but its answer is as long as its request: it runs
 right after netperf, for as long, with 200 bytes each way (the larger of netperf's two sizes,
 so its tail is not flattered), and gives the p99.9 sample; its own mean/p50/p99 ride along in
-that sample's labels as a cross-check. Each sample names its tool, version and sizes.
+that sample's labels as a cross-check, with the CDF of every round trip of the run
+(`rtt_cdf_us`, from its --full-log, thinned by isotax.distributions) for the report's latency
+CDF. Each sample names its tool, version and sizes.
 
 Where client and server run matters more than any layer on a shared 2-CPU host (see
 loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CPU wake-up.
@@ -17,15 +19,19 @@ loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CP
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import ClassVar
 
+from isotax import distributions
 from isotax.environments.base import Instance
 from isotax.environments.gvisor import sockperf_tcp_unsupported
 from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
-from isotax.parsers.sockperf import parse_sockperf_pingpong
+from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
 from isotax.work import first
 from isotax.workloads.base import (
     LoadGen,
@@ -141,18 +147,31 @@ class RequestResponse:
         host, mapped = lg.target(inst, port, proto)
         tcp = ["--tcp"] if proto == "tcp" else []
         server = [*server_pin, "sockperf", "server", "-i", "0.0.0.0", "-p", str(port), *tcp]
+        # Every round trip goes to a log on the host (the load generator shares its files),
+        # read back for the latency CDF: 1-2 MB per 10 s run here, removed at once.
+        fd, log = tempfile.mkstemp(prefix="itx-sockperf-", suffix=".csv")
+        os.close(fd)
         client = [*client_pin, "sockperf", "ping-pong", "-i", host, "-p", str(mapped), *tcp,
-                  "-t", str(seconds), "-m", str(SOCKPERF_BYTES), "--full-rtt"]
-        with serving(inst, server, port, proto, program="sockperf"):
-            done = lg.exec(client, seconds + 60)
-        if done.returncode == 124:
-            raise SanityError(f"sockperf timed out after {seconds + 60} s")
-        r = parse_sockperf_pingpong(done.stdout + "\n" + done.stderr)
-        if done.returncode != 0:
-            raise SanityError(f"sockperf exited {done.returncode}: {done.stderr.strip()[:200]}")
+                  "-t", str(seconds), "-m", str(SOCKPERF_BYTES), "--full-rtt",
+                  "--full-log", log]
+        try:
+            with serving(inst, server, port, proto, program="sockperf"):
+                done = lg.exec(client, seconds + 60)
+            if done.returncode == 124:
+                raise SanityError(f"sockperf timed out after {seconds + 60} s")
+            r = parse_sockperf_pingpong(done.stdout + "\n" + done.stderr)
+            if done.returncode != 0:
+                raise SanityError(f"sockperf exited {done.returncode}: "
+                                  f"{done.stderr.strip()[:200]}")
+            rtts = parse_sockperf_full_log(Path(log).read_text(errors="replace"))
+        finally:
+            Path(log).unlink(missing_ok=True)
+        if len(rtts) != r.observations:
+            raise SanityError(f"sockperf logged {len(rtts)} round trips, counted "
+                              f"{r.observations}")
         labels = {"tool": f"sockperf {r.version} ping-pong", "protocol": proto,
                   "request_bytes": SOCKPERF_BYTES, "response_bytes": SOCKPERF_BYTES,
                   "path": path, "observations": r.observations, "dropped": r.dropped,
                   "sockperf_mean_us": r.mean_us, "sockperf_p50_us": r.pct(50.0),
-                  "sockperf_p99_us": r.pct(99.0)}
+                  "sockperf_p99_us": r.pct(99.0), "rtt_cdf_us": distributions.from_values(rtts)}
         return [Sample("latency_p99_9_us", r.pct(99.9), "µs", False, labels)]
