@@ -60,7 +60,7 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
     # The run ends by printing where the self-contained HTML report is.
     last = p.stdout.strip().splitlines()[-1]
     assert last == f"HTML report: {run_dir / 'report.html'}", p.stdout[-500:]
-    assert "<h2>Summary</h2>" in (run_dir / "report.html").read_text()
+    assert ">Summary</h2>" in (run_dir / "report.html").read_text()
     doc = json.loads((run_dir / "results.json").read_text())
     envs = {e["name"]: e for e in doc["environments"]}
     assert all(envs[n]["available"] for n in ("native", "runc", "crun", "qemu")), envs

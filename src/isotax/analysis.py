@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 import tomllib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from isotax import envcpu
+from isotax import distributions, envcpu
 from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.explain import Explained, explain
 from isotax.limiter import Limiter
@@ -96,6 +96,10 @@ class EnvCpu:
     by_program: dict[str, float]  # program -> mean CPU-s per run, largest first
 
 
+CdfKey = tuple[str, str, str, str]  # (workload, params_key, metric, label)
+CDF_SUFFIX = "_cdf_us"  # a sample label holding a latency CDF in µs (isotax.distributions)
+
+
 @dataclass
 class ReportData:
     run: RunRecord
@@ -135,6 +139,10 @@ class ReportData:
     # environment -> the density workload's curve (instances, total MiB, ...) of its first
     # measured run, for the memory-vs-instances figure.
     density_curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Latency CDFs the tools recorded (fio's histogram, sockperf's every round trip), pooled
+    # over the repetitions: (workload, params_key, metric, label) -> environment -> CDF.
+    latency_cdfs: dict[CdfKey, dict[str, distributions.Cdf]] = field(default_factory=dict)
+    cdf_runs: dict[CdfKey, dict[str, int]] = field(default_factory=dict)
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -164,6 +172,14 @@ class ReportData:
 
     def label(self, name: str) -> str:
         return f"{name} (emulated)" if self.emulated(name) else name
+
+    def cell(self, env: str, workload: str, params_key: str, metric: str) -> Cell | None:
+        """The cell of one metric of one point in one environment, if measured."""
+        row = self._row_index().get((workload, params_key, metric))
+        return self.cells.get((row, env)) if row is not None else None
+
+    def _row_index(self) -> dict[tuple[str, str, str], Row]:
+        return {(r.workload, r.params_key, r.metric): r for r in self.rows}
 
 
 def analyze(store: Store, run_id: str) -> ReportData:
@@ -222,6 +238,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
                       if c.key.workload == "density" and s.labels.get("curve")), None)
         if c.status is CellStatus.OK and curve:
             data.density_curves.setdefault(c.key.environment, list(curve))
+    _collect_cdfs(data, measured)
     watched = store.telemetry(run.id)
     data.explained = explain(records, watched)
     data.unwatched = sum(1 for c in measured if c.status is CellStatus.OK and c.id not in watched)
@@ -244,6 +261,26 @@ def analyze(store: Store, run_id: str) -> ReportData:
             data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
     data.warnings = _warnings(data) + _blas_warnings(blas, baseline)
     return data
+
+
+def _collect_cdfs(data: ReportData, measured: Sequence[CellRecord]) -> None:
+    """Every valid `*_cdf_us` label of the OK measured cells, pooled per point and environment
+    (each repetition weighs the same)."""
+    runs: dict[CdfKey, dict[str, list[distributions.Cdf]]] = defaultdict(lambda: defaultdict(list))
+    for c in measured:
+        if c.status is not CellStatus.OK:
+            continue
+        for s in c.samples:
+            for label, value in s.labels.items():
+                if label.endswith(CDF_SUFFIX) and distributions.valid(value):
+                    runs[(c.key.workload, c.key.params_key, s.metric, label)][
+                        c.key.environment].append(value)
+    points = data.in_row_order((k[0], k[1]) for k in runs)
+    for key in sorted(runs, key=lambda k: (points.index((k[0], k[1])), k[2], k[3])):
+        by_env = runs[key]
+        envs = [e for e in data.columns if e in by_env]
+        data.latency_cdfs[key] = {e: distributions.pooled(by_env[e]) for e in envs}
+        data.cdf_runs[key] = {e: len(by_env[e]) for e in envs}
 
 
 def _apply_noise_floor(d: ReportData, aa_env: str) -> None:

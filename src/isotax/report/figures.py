@@ -22,8 +22,10 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter
 
-from isotax.analysis import ReportData, Row
+from isotax.analysis import CdfKey, ReportData, Row
 from isotax.environments.base import PHASES
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
@@ -137,37 +139,236 @@ def _sweep_value(params_key: str, name: str) -> float | None:
     return None
 
 
-def concurrency(d: ReportData, workload: str) -> str:
+# Overlays (isotax compare): run A solid with circles, run B dashed with squares.
+STYLES = (("-", "o"), ("--", "s"))
+
+
+def _runs(d: ReportData, other: ReportData | None, names: Sequence[str]
+          ) -> list[tuple[ReportData, str, str, str]]:
+    """(data, name suffix for legends, line style, marker) for one run or two overlaid."""
+    if other is None:
+        return [(d, "", *STYLES[0])]
+    return [(x, f" [{n}]", *st) for x, n, st in zip((d, other), names, STYLES, strict=False)]
+
+
+def _palette(runs: Sequence[tuple[ReportData, str, str, str]]) -> dict[str, Any]:
+    """One colour per environment name across the runs (run A's columns first)."""
+    names = list(dict.fromkeys(e for r in runs for e in r[0].columns))
+    return dict(zip(names, _colors(len(names)), strict=True))
+
+
+def _legend(ax: Any, outside: bool = True) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        if outside:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        else:
+            ax.legend(fontsize=7)
+
+
+def _sweep(d: ReportData, workload: str, metric: str) -> list[tuple[float, str]]:
+    """(concurrency, params_key) of a workload's sweep points that measured metric, ascending."""
+    knob = CONCURRENCY.get(workload, "")
+    out = []
+    for r in d.rows:
+        if r.workload == workload and r.metric == metric:
+            x = _sweep_value(r.params_key, knob)
+            if x is not None:
+                out.append((x, r.params_key))
+    return sorted(out)
+
+
+def concurrency(d: ReportData, workload: str, other: ReportData | None = None,
+                names: Sequence[str] = ("A", "B")) -> str:
     """Headline throughput against the concurrency sweep, per environment, with the loss
-    against the baseline on a second axis."""
+    against the baseline on a second axis (one run) or run B dashed over run A (two)."""
     knob = CONCURRENCY.get(workload)
     rows = [r for r in d.headline_rows() if r.workload == workload]
     if knob is None or len(rows) < 2:
         return ""
-    found = [_sweep_value(r.params_key, knob) for r in rows]
-    xs = [x for x in found if x is not None]
-    if len(xs) != len(rows):
-        return ""
+    metric, unit = rows[0].metric, rows[0].unit
+    runs = _runs(d, other, names)
+    palette = _palette(runs)
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax2 = ax.twinx()
-    for env, color in env_colors(d).items():
-        pts = [(x, c) for x, r in zip(xs, rows, strict=True)
-               if (c := d.cells.get((r, env))) is not None]
-        if not pts:
-            continue
-        ax.errorbar([x for x, _ in pts], [c.summary.mean for _, c in pts],
-                    yerr=[c.summary.sd for _, c in pts], color=color, marker="o",
-                    capsize=3, label=d.label(env))
-        loss = [(x, (c.ratio.ratio - 1) * 100) for x, c in pts if c.ratio is not None]
-        if loss:
-            ax2.plot([x for x, _ in loss], [v for _, v in loss], color=color, linestyle=":",
-                     marker="x")
+    ax2 = ax.twinx() if other is None else None
+    for data, suffix, ls, marker in runs:
+        sweep = _sweep(data, workload, metric)
+        for env in data.columns:
+            pts = [(x, c) for x, pk in sweep
+                   if (c := data.cell(env, workload, pk, metric)) is not None]
+            if not pts:
+                continue
+            color = palette[env]
+            ax.errorbar([x for x, _ in pts], [c.summary.mean for _, c in pts],
+                        yerr=[c.summary.sd for _, c in pts], color=color, marker=marker,
+                        linestyle=ls, capsize=3, label=data.label(env) + suffix)
+            loss = [(x, (c.ratio.ratio - 1) * 100) for x, c in pts if c.ratio is not None]
+            if ax2 is not None and loss:
+                ax2.plot([x for x, _ in loss], [v for _, v in loss], color=color,
+                         linestyle=":", marker="x")
     ax.set_xlabel(knob)
-    ax.set_ylabel(f"{rows[0].metric} ({rows[0].unit})")
-    ax2.set_ylabel(f"Δ% vs {d.baseline} (dotted)")
-    ax2.axhline(0, color="grey", linewidth=0.5)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.12, 1))
+    ax.set_ylabel(f"{metric} ({unit})")
+    if ax2 is not None:
+        ax2.set_ylabel(f"Δ% vs {d.baseline} (dotted)")
+        ax2.axhline(0, color="grey", linewidth=0.5)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.12, 1))
+    else:
+        _legend(ax)
     ax.set_title(f"{workload}: throughput vs {knob}", fontsize=9)
+    return _svg(fig)
+
+
+# Throughput vs latency: workload -> panels of (title, throughput metric, latency metrics);
+# the first latency is drawn solid, the second dashed (one run) or thin (two runs).
+THROUGHPUT_LATENCY: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "redis": (("SET", "set_requests_per_s", ("set_latency_p50_ms", "set_latency_p99_ms")),
+              ("GET", "get_requests_per_s", ("get_latency_p50_ms", "get_latency_p99_ms"))),
+    "mysql": (("OLTP read/write", "transactions_per_s", ("latency_mean_ms", "latency_p95_ms")),),
+}
+
+
+def throughput_latency(d: ReportData, workload: str, other: ReportData | None = None,
+                       names: Sequence[str] = ("A", "B")) -> str:
+    """Latency against throughput as the concurrency sweep climbs, per environment: where
+    the curve turns up is the point past which more load only queues."""
+    panels = [p for p in THROUGHPUT_LATENCY.get(workload, ())
+              if len(_sweep(d, workload, p[1])) >= 2]
+    if not panels:
+        return ""
+    runs = _runs(d, other, names)
+    palette = _palette(runs)
+    knob = CONCURRENCY[workload]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
+    for ax, (title, tput, lats) in zip(axes[0], panels, strict=True):
+        ys: list[float] = []
+        for data, suffix, ls, marker in runs:
+            sweep = _sweep(data, workload, tput)
+            for env in data.columns:
+                for k, lat in enumerate(lats):
+                    pts = [(x, t.summary.mean, c.summary.mean) for x, pk in sweep
+                           if (t := data.cell(env, workload, pk, tput)) is not None
+                           and (c := data.cell(env, workload, pk, lat)) is not None]
+                    if not pts:
+                        continue
+                    ys += [y for _, _, y in pts]
+                    style = ls if k == 0 else ("--" if other is None else ls)
+                    ax.plot([p[1] for p in pts], [p[2] for p in pts], color=palette[env],
+                            marker=marker, linestyle=style, linewidth=1.4 if k == 0 else 0.8,
+                            label=data.label(env) + suffix if k == 0 else None)
+                    if k == 0 and data is d:
+                        for x, t_, y in pts:
+                            ax.annotate(f"{x:g}", (t_, y), fontsize=6, xytext=(3, 3),
+                                        textcoords="offset points")
+        if ys and min(ys) > 0 and max(ys) / min(ys) > 20:
+            ax.set_yscale("log")
+        unit = next((r.unit for r in d.rows if r.workload == workload and r.metric == tput), "")
+        ax.set_xlabel(f"{tput} ({unit})")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        lat_unit = next((r.unit for r in d.rows if r.metric == lats[0]), "")
+        ax.set_ylabel(f"latency ({lat_unit})")
+        ax.set_title(f"{workload} {title}: latency vs throughput (labels: {knob})", fontsize=9)
+    last = axes[0][-1]
+    handles, labels = last.get_legend_handles_labels()
+    for k, lat in enumerate(lats):
+        handles.append(Line2D([], [], color="black", linewidth=1.4 if k == 0 else 0.8,
+                              linestyle="-" if k == 0 or other is not None else "--"))
+        labels.append(lat)
+    last.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def mysql_cpu(d: ReportData, other: ReportData | None = None,
+              names: Sequence[str] = ("A", "B")) -> str:
+    """MySQL throughput against the host's CPU utilisation during sysbench's window (the
+    workload's own /proc/stat reading), per thread count: a curve to the right of native's
+    pays for the same transactions with more of the host."""
+    runs = _runs(d, other, names)
+    palette = _palette(runs)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    drawn = False
+    for data, suffix, ls, marker in runs:
+        sweep = _sweep(data, "mysql", "transactions_per_s")
+        for env in data.columns:
+            pts = [(x, u.summary, t.summary) for x, pk in sweep
+                   if (t := data.cell(env, "mysql", pk, "transactions_per_s")) is not None
+                   and (u := data.cell(env, "mysql", pk, "host_cpu_utilization")) is not None]
+            if not pts:
+                continue
+            drawn = True
+            ax.errorbar([u.mean for _, u, _ in pts], [t.mean for _, _, t in pts],
+                        xerr=[_sd(u.sd) for _, u, _ in pts], yerr=[_sd(t.sd) for *_, t in pts],
+                        color=palette[env], marker=marker, linestyle=ls, capsize=3,
+                        label=data.label(env) + suffix)
+            if data is d:
+                for x, util, tps in pts:
+                    ax.annotate(f"{x:g}", (util.mean, tps.mean), fontsize=6, xytext=(3, 3),
+                                textcoords="offset points")
+    if not drawn:
+        plt.close(fig)
+        return ""
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("host CPU utilisation during the run, % of all CPUs (the load generator's "
+                  "sysbench included)")
+    ax.set_ylabel("transactions/s")
+    ax.set_title("mysql: throughput vs CPU utilisation (labels: threads)", fontsize=9)
+    _legend(ax)
+    return _svg(fig)
+
+
+def _sd(sd: float) -> float:
+    return sd if math.isfinite(sd) else 0.0
+
+
+CDF_TITLES = {"clat_cdf_us": "completion latency", "rtt_cdf_us": "round trip"}
+
+
+def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
+                names: Sequence[str] = ("A", "B")) -> str:
+    """One point's latency CDF per environment, pooled over its repetitions: the whole
+    distribution (left) and its tail as 1 - F on a log axis (right), where p99, p99.9 and
+    p99.99 are the lines' crossings of 10^-2, 10^-3, 10^-4."""
+    runs = _runs(d, other, names)
+    palette = _palette(runs)
+    series = [(data, suffix, ls, env, cdf) for data, suffix, ls, _ in runs
+              for env, cdf in data.latency_cdfs.get(key, {}).items() if cdf]
+    if not series:
+        return ""
+    fig, (body, tail) = plt.subplots(1, 2, figsize=(10, 3.4))
+    xs = [p[0] for *_, cdf in series for p in cdf if p[0] > 0]
+    floor = 1.0
+    for data, suffix, ls, env, cdf in series:
+        n = data.cdf_runs.get(key, {}).get(env, 0)
+        v = [p[0] for p in cdf]
+        f = [p[1] for p in cdf]
+        body.step(v, f, where="post", color=palette[env], linestyle=ls,
+                  label=f"{data.label(env)}{suffix} ({n} run{'s' if n != 1 else ''})")
+        pts = [(x, 1 - y) for x, y in cdf if 1 - y > 1e-9]
+        if pts:
+            tail.step([x for x, _ in pts], [y for _, y in pts], where="post",
+                      color=palette[env], linestyle=ls)
+            floor = min(floor, min(y for _, y in pts))
+    for ax in (body, tail):
+        if xs and max(xs) / min(xs) > 10:
+            ax.set_xscale("log")
+        ax.set_xlabel("µs" + (" (log scale)" if xs and max(xs) / min(xs) > 10 else ""))
+    body.set_ylabel("fraction at or below")
+    body.set_ylim(0, 1.02)
+    tail.set_yscale("log")
+    tail.set_ylim(max(floor / 2, 1e-6), 1)
+    tail.set_ylabel("fraction above (1 - F, log)")
+    for q in (1e-2, 1e-3, 1e-4):
+        if q >= floor / 2:
+            tail.axhline(q, color="grey", linewidth=0.4, linestyle=":")
+    wl, pk, metric, label = key
+    sweep = d.sweep_label.get((wl, pk), "")
+    what = CDF_TITLES.get(label, label.removesuffix("_cdf_us"))
+    direction = metric.split("_", 1)[0] if wl == "fio" else ""
+    body.set_title(" ".join(p for p in (wl, sweep, direction, what) if p) + ": CDF",
+                   fontsize=9)
+    tail.set_title("tail: 1 - F", fontsize=9)
+    tail.legend(*body.get_legend_handles_labels(), fontsize=7, loc="upper left",
+                bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
     return _svg(fig)
 
 

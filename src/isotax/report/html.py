@@ -3,11 +3,13 @@ figures are inline SVG, the style is inline CSS), to open and to share.
 
 Contents: the summary (each environment's headline ratio to the baseline per workload point as
 a heat-map table with its interval, "within noise" and the suspected limiter, and as a figure),
-the warnings, the studies' Table 1, the figures per workload (bars with deviations, throughput
-vs concurrency with the loss against the baseline, startup phases, memory vs instances), the
-CPU per unit of work in and out of the environment, the environments (emulated ones marked),
-the host fingerprint and the exact plan. Every string that comes from the host, the plan or
-a tool is escaped (html.escape); the SVG's own text is escaped by matplotlib.
+the warnings, the figures per workload (bars with deviations, throughput vs concurrency with
+the loss against the baseline, throughput vs latency, MySQL throughput vs CPU utilisation,
+latency CDFs with their tails, startup phases, memory vs instances), the CPU per unit of work
+in and out of the environment, the studies' Table 1, the environments (emulated ones marked),
+the host fingerprint and the exact plan, with a table of contents. Every string that comes from
+the host, the plan or a tool is escaped (html.escape); the SVG's own text is escaped by
+matplotlib.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ th{background:#f4f4f4}td.num{text-align:right;white-space:nowrap}
 padding:.4em .8em;margin:.3em 0}.emulated{color:#b00;font-weight:bold}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
+nav.toc{margin:.5em 0 1em;line-height:1.8}h3{margin-top:1.4em}
 """
 
 
@@ -114,9 +117,44 @@ def _environments(d: ReportData) -> str:
                   raw=True)
 
 
+def _figures(d: ReportData) -> list[tuple[str, list[str]]]:
+    """The per-workload figures, grouped under titles; empty groups are dropped later."""
+    curves = {e: d.density_curves[e] for e in d.columns if e in d.density_curves}
+    return [
+        ("CPU, memory, network and disk", [
+            _figure(figures.bars(d), "Mean ± standard deviation of each point's headline "
+                                     "metric.")]),
+        ("Throughput vs concurrency", [
+            _figure(figures.concurrency(d, wl), f"{wl}: throughput against concurrency per "
+                    f"environment; dotted, right axis: the change against {d.baseline}.")
+            for wl in figures.CONCURRENCY]),
+        ("Throughput vs latency", [
+            _figure(figures.throughput_latency(d, wl), f"{wl}: latency against throughput "
+                    "along the concurrency sweep (each point labelled with its concurrency), "
+                    "means over the repetitions.")
+            for wl in figures.THROUGHPUT_LATENCY]),
+        ("Throughput vs CPU utilisation", [
+            _figure(figures.mysql_cpu(d), "MySQL: transactions/s against the host's CPU "
+                    "utilisation during sysbench's run (means over the repetitions, ± sd).")]),
+        ("Latency distributions", [
+            _figure(figures.latency_cdf(d, key), "Every latency the tool recorded, pooled over "
+                    "the repetitions (each weighs the same): the CDF, and its tail on a log "
+                    "axis.")
+            for key in d.latency_cdfs]),
+        ("Startup", [_figure(figures.startup(d), "Startup phases: time from the request to "
+                                                 "each milestone.")]),
+        ("Density", [_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
+                             "Host memory of N idle instances side by side.")]),
+    ]
+
+
+def _anchor(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
 def render(d: ReportData) -> str:
     run, host = d.run, d.run.host
-    parts = [
+    head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
         f"<title>isotax report {_e(run.id)}</title><style>{_CSS}</style></head><body>",
@@ -128,54 +166,51 @@ def render(d: ReportData) -> str:
     ]
     emulated = [e.name for e in d.environments if d.emulated(e.name)]
     if emulated:
-        parts.append(f"<p class=emulated>Emulated (TCG, not KVM): {_e(', '.join(emulated))}: "
-                     "their ratios measure the emulator, not a hypervisor's overhead.</p>")
-    parts.append("<h2>Summary</h2>")
+        head.append(f"<p class=emulated>Emulated (TCG, not KVM): {_e(', '.join(emulated))}: "
+                    "their ratios measure the emulator, not a hypervisor's overhead.</p>")
+    # (level, title, body): a section without a body is left out, and so is its link.
+    sections: list[tuple[int, str, list[str]]] = []
+    summary: list[str] = []
     if d.rows and len(d.columns) > 1:
-        parts.append(f"<p class=small>Headline metric of every workload point: ratio to "
-                     f"{_e(d.baseline)} with its 95% bootstrap interval; green better, red "
-                     "worse, grey ≈ within noise (the interval holds 1, or the A/A noise "
-                     "floor covers it); under it the suspected limiter.</p>")
-        parts.append(summary_table(d))
-        parts.append(_figure(figures.summary(d), "Ratio to the baseline per headline metric "
-                                                 "(log scale) with 95% intervals."))
+        summary += [f"<p class=small>Headline metric of every workload point: ratio to "
+                    f"{_e(d.baseline)} with its 95% bootstrap interval; green better, red "
+                    "worse, grey ≈ within noise (the interval holds 1, or the A/A noise "
+                    "floor covers it); under it the suspected limiter.</p>",
+                    summary_table(d),
+                    _figure(figures.summary(d), "Ratio to the baseline per headline metric "
+                                                "(log scale) with 95% intervals.")]
     else:
-        parts.append("<p>No ratios: the run has no results or only the baseline.</p>")
-    if d.warnings:
-        parts.append("<h2>Warnings</h2>")
-        parts += [f"<div class=warn>{_e(w)}</div>" for w in d.warnings]
-    parts.append("<h2>Figures</h2>")
-    parts.append(_figure(figures.bars(d), "Mean ± standard deviation of each point's "
-                                          "headline metric."))
-    for wl in figures.CONCURRENCY:
-        parts.append(_figure(figures.concurrency(d, wl),
-                             f"{wl}: throughput against concurrency per environment; dotted, "
-                             f"right axis: the change against {d.baseline}."))
-    parts.append(_figure(figures.startup(d), "Startup phases: time from the request to each "
-                                             "milestone."))
-    curves = {e: d.density_curves[e] for e in d.columns if e in d.density_curves}
-    parts.append(_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
-                         "Host memory of N idle instances side by side."))
+        summary.append("<p>No ratios: the run has no results or only the baseline.</p>")
+    sections.append((2, "Summary", summary))
+    sections.append((2, "Warnings", [f"<div class=warn>{_e(w)}</div>" for w in d.warnings]))
+    groups = [(t, [f for f in figs if f]) for t, figs in _figures(d)]
+    sections.append((2, "Figures", [""] if any(f for _, f in groups) else []))
+    sections += [(3, t, figs) for t, figs in groups]
     if d.explained:
-        parts += ["<h2>CPU per unit of work</h2>",
-                  "<p class=small>In the environment: what it accounted itself (its cgroup, "
-                  "or the guest's own /proc/stat). Hidden on the host: host-wide busy time "
-                  "less that, the load generator, isotax and other tenants (QEMU's emulation, "
-                  "gVisor's Sentry and Gofer, shims, the kernel outside any process).</p>",
-                  _figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
-                                           "environment and hidden on the host."),
-                  _cost_table(d)]
+        sections.append((2, "CPU per unit of work", [
+            "<p class=small>In the environment: what it accounted itself (its cgroup, or the "
+            "guest's own /proc/stat). Hidden on the host: host-wide busy time less that, the "
+            "load generator, isotax and other tenants (QEMU's emulation, gVisor's Sentry and "
+            "Gofer, shims, the kernel outside any process).</p>",
+            _figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
+                                     "environment and hidden on the host."),
+            _cost_table(d)]))
     if d.rows:
         header, rows = table1_rows(d)
-        parts += ["<h2>Table 1</h2>",
-                  f"<p class=small>mean (Δ% vs {_e(d.baseline)}) [standard deviation]; ↑ "
-                  "higher is better, ↓ lower is better; ≈ within noise.</p>",
-                  _table(header, rows)]
-    parts += ["<h2>Environments</h2>", _environments(d)]
+        sections.append((2, "Table 1", [
+            f"<p class=small>mean (Δ% vs {_e(d.baseline)}) [standard deviation]; ↑ higher is "
+            "better, ↓ lower is better; ≈ within noise.</p>", _table(header, rows)]))
+    sections.append((2, "Environments", [_environments(d)]))
     if "smt" in host:
-        parts += ["<h2>Host fingerprint</h2>", _table(["what", "value"],
-                                                       [list(r) for r in show_rows(host)])]
-    parts += ["<h2>Plan (exact)</h2>", f"<pre>{_e(run.plan_toml)}</pre>",
-              "<p class=small>Written by isotax from the result store; no external resources."
-              "</p></body></html>"]
+        sections.append((2, "Host fingerprint", [_table(["what", "value"],
+                                                        [list(r) for r in show_rows(host)])]))
+    sections.append((2, "Plan (exact)", [f"<pre>{_e(run.plan_toml)}</pre>"]))
+    kept = [(lvl, t, body) for lvl, t, body in sections if body]
+    nav = " · ".join(f"<a href=#{_anchor(t)}>{_e(t)}</a>" if lvl == 2 else
+                     f"<a class=small href=#{_anchor(t)}>{_e(t)}</a>" for lvl, t, _ in kept)
+    parts = [*head, f"<nav class=toc>{nav}</nav>"]
+    for lvl, t, body in kept:
+        parts += [f"<h{lvl} id={_anchor(t)}>{_e(t)}</h{lvl}>", *body]
+    parts.append("<p class=small>Written by isotax from the result store; no external "
+                 "resources.</p></body></html>")
     return "\n".join(p for p in parts if p) + "\n"
