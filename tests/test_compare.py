@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_report_figures import figure_store
 
+from isotax.analysis import analyze
 from isotax.compare import NotComparable, compare
 from isotax.model import CellKey, CellStatus, Sample
+from isotax.report import compare_html
 from isotax.store.bundle import export_bundle
 from isotax.store.sqlite import SQLiteStore
 
@@ -73,3 +76,27 @@ def test_cli_compare_a_run_with_a_bundle(tmp_path: Path) -> None:
     assert "**The hosts differ**" in md and "0.800 [" in md and "worse" in md
     doc = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert doc["host_differences"] == ["kernel: 6.1 vs 6.2"] and len(doc["lines"]) == 2
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "The hosts differ" in page and "kernel: 6.1 vs 6.2" in page
+    assert done.stdout.strip().splitlines()[-1] == \
+        f"HTML comparison: {tmp_path / 'cmp' / 'compare.html'}"
+
+
+def test_html_comparison_overlays_the_figures(tmp_path: Path) -> None:
+    """B's runc is 1.5x slower than native where A's was 1.25x: the page says runc got worse,
+    shows the tax in both runs, overlays every figure, and escapes a hostile host name."""
+    store_a, a = figure_store(tmp_path / "a", "a", hostname="<b>x</b>")
+    store_b, b = figure_store(tmp_path / "b", "b", {"native": 1.0, "runc": 1.5},
+                              hostname="<b>x</b>")
+    c = compare(store_a.get_run(a), store_a.cells(a), store_b.get_run(b), store_b.cells(b))
+    page = compare_html.render(c, analyze(store_a, a), analyze(store_b, b))
+    assert "<script" not in page and "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+    for section in ("B / A, headline metrics", "The isolation tax in A and in B",
+                    "The studies' figures, B over A", "Every metric"):
+        assert f">{section}</h2>" in page
+    # runc's headline throughput: 0.833 of A's, worse; native's identical, within noise.
+    assert '<div class="worse">0.833' in page and '<div class="noise">1.000' in page
+    # Two concurrency, three throughput-latency panels in two figures, MySQL vs CPU, two
+    # CDFs: each with both runs in its legend; plus the B / A and the tax figures.
+    assert page.count("<svg") == 9 and page.count("runc [B]") >= 7
+    assert page.count("tail: 1 - F") == 2

@@ -254,8 +254,9 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
     bundle file."""
     import json
 
+    from isotax.analysis import analyze
     from isotax.compare import NotComparable, compare, to_json
-    from isotax.report import compare_md
+    from isotax.report import compare_html, compare_md
 
     with ExitStack() as stack:
         (sa, ida), (sb, idb) = (_open_run(run_a, results_dir, stack),
@@ -265,10 +266,12 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
             c = compare(a, cells_a, b, cells_b, force)
         except NotComparable as e:
             fail(str(e))
+        data_a, data_b = analyze(sa, ida), analyze(sb, idb)
     where = out or results_dir / f"compare-{a.id}-{b.id}"
     where.mkdir(parents=True, exist_ok=True)
     (where / "compare.md").write_text(compare_md.render(c))
     (where / "compare.json").write_text(json.dumps(to_json(c), indent=2) + "\n")
+    (where / "compare.html").write_text(compare_html.render(c, data_a, data_b))
     for d in c.host_differences:
         console.print(f"[yellow]host differs:[/] {escape(d)}")
     worse = sum(1 for x in c.lines if x.ratio.verdict == "worse")
@@ -276,6 +279,7 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
     click.echo(f"{len(c.lines)} metrics in both runs: {better} better, {worse} worse in B, "
                f"the rest within noise or too few runs")
     click.echo(f"comparison: {where / 'compare.md'}")
+    click.echo(f"HTML comparison: {where / 'compare.html'}")
 
 
 @main.command("runs")

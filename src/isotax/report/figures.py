@@ -36,7 +36,7 @@ CONCURRENCY = {"redis": "connections", "mysql": "threads"}
 BARS = ("compress", "linpack", "stream", "randomaccess", "fio", "throughput", "rr")
 
 
-def _svg(fig: Figure) -> str:
+def to_svg(fig: Figure) -> str:
     buf = io.StringIO()
     # No date in the SVG: a report made again from the same store (or from its exported
     # bundle, elsewhere) is byte for byte the same.
@@ -46,17 +46,17 @@ def _svg(fig: Figure) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inlined in HTML
 
 
-def _colors(n: int) -> list[Any]:
+def colors(n: int) -> list[Any]:
     cmap = plt.get_cmap("tab10")
     return [cmap(i % 10) for i in range(n)]
 
 
 def env_colors(d: ReportData) -> dict[str, Any]:
     """One colour per environment, the same in every figure (by its column)."""
-    return dict(zip(d.columns, _colors(len(d.columns)), strict=True))
+    return dict(zip(d.columns, colors(len(d.columns)), strict=True))
 
 
-def _point_label(d: ReportData, r: Row) -> str:
+def point_label(d: ReportData, r: Row) -> str:
     sweep = d.sweep_label.get((r.workload, r.params_key), "")
     return f"{r.workload} {sweep} {r.metric}".replace("  ", " ").strip()
 
@@ -88,7 +88,7 @@ def summary(d: ReportData) -> str:
                         linewidth=0.8)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks([i + (len(envs) - 1) * step / 2 for i in range(len(rows))],
-                  [_point_label(d, r) for r in rows])
+                  [point_label(d, r) for r in rows])
     ax.invert_yaxis()
     ticks = [-2, -1, math.log10(0.5), 0, math.log10(2), 1, 2]
     ax.set_xticks(ticks, [f"{10 ** t:g}×" for t in ticks])
@@ -97,7 +97,7 @@ def summary(d: ReportData) -> str:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def bars(d: ReportData) -> str:
@@ -120,12 +120,12 @@ def bars(d: ReportData) -> str:
         ax.bar(range(len(envs)), means, yerr=sds, color=colors, capsize=3)
         ax.set_xticks(range(len(envs)), [d.label(e) for e in envs], rotation=30, ha="right")
         arrow = "↑" if r.higher_is_better else "↓"
-        ax.set_title(f"{_point_label(d, r)} {arrow}", fontsize=9)
+        ax.set_title(f"{point_label(d, r)} {arrow}", fontsize=9)
         ax.set_ylabel(r.unit)
     for k in range(len(rows), nrows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.tight_layout()
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def _sweep_value(params_key: str, name: str) -> float | None:
@@ -154,7 +154,7 @@ def _runs(d: ReportData, other: ReportData | None, names: Sequence[str]
 def _palette(runs: Sequence[tuple[ReportData, str, str, str]]) -> dict[str, Any]:
     """One colour per environment name across the runs (run A's columns first)."""
     names = list(dict.fromkeys(e for r in runs for e in r[0].columns))
-    return dict(zip(names, _colors(len(names)), strict=True))
+    return dict(zip(names, colors(len(names)), strict=True))
 
 
 def _legend(ax: Any, outside: bool = True) -> None:
@@ -214,7 +214,7 @@ def concurrency(d: ReportData, workload: str, other: ReportData | None = None,
     else:
         _legend(ax)
     ax.set_title(f"{workload}: throughput vs {knob}", fontsize=9)
-    return _svg(fig)
+    return to_svg(fig)
 
 
 # Throughput vs latency: workload -> panels of (title, throughput metric, latency metrics);
@@ -274,7 +274,7 @@ def throughput_latency(d: ReportData, workload: str, other: ReportData | None = 
         labels.append(lat)
     last.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def mysql_cpu(d: ReportData, other: ReportData | None = None,
@@ -312,7 +312,7 @@ def mysql_cpu(d: ReportData, other: ReportData | None = None,
     ax.set_ylabel("transactions/s")
     ax.set_title("mysql: throughput vs CPU utilisation (labels: threads)", fontsize=9)
     _legend(ax)
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def _sd(sd: float) -> float:
@@ -369,7 +369,7 @@ def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
     tail.legend(*body.get_legend_handles_labels(), fontsize=7, loc="upper left",
                 bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def startup(d: ReportData) -> str:
@@ -381,7 +381,7 @@ def startup(d: ReportData) -> str:
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(d.columns) + 1.2))
     for i, env in enumerate(d.columns):
         left = 0.0
-        for phase, color in zip(phases, _colors(len(phases)), strict=True):
+        for phase, color in zip(phases, colors(len(phases)), strict=True):
             row = next((r for r in d.rows if r.workload == "startup"
                         and r.metric == f"{phase}_ms"), None)
             cell = d.cells.get((row, env)) if row else None
@@ -396,7 +396,7 @@ def startup(d: ReportData) -> str:
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlabel("ms from the request (median per cell, mean over repetitions; symlog)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def density(curves: Mapping[str, Sequence[Mapping[str, Any]]], labels: Mapping[str, str]
@@ -405,7 +405,7 @@ def density(curves: Mapping[str, Sequence[Mapping[str, Any]]], labels: Mapping[s
     if not curves:
         return ""
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    palette = dict(zip(labels, _colors(len(labels)), strict=True))  # labels: column order
+    palette = dict(zip(labels, colors(len(labels)), strict=True))  # labels: column order
     for env, curve in curves.items():
         color = palette.get(env, "black")
         pts = [(c["instances"], c["total_mib"]) for c in curve
@@ -416,7 +416,7 @@ def density(curves: Mapping[str, Sequence[Mapping[str, Any]]], labels: Mapping[s
     ax.set_xlabel("instances running")
     ax.set_ylabel("host memory of the instances (MiB)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _svg(fig)
+    return to_svg(fig)
 
 
 def cost(d: ReportData) -> str:
@@ -452,4 +452,4 @@ def cost(d: ReportData) -> str:
     for k in range(len(points), nrows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.tight_layout()
-    return _svg(fig)
+    return to_svg(fig)
