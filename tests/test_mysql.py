@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 from support import running_in, started, why_not_root_and
 
-from isotax import registry
+from isotax import distributions, registry
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.leaks import find_leaks, is_our_server
 from isotax.loadgen import NamespaceLoadGen
 from isotax.model import SanityError
+from isotax.parsers.sysbench import parse_sysbench
+from isotax.telemetry import CpuTimes
 from isotax.workloads.mysql import (
     MYSQL_PORT,
     Mysql,
@@ -61,6 +63,20 @@ def test_paths_and_params() -> None:
     assert specs["buffer_pool_mib"].problem(8) is not None
     assert specs["max_error_pct"].problem(0.5) is None
     assert Mysql.needs_loadgen and "mysql" in registry.workloads()
+
+
+def test_latency_cdf_from_sysbench_histogram() -> None:
+    """The p95 sample carries the whole latency histogram of a real run as a CDF in µs, whose
+    p99 is sysbench's own p99 (both read the same buckets)."""
+    r = parse_sysbench((Path(__file__).parent / "data" / "sysbench" / "native-t8-hist.txt")
+                       .read_text())
+    samples = {s.metric: s for s in Mysql._samples(r, CpuTimes(1, 1, 0, 0, 2, 0),
+                                                     {**PARAMS, "threads": 8}, {})}
+    cdf = samples["latency_p95_ms"].labels["latency_cdf_us"]
+    assert distributions.valid(cdf) and len(cdf) <= 80 and cdf[-1][1] == 1.0
+    assert distributions.quantile(cdf, 0.99) == pytest.approx(
+        1000 * samples["latency_p99_ms"].value, rel=1e-3)
+    assert "latency_cdf_us" not in samples["latency_p99_ms"].labels
 
 
 def test_a_leftover_server_is_found() -> None:

@@ -319,7 +319,8 @@ def _sd(sd: float) -> float:
     return sd if math.isfinite(sd) else 0.0
 
 
-CDF_TITLES = {"clat_cdf_us": "completion latency", "rtt_cdf_us": "round trip"}
+CDF_TITLES = {"clat_cdf_us": "completion latency", "rtt_cdf_us": "round trip",
+              "latency_cdf_us": "transaction latency"}
 
 
 def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
