@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from isotax.analysis import CdfKey, ReportData, Row
 from isotax.environments.base import PHASES
@@ -414,7 +414,12 @@ def density(curves: Mapping[str, Sequence[Mapping[str, Any]]], labels: Mapping[s
         if pts:
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=color,
                     label=labels.get(env, env))
+    tops = [float(c["total_mib"]) for curve in curves.values() for c in curve
+            if float(c.get("total_mib", 0) or 0) > 0]
+    if tops and max(tops) / min(tops) > 50:  # VMs next to containers: both visible
+        ax.set_yscale("log")
     ax.set_xlabel("instances running")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("host memory of the instances (MiB)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     return to_svg(fig)
@@ -448,6 +453,7 @@ def cost(d: ReportData) -> str:
         totals = [i + h for i, h in zip(inside, hidden, strict=True) if i + h > 0]
         if totals and max(totals) / min(totals) > 50:  # a VM next to containers
             ax.set_yscale("log")
+            ax.set_ylim(bottom=min(totals) / 3)  # the smallest bar stays visible
         if k == 0:
             ax.legend(fontsize=7)
     for k in range(len(points), nrows * cols):
