@@ -13,7 +13,7 @@ from __future__ import annotations
 from isotax.analysis import ReportData
 from isotax.compare import Comparison, by_environment
 from isotax.report import compare_figures, figures
-from isotax.report.html import _CSS, _e, _figure, _table
+from isotax.report.html import _CSS, _e, _figure, _table, ratio_cell
 
 
 def _head(c: Comparison) -> list[str]:
@@ -41,16 +41,8 @@ def _headline_table(c: Comparison, a: ReportData) -> str:
             if x is None:
                 line.append("<span class=small>—</span>")
                 continue
-            rr = x.ratio
-            cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in
-                                                   ("better", "worse") else "")
-            text = f"{rr.ratio:.3f}"
-            if rr.has_ci:
-                text += f" <span class=small>[{rr.ci_low:.3f}, {rr.ci_high:.3f}]</span>"
-            if rr.within_noise:
-                text += " ≈"
-            line.append(f'<div class="{cls}">{text}</div><span class=small>'
-                        f"{x.mean_a:.4g} → {x.mean_b:.4g} (n {x.n_a} / {x.n_b})</span>")
+            line.append(f"{ratio_cell(x.ratio)}<span class=small>{x.mean_a:.4g} → "
+                        f"{x.mean_b:.4g} (n {x.n_a} / {x.n_b})</span>")
         rows.append(line)
     return _table(["workload point"] + [a.label(e) for e in envs], rows, raw=True)
 

@@ -20,6 +20,7 @@ from isotax.analysis import ReportData
 from isotax.host import show_rows
 from isotax.report import figures
 from isotax.report.markdown import table1_rows
+from isotax.stats import Ratio
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:
@@ -54,6 +55,18 @@ def _figure(svg: str, caption: str) -> str:
         if svg else ""
 
 
+def ratio_cell(rr: Ratio) -> str:
+    """A ratio with its interval, coloured by its verdict (grey and ≈ within noise)."""
+    cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in ("better", "worse")
+                                           else "")
+    text = f"{rr.ratio:.3f}"
+    if rr.has_ci:
+        text += f" <span class=small>[{rr.ci_low:.3f}, {rr.ci_high:.3f}]</span>"
+    if rr.within_noise:
+        text += " ≈"
+    return f'<div class="{cls}">{text}</div>'
+
+
 def summary_table(d: ReportData) -> str:
     """Headline ratio per point (rows) and environment (columns): colour says better, worse
     or within noise; the limiter's kind under it."""
@@ -72,15 +85,7 @@ def summary_table(d: ReportData) -> str:
                 why = d.na_reason(env, r)
                 line.append(f"<span class=small>{'n/a' if why else '—'}</span>{lim}")
                 continue
-            rr = cell.ratio
-            cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in
-                                                   ("better", "worse") else "")
-            text = f"{rr.ratio:.3f}"
-            if rr.has_ci:
-                text += f" <span class=small>[{rr.ci_low:.3f}, {rr.ci_high:.3f}]</span>"
-            if rr.within_noise:
-                text += " ≈"
-            line.append(f'<div class="{cls}">{text}</div>{lim}')
+            line.append(ratio_cell(cell.ratio) + lim)
         rows.append(line)
     header = ["workload point"] + [d.label(e) for e in envs]
     return _table(header, rows, raw=True)
