@@ -51,3 +51,13 @@ def test_pooled_weighs_runs_equally() -> None:
                                  [[1.0, 0.0]]])
 def test_valid_refuses_what_is_not_a_cdf(bad: object) -> None:
     assert not d.valid(bad)
+
+
+def test_pooled_many_runs_is_thinned_again() -> None:
+    rng = random.Random(3)
+    runs = [d.from_values(rng.gauss(100 + k, 5) for _ in range(20_000)) for k in range(8)]
+    pool = d.pooled(runs)
+    assert d.valid(pool) and len(pool) <= 80 < len({v for c in runs for v, _ in c})
+    # The median of the mixture lies between the runs' medians.
+    medians = [d.quantile(c, 0.5) for c in runs]
+    assert min(medians) <= d.quantile(pool, 0.5) <= max(medians)

@@ -24,19 +24,20 @@ STEPS = 32
 TAIL_STEPS = 8
 
 
-def thin(counts: Iterable[tuple[float, int]], steps: int = STEPS, tail_steps: int = TAIL_STEPS
-         ) -> Cdf:
-    """A thinned CDF from (value, count) pairs in any order; empty without observations."""
-    items = sorted((float(v), int(n)) for v, n in counts if int(n) > 0)
+def thin(counts: Iterable[tuple[float, float]], steps: int = STEPS,
+         tail_steps: int = TAIL_STEPS) -> Cdf:
+    """A thinned CDF from (value, count or weight) pairs in any order; empty without
+    observations."""
+    items = sorted((float(v), float(n)) for v, n in counts if n > 0)
     total = sum(n for _, n in items)
-    if total == 0:
+    if total <= 0:
         return []
     out: Cdf = []
     seen: tuple[int, int] | None = None
-    cum = 0
+    cum = 0.0
     for i, (value, n) in enumerate(items):
         cum += n
-        frac = cum / total
+        frac = min(1.0, cum / total) if i < len(items) - 1 else 1.0
         tail = 1.0 - frac
         key = (math.floor(frac * steps),
                math.floor(-math.log10(tail) * tail_steps) if tail > 0 else 10**6)
@@ -75,12 +76,14 @@ def quantile(cdf: Sequence[Sequence[float]], q: float) -> float:
 
 
 def pooled(cdfs: Sequence[Sequence[Sequence[float]]]) -> Cdf:
-    """The equal-weight mixture of several runs' CDFs, at the union of their points."""
+    """The equal-weight mixture of several runs' CDFs, evaluated at the union of their points
+    and thinned again (the union of n runs has up to n times the points)."""
     runs = [c for c in cdfs if c]
     if not runs:
         return []
     xs = sorted({float(v) for c in runs for v, _ in c})
-    return [[x, round(sum(at(c, x) for c in runs) / len(runs), 6)] for x in xs]
+    mixed = [sum(at(c, x) for c in runs) / len(runs) for x in xs]
+    return thin((x, f - prev) for x, f, prev in zip(xs, mixed, [0.0, *mixed], strict=False))
 
 
 def valid(cdf: object) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,7 +44,14 @@ def to_svg(fig: Figure) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and doctype: inlined in HTML
+    text = text[text.index("<svg"):]  # drop the XML prolog and doctype: inlined in HTML
+    # matplotlib writes coordinates to 6 decimals; 2 are a hundredth of a point, far below
+    # a pixel, and halve a CDF figure. Only geometry attributes are touched, never text.
+    return _GEOMETRY.sub(lambda m: m.group(1) + _DECIMALS.sub(r"\1", m.group(2)) + '"', text)
+
+
+_GEOMETRY = re.compile(r'(\s(?:d|x|y|x1|x2|y1|y2|width|height|transform)=")([^"]*)"')
+_DECIMALS = re.compile(r"(\d\.\d{2})\d+")
 
 
 def colors(n: int) -> list[Any]:
