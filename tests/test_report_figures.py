@@ -4,6 +4,7 @@ throughput vs CPU utilisation, from a stored run; CDFs pooled per point and envi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from isotax.analysis import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.parsers.fio import fio_samples
 from isotax.parsers.sockperf import parse_sockperf_full_log
-from isotax.report import figures, html
+from isotax.report import figures, html, json_report
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
@@ -171,3 +172,12 @@ def test_overlay_draws_both_runs(tmp_path: Path) -> None:
                 figures.throughput_latency(da, "mysql", db, ("before", "after")),
                 figures.mysql_cpu(da, db, ("before", "after"))):
         assert "native [before]" in fig and "native [after]" in fig
+
+
+def test_results_json_carries_the_cdfs(data: ReportData) -> None:
+    doc = json.loads(json_report.render(data))
+    rows = doc["latency_cdfs"]
+    assert {(r["workload"], r["environment"], r["runs"]) for r in rows} == {
+        (w, e, 3) for w in ("rr", "fio") for e in ("native", "runc")}
+    for r in rows:
+        assert distributions.valid(r["cdf_us"])

@@ -72,6 +72,14 @@ def render(d: ReportData) -> str:
         # Adaptive repetitions (plan [adaptive]): target, budget, how they ended, and each
         # ratio's half-width, n and whether it met the target; null without [adaptive].
         "adaptive": d.run_meta.get("adaptive"),
+        # Latency CDFs pooled over each point's repetitions: [[µs, cumulative fraction], ...]
+        # (isotax.distributions), the data of the report's latency distribution figures.
+        "latency_cdfs": [
+            {"environment": env, "workload": wl, "params": pkey, "metric": metric,
+             "label": label, "runs": d.cdf_runs[key][env], "cdf_us": cdf}
+            for key, by_env in d.latency_cdfs.items() for env, cdf in by_env.items()
+            for wl, pkey, metric, label in (key,)
+        ],
         "warnings": d.warnings,
     }
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
