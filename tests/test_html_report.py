@@ -143,3 +143,33 @@ def test_chromium_screenshot_is_not_blank_and_console_clean(tmp_path: Path) -> N
     assert colours is None or len(colours) > 20  # text, tables and a figure, not a blank page
     extrema = img.convert("L").getextrema()
     assert extrema[0] < 64 and extrema[1] > 192  # dark text on a light page
+
+
+@pytest.mark.skipif(_chromium() is None,
+                    reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_chromium_opens_the_figures_and_the_comparison(tmp_path: Path) -> None:
+    """The report with every figure, and the comparison with its overlays, render in
+    Chromium without a console message; the figures' colours reach the screenshot."""
+    from PIL import Image
+    from test_report_figures import figure_store
+
+    from isotax.compare import compare
+    from isotax.report import compare_html
+
+    store_a, a = figure_store(tmp_path / "a", "a")
+    store_b, b = figure_store(tmp_path / "b", "b", {"native": 1.0, "runc": 1.5})
+    da, db = analyze(store_a, a), analyze(store_b, b)
+    pages = {"report": html.render(da),
+             "compare": compare_html.render(compare(store_a.get_run(a), store_a.cells(a),
+                                                    store_b.get_run(b), store_b.cells(b)),
+                                            da, db)}
+    for name, text in pages.items():
+        page = tmp_path / f"{name}.html"
+        page.write_text(text)
+        _self_contained(text)
+        shot = tmp_path / f"{name}.png"
+        assert _console_errors(_open(page, shot)) == [], name
+        rgb = Image.open(shot).convert("RGB")
+        # tab10's first two colours (native, runc) are drawn somewhere on the first screen.
+        found = {c for _, c in rgb.getcolors(maxcolors=1 << 20) or []}
+        assert (31, 119, 180) in found and (255, 127, 14) in found, name
