@@ -341,6 +341,8 @@ def test_docker(network: str, keeper: Instance, image: ImageArtifacts,
     try:
         d = inst.describe()
         assert d["kind"] == "docker" and d["network"] == network
+        assert d["command_line"].startswith("docker ") and f"--name {d['container']}" in \
+            d["command_line"]
         assert d["engine"].startswith("docker 20.10") or d["engine"].startswith("docker ")
         if network == "bridge":
             assert d["bridge"].startswith("itx-brd") or d["daemon"].startswith("system")

@@ -18,7 +18,7 @@ from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import html, write_reports
 from isotax.store.sqlite import SQLiteStore
 
-HOSTILE_HOST = "<script>alert('host')</script>"
+HOSTILE_HOST = "<script>alert('host')</script>\x1b[31m\x07"
 HOSTILE_CPU = '"><img src=x onerror=alert(1)>'
 HOSTILE_PLAN = """
 name = "hostile"
@@ -61,6 +61,8 @@ def test_hostile_strings_are_escaped(tmp_path: Path) -> None:
     page = html.render(analyze(store, run_id))
     _self_contained(page)
     assert HOSTILE_HOST not in page and "&lt;script&gt;alert(&#x27;host&#x27;)" in page
+    # A terminal colour code is dropped, another control character shows as U+FFFD.
+    assert "\x1b" not in page and "\x07" not in page and "&lt;/script&gt;\ufffd" in page
     assert HOSTILE_CPU not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "&lt;/pre&gt;&lt;script&gt;alert(&#x27;plan&#x27;)" in page
     assert ">Table 1</h2>" in page and "<svg" in page  # results rendered, with a figure

@@ -155,6 +155,8 @@ def test_container_runs_the_image(inst: OciInstance) -> None:
     assert missing.returncode == 127
     d = inst.describe()
     assert d["kind"] == inst.rt.name and d["runtime"].startswith(inst.rt.name + " ")
+    assert d["command_line"].startswith(inst.rt.binary) and d["command_line"].split(
+        "  #")[0].endswith(f"run --detach --bundle {inst.bundle} {inst.cid}")
     assert d["network"] == inst.network and d["address"] == inst.address
 
 

@@ -299,6 +299,8 @@ def test_vm_boots_with_milestones_and_describes_itself(vm: QemuInstance) -> None
     d = vm.describe()
     assert d["accelerator"] in ("kvm", "tcg")
     assert d["emulated"] == ("yes" if d["accelerator"] == "tcg" else "no")
+    cmdline = (vm.spec.workdir / "qemu.cmdline").read_text().strip()
+    assert d["command_line"] == cmdline and f"-smp {VCPUS}" in cmdline
     assert d["vcpus"] == str(VCPUS) and d["memory_mib"] == str(MEM)
     assert len(d["vcpu_threads"].split(",")) == VCPUS
     assert d["kernel_file"] == "vmlinux" and d["initrd"].startswith("minimal")

@@ -467,6 +467,7 @@ class EngineInstance:
         self.data_dir = ROOTFS_DATA_DIR if self.choices.storage == "rootfs" else VOLUME_DIR
         self.milestones: Mapping[str, float] = {}
         self.cli = EngineCli(self.engine)
+        self.command_line = ""  # the engine's run command that started it
         self.container_id = ""
         self.pid1 = 0
         self.bridge_name = ""
@@ -541,6 +542,7 @@ class EngineInstance:
         self.published = publish_on or ""
         sw.mark("create")
         self._created = True  # from here, stop() removes a container of this name
+        self.command_line = shlex.join(self.cli.argv(*before_run, *argv))
         p = self.cli.call(*before_run, *argv, timeout=120)
         sw.mark("started")
         if p.returncode != 0:
@@ -636,6 +638,7 @@ class EngineInstance:
             "kind": self.engine,
             "engine": self._version_words,
             "runtime": self._runtime_words,
+            "command_line": self.command_line,
             "container": self.name,
             "network": self.choices.network,
             "address": self.address,

@@ -137,6 +137,7 @@ class NspawnInstance:
         self.spec = spec
         self.tag = secrets.token_hex(3)
         self.machine = f"itx-{spec.name[:20]}-{self.tag}"
+        self.command_line = ""  # systemd-nspawn's, once started
         self.network = spec.network
         self.storage = spec.storage
         self.address = "127.0.0.1"
@@ -184,7 +185,8 @@ class NspawnInstance:
         argv = nspawn_argv(machine=self.machine, root=root, readonly=spec.storage == "volume",
                            volume=self._volume, netns=netns)
         argv = [*self._numactl(), *argv]
-        (spec.workdir / f"{self.machine}.cmdline").write_text(shlex.join(argv) + "\n")
+        self.command_line = shlex.join(argv)
+        (spec.workdir / f"{self.machine}.cmdline").write_text(self.command_line + "\n")
         sw.mark("create")
         with open(self.log, "wb") as log:
             self._proc = subprocess.Popen(
@@ -300,6 +302,7 @@ class NspawnInstance:
         return {
             "kind": "nspawn",
             "runtime": _nspawn_version(),
+            "command_line": self.command_line,
             "machine": self.machine,
             "init": "the image's systemd (boots multi-user.target)",
             "masked": ", ".join(MASKED),

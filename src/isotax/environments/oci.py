@@ -26,6 +26,7 @@ import os
 import re
 import resource
 import secrets
+import shlex
 import shutil
 import signal
 import statistics
@@ -358,6 +359,7 @@ class OciInstance:
 
     def __init__(self, runtime: Runtime, spec: EnvSpec) -> None:
         self.rt = runtime
+        self.command_line = ""  # the runtime command that started it
         self.spec = spec
         self.cid = new_container_id(spec.name)
         self.bundle = spec.workdir / f"bundle-{self.cid}"
@@ -419,9 +421,11 @@ class OciInstance:
         sw.mark("create")
         # Detached: the container's PID 1 inherits the log file as stdout/stderr (so do the
         # runtime's own error messages, which is where a failure is explained).
+        run = ("run", "--detach", "--bundle", str(self.bundle), self.cid)
+        self.command_line = shlex.join(self.rt.argv(*run)) + f"  # OCI config: {self.bundle}" \
+            "/config.json"
         with open(self.log, "w") as log:
-            p = self.rt.popen("run", "--detach", "--bundle", str(self.bundle), self.cid,
-                              stdout=log, stderr=log)
+            p = self.rt.popen(*run, stdout=log, stderr=log)
             try:
                 rc = p.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -536,6 +540,7 @@ class OciInstance:
         return {
             "kind": self.rt.name,
             "runtime": f"{self.rt.name} {self.rt.version()}",
+            "command_line": self.command_line,
             "container": self.cid,
             "network": self.network,
             "address": self.address,

@@ -14,6 +14,7 @@ matplotlib.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from isotax.analysis import ReportData
@@ -38,8 +39,14 @@ nav.toc{margin:.5em 0 1em;line-height:1.8}h3{margin-top:1.4em}
 """
 
 
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def _e(x: object) -> str:
-    return escape(str(x), quote=True)
+    """Escaped text; a terminal's colour codes (a console tail, a tool's output) are dropped
+    and any other control character shows as U+FFFD, not as nothing."""
+    return escape(_CONTROL.sub("\ufffd", _ANSI.sub("", str(x))), quote=True)
 
 
 def _table(header: list[str], rows: list[list[str]], raw: bool = False) -> str:
