@@ -168,7 +168,7 @@ def test_overlay_draws_both_runs(tmp_path: Path) -> None:
     key = next(iter(da.latency_cdfs))
     svg = figures.latency_cdf(da, key, db, ("before", "after"))
     assert "runc [before]" in svg and "runc [after]" in svg
-    for fig in (figures.concurrency(da, "redis", db, ("before", "after")),
+    for fig in (figures.concurrency(da, "redis", "connections", db, ("before", "after")),
                 figures.throughput_latency(da, "mysql", db, ("before", "after")),
                 figures.mysql_cpu(da, db, ("before", "after"))):
         assert "native [before]" in fig and "native [after]" in fig
@@ -181,3 +181,33 @@ def test_results_json_carries_the_cdfs(data: ReportData) -> None:
         (w, e, 3) for w in ("rr", "fio") for e in ("native", "runc")}
     for r in rows:
         assert distributions.valid(r["cdf_us"])
+
+
+def test_sweeps_are_grouped_by_the_other_parameters(tmp_path: Path) -> None:
+    """fio's numjobs swept for two patterns: one figure, a panel per pattern, each pattern's
+    own headline metric; never one line through both patterns' points."""
+    plan = PLAN.replace('params = { pattern = "randread" }',
+                        'params = { pattern = ["read", "write"], numjobs = [1, 8] }')
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("g", "figures", plan, 1, {"cpus": 2})
+    for env in ("native", "runc"):
+        store.put_environment(EnvRecord("g", env, env, True, "", {}, {}, {}))
+    for rep in (1, 2):
+        for pattern in ("read", "write"):
+            for jobs in (1, 8):
+                for env, k in SLOWER.items():
+                    value = (100.0 if pattern == "read" else 50.0) * jobs ** 0.5 / k
+                    store.commit_cell("g", CellKey(env, "fio", {"pattern": pattern,
+                                                                "numjobs": jobs}, rep),
+                                      "1", CellStatus.OK, "", 0, 1,
+                                      [Sample(f"{pattern}_bw", value + rep, "MB/s", True)])
+    d = analyze(store, "g")
+    groups = figures.sweeps(d, "fio", "numjobs")
+    assert [(g, [(x, m) for x, _, m in pts]) for g, pts in groups] == [
+        ("pattern=read", [(1.0, "read_bw"), (8.0, "read_bw")]),
+        ("pattern=write", [(1.0, "write_bw"), (8.0, "write_bw")])]
+    assert figures.sweeps(d, "fio", "iodepth") == []  # not swept: no figure
+    assert figures.sweep_knobs(d) == [("fio", "numjobs")]
+    svg = figures.concurrency(d, "fio", "numjobs")
+    assert "fio pattern=read: throughput vs numjobs" in svg
+    assert "fio pattern=write: throughput vs numjobs" in svg

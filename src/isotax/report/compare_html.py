@@ -49,8 +49,8 @@ def _headline_table(c: Comparison, a: ReportData) -> str:
 
 def _overlays(a: ReportData, b: ReportData) -> list[str]:
     names = ("A", "B")
-    out = [_figure(figures.concurrency(a, wl, b, names), f"{wl}: throughput against "
-                   "concurrency; A solid, B dashed.") for wl in figures.CONCURRENCY]
+    out = [_figure(figures.concurrency(a, wl, knob, b, names), f"{wl}: throughput against "
+                   f"{knob}; A solid, B dashed.") for wl, knob in figures.sweep_knobs(a)]
     out += [_figure(figures.throughput_latency(a, wl, b, names), f"{wl}: latency against "
                     "throughput along the sweep; A solid, B dashed (thin: the second "
                     "latency).") for wl in figures.THROUGHPUT_LATENCY]

@@ -32,8 +32,11 @@ from isotax.environments.base import PHASES
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
 
-# Concurrency sweeps drawn as throughput vs concurrency: workload -> its concurrency parameter.
-CONCURRENCY = {"redis": "connections", "mysql": "threads"}
+# Concurrency sweeps drawn as throughput vs concurrency: workload -> its concurrency
+# parameters; each one the plan sweeps gets a figure, a panel per combination of the others.
+CONCURRENCY: dict[str, tuple[str, ...]] = {
+    "redis": ("connections",), "mysql": ("threads",), "fio": ("numjobs", "iodepth"),
+    "throughput": ("streams",)}
 BARS = ("compress", "linpack", "stream", "randomaccess", "fio", "throughput", "rr")
 
 
@@ -173,55 +176,83 @@ def _legend(ax: Any, outside: bool = True) -> None:
             ax.legend(fontsize=7)
 
 
-def _sweep(d: ReportData, workload: str, metric: str) -> list[tuple[float, str]]:
-    """(concurrency, params_key) of a workload's sweep points that measured metric, ascending."""
-    knob = CONCURRENCY.get(workload, "")
-    out = []
-    for r in d.rows:
-        if r.workload == workload and r.metric == metric:
-            x = _sweep_value(r.params_key, knob)
-            if x is not None:
-                out.append((x, r.params_key))
-    return sorted(out)
+Sweep = tuple[str, list[tuple[float, str, str]]]  # (group label, [(x, params_key, metric)])
 
 
-def concurrency(d: ReportData, workload: str, other: ReportData | None = None,
-                names: Sequence[str] = ("A", "B")) -> str:
-    """Headline throughput against the concurrency sweep, per environment, with the loss
-    against the baseline on a second axis (one run) or run B dashed over run A (two)."""
-    knob = CONCURRENCY.get(workload)
-    rows = [r for r in d.headline_rows() if r.workload == workload]
-    if knob is None or len(rows) < 2:
+def sweeps(d: ReportData, workload: str, knob: str, metric: str | None = None) -> list[Sweep]:
+    """The workload's points along knob, grouped by its other parameters (fio's numjobs per
+    pattern, say): each group's (x, params_key, metric) ascending, for groups of 2 points or
+    more. metric: that metric of every point; None: each point's headline metric."""
+    rows = d.headline_rows() if metric is None else [r for r in d.rows if r.metric == metric]
+    groups: dict[str, list[tuple[float, str, str]]] = {}
+    for r in rows:
+        x = _sweep_value(r.params_key, knob) if r.workload == workload else None
+        if x is None:
+            continue
+        shown = d.sweep_label.get((workload, r.params_key), "").split(",")
+        label = ",".join(p for p in shown if p and not p.startswith(f"{knob}="))
+        groups.setdefault(label, []).append((x, r.params_key, r.metric))
+    return [(g, sorted(pts)) for g, pts in groups.items() if len(pts) >= 2]
+
+
+def sweep_knobs(d: ReportData) -> list[tuple[str, str]]:
+    """(workload, knob) of every concurrency sweep the run has, in CONCURRENCY's order."""
+    return [(wl, k) for wl, knobs in CONCURRENCY.items() for k in knobs if sweeps(d, wl, k)]
+
+
+def _panels(n: int, width: float, height: float) -> tuple[Figure, list[Any]]:
+    cols = min(n, 2)
+    fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(width * cols, height * math.ceil(
+        n / cols)), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.axis("off")
+    return fig, flat[:n]
+
+
+def concurrency(d: ReportData, workload: str, knob: str | None = None,
+                other: ReportData | None = None, names: Sequence[str] = ("A", "B")) -> str:
+    """Headline throughput against a concurrency sweep, per environment, with the loss
+    against the baseline on a second axis (one run) or run B dashed over run A (two); a
+    panel per combination of the other parameters."""
+    knob = knob or next(iter(CONCURRENCY.get(workload, ())), None)
+    groups = sweeps(d, workload, knob) if knob else []
+    if not knob or not groups:
         return ""
-    metric, unit = rows[0].metric, rows[0].unit
     runs = _runs(d, other, names)
     palette = _palette(runs)
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    ax2 = ax.twinx() if other is None else None
-    for data, suffix, ls, marker in runs:
-        sweep = _sweep(data, workload, metric)
-        for env in data.columns:
-            pts = [(x, c) for x, pk in sweep
-                   if (c := data.cell(env, workload, pk, metric)) is not None]
-            if not pts:
-                continue
-            color = palette[env]
-            ax.errorbar([x for x, _ in pts], [c.summary.mean for _, c in pts],
-                        yerr=[c.summary.sd for _, c in pts], color=color, marker=marker,
-                        linestyle=ls, capsize=3, label=data.label(env) + suffix)
-            loss = [(x, (c.ratio.ratio - 1) * 100) for x, c in pts if c.ratio is not None]
-            if ax2 is not None and loss:
-                ax2.plot([x for x, _ in loss], [v for _, v in loss], color=color,
-                         linestyle=":", marker="x")
-    ax.set_xlabel(knob)
-    ax.set_ylabel(f"{metric} ({unit})")
-    if ax2 is not None:
-        ax2.set_ylabel(f"Δ% vs {d.baseline} (dotted)")
-        ax2.axhline(0, color="grey", linewidth=0.5)
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.12, 1))
-    else:
-        _legend(ax)
-    ax.set_title(f"{workload}: throughput vs {knob}", fontsize=9)
+    fig, axes = _panels(len(groups), 6.2 if other is None else 5.6, 3.6)
+    for ax, (label, pts) in zip(axes, groups, strict=True):
+        ax2 = ax.twinx() if other is None else None
+        for data, suffix, ls, marker in runs:
+            for env in data.columns:
+                cells = [(x, c) for x, pk, metric in pts
+                         if (c := data.cell(env, workload, pk, metric)) is not None]
+                if not cells:
+                    continue
+                color = palette[env]
+                ax.errorbar([x for x, _ in cells], [c.summary.mean for _, c in cells],
+                            yerr=[_sd(c.summary.sd) for _, c in cells], color=color,
+                            marker=marker, linestyle=ls, capsize=3,
+                            label=data.label(env) + suffix)
+                loss = [(x, (c.ratio.ratio - 1) * 100) for x, c in cells if c.ratio is not None]
+                if ax2 is not None and loss:
+                    ax2.plot([x for x, _ in loss], [v for _, v in loss], color=color,
+                             linestyle=":", marker="x")
+        metric = pts[0][2]
+        unit = next((r.unit for r in d.rows if r.workload == workload and r.metric == metric),
+                    "")
+        ax.set_xlabel(knob)
+        ax.set_ylabel(f"{metric} ({unit})")
+        if ax2 is not None:
+            ax2.set_ylabel(f"Δ% vs {d.baseline} (dotted)")
+            ax2.axhline(0, color="grey", linewidth=0.5)
+        ax.set_title(" ".join(p for p in (workload, label) if p) + f": throughput vs {knob}",
+                     fontsize=9)
+    last = axes[-1]
+    last.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="upper left",
+                bbox_to_anchor=(1.18 if other is None else 1.01, 1))
+    fig.tight_layout()
     return to_svg(fig)
 
 
@@ -238,32 +269,32 @@ def throughput_latency(d: ReportData, workload: str, other: ReportData | None = 
                        names: Sequence[str] = ("A", "B")) -> str:
     """Latency against throughput as the concurrency sweep climbs, per environment: where
     the curve turns up is the point past which more load only queues."""
-    panels = [p for p in THROUGHPUT_LATENCY.get(workload, ())
-              if len(_sweep(d, workload, p[1])) >= 2]
+    knob = CONCURRENCY.get(workload, ("",))[0]
+    panels = [(title, tput, lats, label, pts)
+              for title, tput, lats in THROUGHPUT_LATENCY.get(workload, ())
+              for label, pts in sweeps(d, workload, knob, tput)]
     if not panels:
         return ""
     runs = _runs(d, other, names)
     palette = _palette(runs)
-    knob = CONCURRENCY[workload]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.6), squeeze=False)
-    for ax, (title, tput, lats) in zip(axes[0], panels, strict=True):
+    fig, axes = _panels(len(panels), 5.2, 3.6)
+    for ax, (title, tput, lats, label, pts) in zip(axes, panels, strict=True):
         ys: list[float] = []
         for data, suffix, ls, marker in runs:
-            sweep = _sweep(data, workload, tput)
             for env in data.columns:
                 for k, lat in enumerate(lats):
-                    pts = [(x, t.summary.mean, c.summary.mean) for x, pk in sweep
-                           if (t := data.cell(env, workload, pk, tput)) is not None
-                           and (c := data.cell(env, workload, pk, lat)) is not None]
-                    if not pts:
+                    xy = [(x, t.summary.mean, c.summary.mean) for x, pk, _ in pts
+                          if (t := data.cell(env, workload, pk, tput)) is not None
+                          and (c := data.cell(env, workload, pk, lat)) is not None]
+                    if not xy:
                         continue
-                    ys += [y for _, _, y in pts]
+                    ys += [y for _, _, y in xy]
                     style = ls if k == 0 else ("--" if other is None else ls)
-                    ax.plot([p[1] for p in pts], [p[2] for p in pts], color=palette[env],
+                    ax.plot([p[1] for p in xy], [p[2] for p in xy], color=palette[env],
                             marker=marker, linestyle=style, linewidth=1.4 if k == 0 else 0.8,
                             label=data.label(env) + suffix if k == 0 else None)
                     if k == 0 and data is d:
-                        for x, t_, y in pts:
+                        for x, t_, y in xy:
                             ax.annotate(f"{x:g}", (t_, y), fontsize=6, xytext=(3, 3),
                                         textcoords="offset points")
         if ys and min(ys) > 0 and max(ys) / min(ys) > 20:
@@ -273,10 +304,11 @@ def throughput_latency(d: ReportData, workload: str, other: ReportData | None = 
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         lat_unit = next((r.unit for r in d.rows if r.metric == lats[0]), "")
         ax.set_ylabel(f"latency ({lat_unit})")
-        ax.set_title(f"{workload} {title}: latency vs throughput (labels: {knob})", fontsize=9)
-    last = axes[0][-1]
-    handles, labels = last.get_legend_handles_labels()
-    for k, lat in enumerate(lats):
+        name = " ".join(p for p in (workload, title, label) if p)
+        ax.set_title(f"{name}: latency vs throughput (labels: {knob})", fontsize=9)
+    last = axes[-1]
+    handles, labels = axes[0].get_legend_handles_labels()
+    for k, lat in enumerate(panels[0][2]):
         handles.append(Line2D([], [], color="black", linewidth=1.4 if k == 0 else 0.8,
                               linestyle="-" if k == 0 or other is not None else "--"))
         labels.append(lat)
@@ -294,10 +326,13 @@ def mysql_cpu(d: ReportData, other: ReportData | None = None,
     palette = _palette(runs)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = False
+    points = [(x, pk) for x, pk, _ in sorted(
+        p for _, pts in sweeps(d, "mysql", "threads", "transactions_per_s") for p in pts)] or [
+        (_sweep_value(r.params_key, "threads") or 0.0, r.params_key) for r in d.rows
+        if r.workload == "mysql" and r.metric == "transactions_per_s"]
     for data, suffix, ls, marker in runs:
-        sweep = _sweep(data, "mysql", "transactions_per_s")
         for env in data.columns:
-            pts = [(x, u.summary, t.summary) for x, pk in sweep
+            pts = [(x, u.summary, t.summary) for x, pk in points
                    if (t := data.cell(env, "mysql", pk, "transactions_per_s")) is not None
                    and (u := data.cell(env, "mysql", pk, "host_cpu_utilization")) is not None]
             if not pts:

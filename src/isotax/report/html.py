@@ -137,9 +137,9 @@ def _figures(d: ReportData) -> list[tuple[str, list[str]]]:
             _figure(figures.bars(d), "Mean ± standard deviation of each point's headline "
                                      "metric.")]),
         ("Throughput vs concurrency", [
-            _figure(figures.concurrency(d, wl), f"{wl}: throughput against concurrency per "
+            _figure(figures.concurrency(d, wl, knob), f"{wl}: throughput against {knob} per "
                     f"environment; dotted, right axis: the change against {d.baseline}.")
-            for wl in figures.CONCURRENCY]),
+            for wl, knob in figures.sweep_knobs(d)]),
         ("Throughput vs latency", [
             _figure(figures.throughput_latency(d, wl), f"{wl}: latency against throughput "
                     "along the concurrency sweep (each point labelled with its concurrency), "
