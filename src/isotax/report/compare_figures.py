@@ -17,6 +17,7 @@ from isotax.report.figures import STYLES, colors, point_label, to_svg
 from isotax.stats import Ratio
 
 _TICKS = (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0)
+_WIDE_TICKS = (1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0, 1e3, 1e4)
 
 
 def headline_lines(c: Comparison, a: ReportData) -> list[tuple[Row, dict[str, Line]]]:
@@ -35,7 +36,9 @@ def headline_lines(c: Comparison, a: ReportData) -> list[tuple[Row, dict[str, Li
 def _log_axis(ax: Axes, values: Sequence[float], label: str) -> None:
     lo = min([*values, 0.8])
     hi = max([*values, 1.25])
-    ticks = [t for t in _TICKS if lo / 1.5 <= t <= hi * 1.5] or [1.0]
+    # Near 1 the fine ticks; a VM next to containers spans decades: one tick per decade.
+    choice = _TICKS if lo >= 0.2 and hi <= 5 else _WIDE_TICKS
+    ticks = [t for t in choice if lo / 1.5 <= t <= hi * 1.5] or [1.0]
     ax.set_xticks([math.log10(t) for t in ticks], [f"{t:g}×" for t in ticks])
     ax.set_xlabel(label)
 
