@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -341,8 +342,9 @@ def test_docker(network: str, keeper: Instance, image: ImageArtifacts,
     try:
         d = inst.describe()
         assert d["kind"] == "docker" and d["network"] == network
-        assert d["command_line"].startswith("docker ") and f"--name {d['container']}" in \
-            d["command_line"]
+        argv = shlex.split(d["command_line"])
+        assert Path(argv[0]).name == "docker" and "run" in argv
+        assert argv[argv.index("--name") + 1] == d["container"]
         assert d["engine"].startswith("docker 20.10") or d["engine"].startswith("docker ")
         if network == "bridge":
             assert d["bridge"].startswith("itx-brd") or d["daemon"].startswith("system")
