@@ -5,6 +5,7 @@ The renderers in report/ only render this; all arithmetic happens here and in st
 
 from __future__ import annotations
 
+import functools
 import math
 import tomllib
 from collections import defaultdict
@@ -175,10 +176,12 @@ class ReportData:
 
     def cell(self, env: str, workload: str, params_key: str, metric: str) -> Cell | None:
         """The cell of one metric of one point in one environment, if measured."""
-        row = self._row_index().get((workload, params_key, metric))
+        row = self._row_index.get((workload, params_key, metric))
         return self.cells.get((row, env)) if row is not None else None
 
+    @functools.cached_property
     def _row_index(self) -> dict[tuple[str, str, str], Row]:
+        # Built once: the figures look cells up by name for every environment and point.
         return {(r.workload, r.params_key, r.metric): r for r in self.rows}
 
 

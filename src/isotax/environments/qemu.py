@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -380,8 +379,8 @@ class QemuInstance:
             except Exception as e:  # describing must not fail a run
                 d["vcpu_threads"] = f"unknown ({e})"
             d["qemu_pid"] = str(vm.proc.pid if vm.proc else "")
-        if vm is not None and vm.argv:
-            d["command_line"] = shlex.join(vm.argv)
+        if vm is not None and vm.command_line:
+            d["command_line"] = vm.command_line
         return d
 
     def _numa_words(self) -> str:

@@ -329,7 +329,7 @@ class Vm:
         # so that the boot already runs pinned); an exception from it fails the boot.
         self.on_started = on_started
         self.proc: subprocess.Popen[bytes] | None = None
-        self.argv: list[str] = []  # QEMU's command line, once booted
+        self.command_line = ""  # QEMU's, shell-quoted, once booted
         self.qmp: QEMUMonitorProtocol | None = None
         self.agent: AgentClient | None = None
         self.console: Console | None = None
@@ -367,8 +367,8 @@ class Vm:
         self._listener.listen(1)
         self._listener.settimeout(0.05)
         argv = qemu_argv(self.cfg)
-        self.argv = argv
-        (wd / "qemu.cmdline").write_text(shlex.join(argv) + "\n")
+        self.command_line = shlex.join(argv)
+        (wd / "qemu.cmdline").write_text(self.command_line + "\n")
         self._qemu_log = open(wd / "qemu.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(argv, cwd=wd, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._qemu_log,

@@ -13,8 +13,7 @@ from matplotlib.axes import Axes
 
 from isotax.analysis import ReportData, Row
 from isotax.compare import Comparison, Line
-from isotax.report.figures import STYLES, colors, point_label, to_svg
-from isotax.stats import Ratio
+from isotax.report.figures import STYLES, colors, point_label, ratio_bar, to_svg
 
 _TICKS = (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0)
 _WIDE_TICKS = (1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0, 1e3, 1e4)
@@ -43,18 +42,6 @@ def _log_axis(ax: Axes, values: Sequence[float], label: str) -> None:
     ax.set_xlabel(label)
 
 
-def _ratio_bar(ax: Axes, y: float, r: Ratio, color: object, height: float,
-               label: str | None) -> list[float]:
-    ax.barh(y, math.log10(r.ratio), height=height,
-            color="none" if r.within_noise else color, edgecolor=color, label=label)
-    shown = [r.ratio]
-    if r.has_ci and r.ci_low > 0:
-        ax.plot([math.log10(r.ci_low), math.log10(r.ci_high)], [y, y],
-                color="black", linewidth=0.8)
-        shown += [r.ci_low, r.ci_high]
-    return shown
-
-
 def b_over_a(c: Comparison, a: ReportData) -> str:
     """B / A of every headline metric per environment, on a log axis with its 95% interval;
     hollow where within noise. Right of 1× is B better for ↑ metrics, worse for ↓ ones."""
@@ -71,7 +58,7 @@ def b_over_a(c: Comparison, a: ReportData) -> str:
             line = by_env.get(env)
             if line is None or line.ratio.ratio <= 0:
                 continue
-            shown += _ratio_bar(ax, i + j * step, line.ratio, palette[env], step * 0.9,
+            shown += ratio_bar(ax, i + j * step, line.ratio, palette[env], step * 0.9,
                                 a.label(env) if i == 0 else None)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks([i + (len(envs) - 1) * step / 2 for i in range(len(rows))],

@@ -22,12 +22,14 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from isotax.analysis import CdfKey, ReportData, Row
 from isotax.environments.base import PHASES
+from isotax.stats import Ratio
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
@@ -72,6 +74,20 @@ def point_label(d: ReportData, r: Row) -> str:
     return f"{r.workload} {sweep} {r.metric}".replace("  ", " ").strip()
 
 
+def ratio_bar(ax: Axes, y: float, r: Ratio, color: Any, height: float, label: str | None
+              ) -> list[float]:
+    """A ratio as a horizontal bar on a log10 axis (hollow within noise) with its 95%
+    interval as a black line; returns the values shown, for the axis range."""
+    ax.barh(y, math.log10(r.ratio), height=height,
+            color="none" if r.within_noise else color, edgecolor=color, label=label)
+    shown = [r.ratio]
+    if r.has_ci and r.ci_low > 0:
+        ax.plot([math.log10(r.ci_low), math.log10(r.ci_high)], [y, y], color="black",
+                linewidth=0.8)
+        shown += [r.ci_low, r.ci_high]
+    return shown
+
+
 def summary(d: ReportData) -> str:
     """Every environment's ratio to the baseline per headline metric, on a log axis, with
     its 95% interval; hollow bars are within noise."""
@@ -89,14 +105,8 @@ def summary(d: ReportData) -> str:
             cell = d.cells.get((r, env))
             if cell is None or cell.ratio is None or cell.ratio.ratio <= 0:
                 continue
-            rr = cell.ratio
-            y = i + j * step
-            ax.barh(y, math.log10(rr.ratio), height=step * 0.9, left=0,
-                    color=color if not rr.within_noise else "none", edgecolor=color,
-                    label=d.label(env) if i == 0 else None)
-            if rr.has_ci and rr.ci_low > 0:
-                ax.plot([math.log10(rr.ci_low), math.log10(rr.ci_high)], [y, y], color="black",
-                        linewidth=0.8)
+            ratio_bar(ax, i + j * step, cell.ratio, color, step * 0.9,
+                      d.label(env) if i == 0 else None)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks([i + (len(envs) - 1) * step / 2 for i in range(len(rows))],
                   [point_label(d, r) for r in rows])
@@ -168,12 +178,9 @@ def _palette(runs: Sequence[tuple[ReportData, str, str, str]]) -> dict[str, Any]
     return dict(zip(names, colors(len(names)), strict=True))
 
 
-def _legend(ax: Any, outside: bool = True) -> None:
+def _legend(ax: Any) -> None:
     if ax.get_legend_handles_labels()[0]:
-        if outside:
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-        else:
-            ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
 Sweep = tuple[str, list[tuple[float, str, str]]]  # (group label, [(x, params_key, metric)])
@@ -210,14 +217,13 @@ def _panels(n: int, width: float, height: float) -> tuple[Figure, list[Any]]:
     return fig, flat[:n]
 
 
-def concurrency(d: ReportData, workload: str, knob: str | None = None,
-                other: ReportData | None = None, names: Sequence[str] = ("A", "B")) -> str:
+def concurrency(d: ReportData, workload: str, knob: str, other: ReportData | None = None,
+                names: Sequence[str] = ("A", "B")) -> str:
     """Headline throughput against a concurrency sweep, per environment, with the loss
     against the baseline on a second axis (one run) or run B dashed over run A (two); a
     panel per combination of the other parameters."""
-    knob = knob or next(iter(CONCURRENCY.get(workload, ())), None)
-    groups = sweeps(d, workload, knob) if knob else []
-    if not knob or not groups:
+    groups = sweeps(d, workload, knob)
+    if not groups:
         return ""
     runs = _runs(d, other, names)
     palette = _palette(runs)
