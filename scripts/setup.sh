@@ -4,7 +4,9 @@
 # versions), and a virtual environment with isotax in .venv. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$(id -u)" -ne 0 ]; then echo "setup.sh: run as root (sudo bash scripts/setup.sh)" >&2; exit 2; fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (as a user with sudo: sudo bash scripts/setup.sh)" >&2; exit 2
+fi
 
 # A private archive cache and a lock timeout: another apt run on the machine can neither
 # delete our downloads nor make us fail on its lock.
@@ -32,6 +34,8 @@ PACKAGES=(
   linux-perf
   # the HTML report's test opens it headless and takes a screenshot
   chromium
+  # the tests read the VM's initramfs back with busybox's cpio (an independent reader)
+  busybox
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main

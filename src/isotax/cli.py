@@ -30,13 +30,30 @@ from isotax import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.image.artifacts import ImageArtifacts
+    from isotax.progress import LineProgress
     from isotax.tune import TuneReport
 
-console = Console(stderr=True, highlight=False)
-DEFAULT_RESULTS = Path(os.environ.get("ISOTAX_RESULTS", "results"))
+# Output that is not a terminal (a pipe, a file, a CI log) gets whole lines: rich would wrap
+# them at 80 columns in the middle of words, and its tables would fold to 80 columns.
+PIPED_WIDTH = 160
+
+
+def _console(stderr: bool = False) -> Console:
+    c = Console(stderr=stderr, highlight=False)
+    if c.is_terminal:
+        return c
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=PIPED_WIDTH)
+
+
+console = _console(stderr=True)
+# One place for the results whatever the current directory: a store is never made in the
+# directory someone happened to stand in.
+DEFAULT_RESULTS = Path("/var/lib/isotax/results")
 results_option = click.option(
-    "--results", "results_dir", type=click.Path(path_type=Path), default=DEFAULT_RESULTS,
-    show_default=True, help="Directory of the result store (isotax.db) and reports.",
+    "--results", "results_dir", type=click.Path(path_type=Path),
+    default=lambda: Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS),
+    show_default="$ISOTAX_RESULTS, else /var/lib/isotax/results, wherever isotax runs from",
+    help="Directory of the result store (isotax.db) and the reports.",
 )
 
 
@@ -46,12 +63,14 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def _open_store(results_dir: Path):
+def _open_store(results_dir: Path, create: bool = False):
+    """The store in results_dir. Only `isotax run` creates one (create=True): a command that
+    reads finds no store and says where it looked instead of leaving an empty one behind."""
     from isotax.store.base import StoreError
     from isotax.store.sqlite import open_store
 
     try:
-        return open_store(results_dir)
+        return open_store(results_dir, create=create)
     except StoreError as e:
         fail(str(e))
     except OSError as e:
@@ -105,17 +124,16 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     except PlanError as e:
         fail(str(e))
     if os.geteuid() != 0:
-        fail("isotax run needs root (containers, VMs, network namespaces); run it with sudo")
+        fail("isotax run needs root (containers, VMs, network namespaces); run it as root, "
+             "or with sudo")
     if not resume_id:
-        store = _open_store(results_dir)
+        store = _open_store(results_dir, create=True)
     image = _image()
     if not resume_id:
         run_id = new_run_id(p.name)
         store.create_run(run_id, p.name, text, p.seed, fingerprint())
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
-    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
+    with _progress(p.adaptive.budget_s if p.adaptive else None) as progress:
         runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
         status = runner.run(run_id)
     if status == "refused":
@@ -126,6 +144,17 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         sys.exit(130)
     if status != "complete":
         sys.exit(1)
+
+
+def _progress(budget_s: float | None) -> Progress | LineProgress:
+    """A bar redrawn in place on a terminal; elsewhere a full progress line now and then."""
+    if not console.is_terminal:
+        from isotax.progress import LineProgress
+
+        return LineProgress(console, budget_s)
+    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    return Progress(*columns, console=console, transient=False)
 
 
 def _image() -> ImageArtifacts:
@@ -155,7 +184,7 @@ def _write_report(store, run_id: str, out_dir: Path,
     data = analyze(store, run_id)
     paths = write_reports(data, out_dir, formats) if formats else write_reports(data, out_dir)
     # The summary on stdout, within 100 columns; colour only on a terminal that has it.
-    print_summary(data, Console(highlight=False))
+    print_summary(data, _console())
     for w in data.warnings:
         # Warnings quote plan syntax ("[adaptive]"), which rich would take for markup.
         console.print(f"[yellow]warning:[/] {escape(w)}")
@@ -290,7 +319,7 @@ def runs_cmd(results_dir: Path) -> None:
     t = Table("run", "plan", "status", "cells")
     for r in store.list_runs():
         t.add_row(r.id, r.plan_name, r.status, str(len(store.done_cells(r.id))))
-    Console().print(t)
+    _console().print(t)
 
 
 @main.command()
@@ -302,7 +331,7 @@ def envs() -> None:
     for kind, cls in sorted(environments().items()):
         a = cls().available()
         t.add_row(kind, "yes" if a.ok else "no", cls.description if a.ok else str(a))
-    Console().print(t)
+    _console().print(t)
 
 
 @main.command()
@@ -315,7 +344,7 @@ def workloads() -> None:
         t.add_row(f"[bold]{name}[/]", "", "", cls.description)
         for p in cls.params:
             t.add_row("", p.name, repr(p.default), p.help)
-    Console().print(t)
+    _console().print(t)
 
 
 @main.group()
@@ -343,7 +372,7 @@ def image_show() -> None:
         built = str(im.get("built_at", ""))[:16].replace("T", " ")
         t.add_row(str(im["hash"]), str(im.get("layer", "")), "yes" if im.get("current") else "",
                   built, size, str(im.get("kernel", "")))
-    Console().print(t)
+    _console().print(t)
 
 
 @image.command("rm")
@@ -383,7 +412,7 @@ def system_show(as_json: bool) -> None:
     t.columns[0].no_wrap = True
     for what, value in show_rows(fp):
         t.add_row(what, value)
-    Console().print(t)
+    _console().print(t)
 
 
 state_option = click.option(
@@ -401,7 +430,7 @@ def _tune_outcome(report: TuneReport, absent_note: bool) -> None:
     t.columns[0].no_wrap = True
     for row in report.rows():
         t.add_row(*row)
-    Console().print(t)
+    _console().print(t)
     done = "tuned" if report.action == "tune" else "restored"
     absent = sorted({r.knob.group for r in report.absent})
     note = (f"; not on this host (the table says why): {', '.join(absent)}"

@@ -275,5 +275,12 @@ class _Tx:
             self.db.execute("ROLLBACK")
 
 
-def open_store(results_dir: Path) -> SQLiteStore:
-    return SQLiteStore(results_dir / "isotax.db")
+def open_store(results_dir: Path, create: bool = True) -> SQLiteStore:
+    """The store in results_dir; with create=False a missing one is a StoreError (one line
+    naming where it looked), and nothing is made on disk."""
+    path = results_dir / "isotax.db"
+    if not create and not path.is_file():
+        raise StoreError(f"no results store at {path}: nothing has been run with these results "
+                         "yet; `isotax run quick` makes one, or give --results DIR (or "
+                         "ISOTAX_RESULTS) where your runs are")
+    return SQLiteStore(path)
