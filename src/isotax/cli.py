@@ -330,7 +330,10 @@ def envs() -> None:
     t = Table("environment", "available", "description / reason")
     for kind, cls in sorted(environments().items()):
         a = cls().available()
-        t.add_row(kind, "yes" if a.ok else "no", cls.description if a.ok else str(a))
+        # An available kind may still have something to say in advance (a VM: "TCG here,
+        # because ..."), which the run would otherwise say only when it starts.
+        what = cls.description if not a.ok or not a.reason else f"{cls.description}; {a.reason}"
+        t.add_row(kind, "yes" if a.ok else "no", what if a.ok else str(a))
     _console().print(t)
 
 
@@ -494,6 +497,10 @@ def doctor() -> None:
     from isotax.leaks import find_leaks
 
     envs.callback()  # type: ignore[misc]
+    # The accelerator proven by a probe boot of the image (cached; up to 30 s the first time).
+    from isotax.environments.qemu_accel import proven_accelerator
+
+    click.echo(f"qemu: {proven_accelerator().words()}")
     leaks = find_leaks()
     if leaks:
         click.echo("left behind by isotax (remove by name):\n  " + "\n  ".join(leaks))

@@ -168,6 +168,7 @@ class Runner:
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
+        self._announce_notes()
         for entry in self.plan.run_environments:
             started = self._start_one(entry, workdir)
             if isinstance(started, str):
@@ -179,6 +180,9 @@ class Runner:
             ready = started.milestones.get("ready", float("nan"))
             self.log(f"{entry.name}: ready in {ready:.2f} s")
             describe = dict(started.describe())
+            emulated = emulation_notice(entry.name, describe)
+            if emulated:
+                self.log(f"[yellow]{emulated}[/]")
             if self.loadgen is not None:
                 describe["loadgen_path"] = self.loadgen.path(started)
             try:
@@ -192,6 +196,18 @@ class Runner:
                 run_id, entry.name, entry.kind, True, "", describe,
                 _tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
+
+    def _announce_notes(self) -> None:
+        """Before anything starts: one line per environment whose kind, available here, has
+        something to say in advance (a VM's accelerator: "TCG here, because ...")."""
+        kinds = registry.environments()
+        for entry in self.plan.run_environments:
+            try:
+                avail = kinds[entry.kind]().available()
+            except Exception:  # _start_one says why the environment cannot run
+                continue
+            if avail.ok and avail.reason:
+                self.log(f"{entry.name}: {avail.reason}")
 
     def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
         """Record what the instance shows it is; a mismatch with what it declares is kept in
@@ -400,10 +416,12 @@ class Runner:
         return status
 
     def _run_cells(self, run_id: str, cells: Sequence[CellKey],
-                   may_start: Callable[[], bool] | None = None) -> None:
+                   may_start: Callable[[], bool] | None = None, phase: str = "fixed") -> None:
         """Run and commit cells in order; `may_start` (asked before each) ends the list early
-        when it says no (adaptive repetitions: the time budget is spent)."""
-        task = self.progress.add_task("cells", total=len(cells)) if self.progress else None
+        when it says no (adaptive repetitions: the time budget is spent). `phase` names the
+        list for the progress display ("fixed", "adaptive round 2")."""
+        task = (self.progress.add_task("cells", total=len(cells), phase=phase)
+                if self.progress else None)
         active: str | None = None
         wversions = {n: c.version for n, c in registry.workloads().items()}
         for key in cells:
@@ -461,7 +479,22 @@ class Runner:
                      f"±{ad.target:.1%})")
             cells = [CellKey(env, wl, params[(wl, pkey)], progress.repetitions[(env, wl, pkey)]
                              + 1) for env, wl, pkey in order]
-            self._run_cells(run_id, cells, adaptive.budget_gate(progress.spent_s, ad.budget_s))
+            self._run_cells(run_id, cells, adaptive.budget_gate(progress.spent_s, ad.budget_s),
+                            phase=f"adaptive round {rounds}")
+
+
+def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
+    """"" unless the started environment says it is emulated (describe key "emulated", as
+    analysis.ReportData.emulated reads it): then one line saying so, with its accelerator and
+    the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
+    if str(describe.get("emulated", "")).lower() not in ("yes", "true", "1"):
+        return ""
+    accel = str(describe.get("accelerator", "")).strip()
+    how = f"{accel.upper()} software emulation" if accel else "software emulation"
+    reason = str(describe.get("accelerator_reason", "")).strip()
+    return (f"{name}: runs under {how} (emulated)" + (f": {reason}" if reason else "")
+            + "; its ratios will measure the emulator, not the overhead of hardware "
+              "virtualisation")
 
 
 def _idle_footprint(inst: Instance) -> str:

@@ -33,7 +33,7 @@ class MicrovmInstance(QemuInstance):
 class Microvm(Qemu):
     kind: ClassVar[str] = "microvm"
     description: ClassVar[str] = ("a QEMU microvm (virtio-mmio, no firmware, direct kernel "
-                                  "boot) booting the image's kernel (KVM or TCG)")
+                                  "boot) booting the image's kernel")
     instance_class: ClassVar[type[QemuInstance]] = MicrovmInstance
 
 

@@ -56,7 +56,12 @@ from isotax.environments.base import (
     register,
 )
 from isotax.environments.native import host_storage
-from isotax.environments.qemu_accel import Probe, kvm_openable, probe_accelerator
+from isotax.environments.qemu_accel import (
+    Probe,
+    current_image,
+    expected_accelerator,
+    probe_accelerator,
+)
 from isotax.environments.qemu_initrd import select_initrd
 from isotax.environments.qemu_share import (
     ReadonlyBind,
@@ -458,19 +463,6 @@ class QemuInstance:
             raise RuntimeError(f"{self.kind}: could not remove " + "; ".join(errors))
 
 
-def _current_image() -> Path | None:
-    """Where the current recipe's image is (or will be) cached; None if that cannot be told.
-    An image not built yet is no reason for unavailability: the runner builds it."""
-    try:
-        from isotax.image.build import default_cache_dir
-        from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
-
-        return default_cache_dir() / "images" / image_hash(Recipe(),
-                                                            guest_files(default_guest_dir()))
-    except Exception:
-        return None
-
-
 def _manifest_kernel(path: Path) -> str:
     import json
 
@@ -484,7 +476,8 @@ def _manifest_kernel(path: Path) -> str:
 @register
 class Qemu:
     kind: ClassVar[str] = "qemu"
-    description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel (KVM or TCG)"
+    # The accelerator (KVM or TCG, and why) is available()'s note, told for this host.
+    description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel"
 
     instance_class: ClassVar[type[QemuInstance]] = QemuInstance
     # numa_node: QEMU under numactl (threads and memory on the node), pinning on its CPUs;
@@ -505,13 +498,17 @@ class Qemu:
             if os.geteuid() != 0:
                 return Availability.no("qemu needs root (tap devices, bridges)",
                                        "run isotax as root")
-            root = Path(self.image.root) if self.image is not None else _current_image()
+            # The current image, built or not (an image not built yet is no reason for
+            # unavailability: the runner builds it).
+            image = self.image if self.image is not None else current_image()
+            root = Path(image.root) if image is not None else None
             if root is not None and (root / "manifest.json").exists() \
                     and not ((root / "vmlinux").exists() or (root / "vmlinuz").exists()):
                 return Availability.no(f"the image at {root} has no kernel",
                                        "rebuild it: isotax image rm all; isotax image build")
-            note = kvm_openable()
-            return Availability(True, note and f"KVM unusable ({note}): TCG, emulated")
+            # ok, with what QEMU will use here and why as the note ("TCG here, because ...")
+            return Availability(True, expected_accelerator(
+                getattr(image, "recipe_hash", None)).words())
         except Exception as e:  # available() never raises
             return Availability.no(f"qemu: cannot check availability: {e}")
 
