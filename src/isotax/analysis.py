@@ -19,55 +19,94 @@ from isotax.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.explain import Explained, explain
 from isotax.limiter import Limiter
 from isotax.model import CellKey, CellStatus
-from isotax.parity import all_problems
+from isotax.parity import problems_by_environment
 from isotax.plan import PlanError, parse_plan
 from isotax.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 
 
 class ReportWarning(Enum):
-    """Every warning says what to do next (hyperfine's style)."""
+    """Every warning says what to do next (hyperfine's style). Each kind has a short title
+    (the terminal groups warnings by kind under it) and the members run from the most
+    important to the least: the terminal lists the kinds in this order."""
 
-    EMULATED = ("{env} ran under TCG software emulation: its ratios measure the emulator, not "
+    INCOMPLETE = ("incomplete run",
+                  "the run is {status}: `isotax run --resume {run}` finishes it.")
+    EMULATED = ("emulated, not KVM",
+                "{env} ran under TCG software emulation: its ratios measure the emulator, not "
                 "KVM's overhead. Run on a host with hardware KVM for VM overhead figures.")
-    UNAVAILABLE = "{env} did not run: {reason}"
-    VERSION_MISMATCH = ("{tool} differs between {env} ({other}) and {base} ({version}): "
-                        "install the same package version on the host as in the image.")
-    FAILURES = ("{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
+    UNAVAILABLE = ("environment did not run", "{env} did not run: {reason}")
+    FAILURES = ("failed cells",
+                "{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
                 "`isotax run --resume` finishes an interrupted run.")
-    OUTLIERS = ("{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
-                "(see Outliers); they are kept in every mean and interval. Check what else "
-                "ran on the host then, or add repetitions.")
-    HIGH_VARIANCE = ("{env}: {count} result(s) vary by more than 5% between repetitions, "
-                     "most {workload} {metric} (coefficient of variation {cv:.1%}); quiet the "
-                     "host (`isotax system tune`), add repetitions, or set an [adaptive] "
-                     "target.")
-    FEW_REPETITIONS = ("only {n} repetition(s) per cell: ratio intervals need at least 2, "
-                       "better 5 or more; raise `repetitions` in the plan.")
-    BLAS_CORE = ("OpenBLAS ran its {core} kernels in {env} but {base_core} in {base} "
+    PARITY = ("unequal resources",
+              "unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
+              "differences from this alone are not isolation overhead).")
+    FINGERPRINT_FORCED = ("resumed on a changed host",
+                          "the run was resumed with --force on a host that differed from the "
+                          "one it started on ({changes}): its repetitions before and after "
+                          "may not be comparable; rerun the plan whole for clean figures.")
+    VERSION_MISMATCH = ("tool versions differ",
+                        "{tool} differs between {env} ({other}) and {base} ({version}): "
+                        "install the same package version on the host as in the image.")
+    LOADGEN_SATURATED = ("load generator saturated",
+                         "{env} {point}: {words}. Give the load generator more CPU "
+                         "(placement = \"split\", fewer streams or connections) or a faster "
+                         "client, or read this figure as the client's ceiling.")
+    BLAS_CORE = ("OpenBLAS chose other kernels",
+                 "OpenBLAS ran its {core} kernels in {env} but {base_core} in {base} "
                  "({workloads}): the difference includes the CPU model the environment shows, "
                  "not only isolation. Give a VM the host's CPU model (profile tuned, or "
                  "options.cpu_model) to compare the same kernels.")
-    NUMA_SINGLE_NODE = ("this host has one NUMA node: pinning {envs} to it cannot show a "
-                        "placement effect; run the plan on a multi-node host for that.")
-    PARITY = ("unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
-              "differences from this alone are not isolation overhead).")
-    INCOMPLETE = ("the run is {status}: `isotax run --resume {run}` finishes it.")
-    FINGERPRINT_FORCED = ("the run was resumed with --force on a host that differed from the "
-                          "one it started on ({changes}): its repetitions before and after "
-                          "may not be comparable; rerun the plan whole for clean figures.")
-    LOADGEN_SATURATED = ("{env} {point}: {words}. Give the load generator more CPU "
-                         "(placement = \"split\", fewer streams or connections) or a faster "
-                         "client, or read this figure as the client's ceiling.")
-    NO_TELEMETRY = ("{count} measured cell(s) have no telemetry (a run recorded before "
-                    "isotax watched runs, or [telemetry] found nothing): their results carry "
-                    "no cost per unit or limiter; rerun for them.")
-    TARGET_NOT_MET = ("adaptive repetitions ended ({ended}) with {short} of {total} ratio(s) "
+    FEW_REPETITIONS = ("too few repetitions",
+                       "only {n} repetition(s) per cell: ratio intervals need at least 2, "
+                       "better 5 or more; raise `repetitions` in the plan.")
+    TARGET_NOT_MET = ("adaptive target not met",
+                      "adaptive repetitions ended ({ended}) with {short} of {total} ratio(s) "
                       "wider than ±{target:.1%} (see Repetitions): raise budget_s or "
                       "max_repetitions, quiet the host, or read those ratios as wider.")
+    NUMA_SINGLE_NODE = ("NUMA pinning on a one-node host",
+                        "this host has one NUMA node: pinning {envs} to it cannot show a "
+                        "placement effect; run the plan on a multi-node host for that.")
+    NO_TELEMETRY = ("cells without telemetry",
+                    "{count} measured cell(s) have no telemetry (a run recorded before "
+                    "isotax watched runs, or [telemetry] found nothing): their results carry "
+                    "no cost per unit or limiter; rerun for them.")
+    HIGH_VARIANCE = ("high variance",
+                     "{env}: {count} result(s) vary by more than 5% between repetitions, "
+                     "most {workload} {metric} (coefficient of variation {cv:.1%}); quiet the "
+                     "host (`isotax system tune`), add repetitions, or set an [adaptive] "
+                     "target.")
+    OUTLIERS = ("outlying values",
+                "{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
+                "(see Outliers); they are kept in every mean and interval. Check what else "
+                "ran on the host then, or add repetitions.")
 
-    def say(self, **kw: Any) -> str:
-        return str(self.value).format(**kw)
+    def __init__(self, title: str, template: str) -> None:
+        self.title = title
+        self.template = template
+
+    def say(self, subject: str | None = None, **kw: Any) -> Warned:
+        """The warning in words; subject (the environment it is about) defaults to env."""
+        return Warned(self.template.format(**kw), self,
+                      str(kw.get("env", "")) if subject is None else subject)
+
+
+class Warned(str):
+    """A warning's text (what every report prints in full) that knows its kind and the
+    environment it is about ("" for the run as a whole), so the terminal can group them."""
+
+    kind: ReportWarning
+    subject: str
+
+    def __new__(cls, text: str, kind: ReportWarning, subject: str = "") -> Warned:
+        self = super().__new__(cls, text)
+        self.kind = kind
+        self.subject = subject
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the kind
+        return Warned, (str(self), self.kind, self.subject)
 
 
 HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust
@@ -262,7 +301,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
     for (row, env), vals in values.items():
         for i, z in outliers(vals):
             data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
-    data.warnings = _warnings(data) + _blas_warnings(blas, baseline)
+    data.warnings = [*_warnings(data), *_blas_warnings(blas, baseline)]
     return data
 
 
@@ -346,7 +385,8 @@ def _split_params(cells: list[CellRecord]
     return common, sweep
 
 
-def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str) -> list[str]:
+def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str
+                   ) -> list[Warned]:
     """Where OpenBLAS chose other kernels than in the baseline (it picks them by the CPU it
     is shown: a VM's CPU model decides which HPL and DGEMM code runs)."""
     base = blas.get(baseline, {})
@@ -363,8 +403,8 @@ def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str) ->
     return out
 
 
-def _warnings(d: ReportData) -> list[str]:
-    out: list[str] = []
+def _warnings(d: ReportData) -> list[Warned]:
+    out: list[Warned] = []
     if d.run.status != "complete":
         out.append(ReportWarning.INCOMPLETE.say(status=d.run.status, run=d.run.id))
     for e in d.environments:
@@ -385,10 +425,10 @@ def _warnings(d: ReportData) -> list[str]:
     pinned = [str(e.get("name")) for e in d.plan.get("environments", [])
               if e.get("numa_node") is not None]
     if pinned and int(d.run.host.get("numa_nodes", 1)) == 1:
-        out.append(ReportWarning.NUMA_SINGLE_NODE.say(envs=", ".join(pinned)))
+        out.append(ReportWarning.NUMA_SINGLE_NODE.say(", ".join(pinned), envs=", ".join(pinned)))
     described = {e.name: e.describe for e in d.environments if e.available}
-    out += [ReportWarning.PARITY.say(problem=p)
-            for p in all_problems(described, d.baseline)]
+    out += [ReportWarning.PARITY.say(env, problem=p)
+            for env, p in problems_by_environment(described, d.baseline)]
     reps = int(d.plan.get("repetitions", 3))
     if reps < 2:
         out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))

@@ -179,15 +179,14 @@ def _write_report(store, run_id: str, out_dir: Path,
                   formats: tuple[str, ...] | None = None) -> None:
     from isotax.analysis import analyze
     from isotax.report import FILENAMES, write_reports
-    from isotax.report.terminal import print_summary
+    from isotax.report.terminal import print_summary, print_warnings
 
     data = analyze(store, run_id)
     paths = write_reports(data, out_dir, formats) if formats else write_reports(data, out_dir)
     # The summary on stdout, within 100 columns; colour only on a terminal that has it.
     print_summary(data, _console())
-    for w in data.warnings:
-        # Warnings quote plan syntax ("[adaptive]"), which rich would take for markup.
-        console.print(f"[yellow]warning:[/] {escape(w)}")
+    # One line per kind of warning, the important kinds first; the report has each in full.
+    print_warnings(data, console)
     others = [p for p in paths if p.name != FILENAMES["html"]]
     if others:
         console.print("report: " + ", ".join(str(p) for p in others))

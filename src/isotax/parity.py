@@ -14,6 +14,7 @@ measures anything; `parity = "flag"` runs and lists them in the report.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -116,16 +117,96 @@ def probe(inst: Instance) -> Resources:
     return parse_probe(done.stdout, str(inst.describe().get("hugepages", "none")))
 
 
-def problems(name: str, env: Resources, base_name: str, base: Resources) -> list[str]:
-    """Each difference from the baseline, in words, with the plan setting that fixes it."""
+# What works when no setting in the plan can make two environments equal.
+FLAG = 'run with parity = "flag" and have the report list it'
+
+
+@dataclass(frozen=True)
+class Memory:
+    """An environment's memory as the plan set it and as it is seen inside: what parity
+    compares (a VM's memory_mib, not its guest's MemTotal, which its kernel's share lowers)
+    and the words that say it."""
+
+    how: str  # "vm" (memory_mib), "limited" (a cgroup limit), "host" (all of the host's:
+    #           a container without a limit), "native" (cannot be limited), "unknown"
+    seen_mib: int  # MemTotal inside, capped by its memory cgroup's limit (the probe's)
+    given_mib: int | None = None  # the plan's memory_mib where it applies
+
+    @classmethod
+    def of(cls, res: Resources, d: Mapping[str, str]) -> Memory:
+        """From the probe's resources and the environment's describe(): a VM's "memory_mib",
+        a container's "memory" ("2048 MiB (limit)" or "no limit"), native's "kind"."""
+        vm = str(d.get("memory_mib", ""))
+        if vm.isdigit():
+            return cls("vm", res.memory_mib, int(vm))
+        limit = re.match(r"(\d+) MiB \(limit\)", str(d.get("memory", "")))
+        if limit:
+            return cls("limited", res.memory_mib, int(limit.group(1)))
+        if d.get("memory") == "no limit":
+            return cls("host", res.memory_mib)
+        if d.get("kind") == "native":
+            return cls("native", res.memory_mib)
+        return cls("unknown", res.memory_mib)
+
+    @property
+    def compared_mib(self) -> int:
+        """What parity compares: what a VM was given; what anything else may use (a limit
+        above the host's memory leaves the host's)."""
+        return self.given_mib if self.how == "vm" and self.given_mib else self.seen_mib
+
+    def words(self, name: str) -> str:
+        if self.how == "vm":
+            return (f"{name} was given memory_mib = {self.given_mib} (its guest sees "
+                    f"{self.seen_mib} MiB)")
+        if self.how == "limited":
+            return f"{name} is limited to {self.seen_mib} MiB (memory_mib = {self.given_mib})"
+        if self.how == "native":
+            return f"{name} has all of the host's {self.seen_mib} MiB"
+        if self.how == "host":
+            return f"{name} has no memory limit and sees {self.seen_mib} MiB"
+        return f"{name} has {self.seen_mib} MiB of memory"
+
+
+def memory_problem(name: str, env: Memory, base_name: str, base: Memory) -> str | None:
+    """The memory difference from the baseline, if any, and a change that would remove it:
+    never "set memory_mib" to what it already is, nor to all of the host for a VM."""
+    want = base.compared_mib
+    if abs(env.compared_mib - want) <= MEMORY_TOLERANCE * want:
+        return None
+    said = f"{env.words(name)}, {base.words(base_name)}: "
+    if env.how == "native":
+        if base.how == "limited":
+            return said + f"native runs as host processes and cannot be limited; remove " \
+                f"memory_mib from {base_name}"
+        return said + f"native runs as host processes and cannot be limited; {FLAG}"
+    if base.how in ("host", "native") and env.how == "vm":
+        return (said + f"a VM cannot be given all of its host's memory; {FLAG}, or make the "
+                "baseline an environment limited to the same memory (e.g. kind = \"runc\" "
+                f"with memory_mib = {env.given_mib}, named in baseline)")
+    if base.how in ("host", "native") and env.how == "limited":
+        return said + (f"remove memory_mib from {name} (a container without a limit has all "
+                       "of the host's memory)")
+    if base.how in ("host", "native") and env.how == "host":
+        # Unlimited too, yet it sees less: a cgroup above it or a sandbox's own accounting.
+        return said + f"the plan limits neither, so no setting in it equalises them; {FLAG}"
+    return said + f"set memory_mib = {want} for {name}"
+
+
+def problems(name: str, env: Resources, base_name: str, base: Resources,
+             env_describe: Mapping[str, str] | None = None,
+             base_describe: Mapping[str, str] | None = None) -> list[str]:
+    """Each difference from the baseline, in words, with a plan change that would remove it.
+    The describe() dicts say how memory was set (a VM's memory_mib, a container's limit):
+    without them, memory is compared as seen inside."""
     out = []
+    mem_env, mem_base = Memory.of(env, env_describe or {}), Memory.of(base, base_describe or {})
     if env.cpus != base.cpus:
-        out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: "
-                   f"set vcpus = {base.cpus} for {name}")
-    if abs(env.memory_mib - base.memory_mib) > MEMORY_TOLERANCE * base.memory_mib:
-        out.append(f"{name} has {env.memory_mib} MiB of memory, {base_name} "
-                   f"{base.memory_mib} MiB: set memory_mib for {name} (a VM's guest keeps "
-                   "some for its kernel)")
+        fix = (f"native runs on every CPU it may use; set vcpus = {env.cpus} for {base_name}"
+               if mem_env.how == "native" else f"set vcpus = {base.cpus} for {name}")
+        out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: {fix}")
+    mem = memory_problem(name, mem_env, base_name, mem_base)
+    if mem:
+        out.append(mem)
     # A sandbox may not show the setting at all (gVisor's /sys): unknown is not a difference.
     if env.thp != base.thp and "unknown" not in (env.thp, base.thp):
         out.append(f"transparent hugepages are {env.thp!r} in {name}, {base.thp!r} in "
@@ -143,17 +224,24 @@ def problems(name: str, env: Resources, base_name: str, base: Resources) -> list
     return out
 
 
-def all_problems(described: Mapping[str, Mapping[str, str]], baseline: str) -> list[str]:
-    """Every environment's differences from the baseline's resources (isotax.parity)."""
-    base = Resources.from_describe(described.get(baseline, {}))
-    out: list[str] = []
+def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline: str
+                            ) -> list[tuple[str, str]]:
+    """(environment, problem) for every difference from the baseline's resources."""
+    base_d = described.get(baseline, {})
+    base = Resources.from_describe(base_d)
+    out: list[tuple[str, str]] = []
     for name, d in described.items():
         if name == baseline:
             continue
         if "parity.error" in d:
-            out.append(f"{name}: resources could not be probed: {d['parity.error']}")
+            out.append((name, f"{name}: resources could not be probed: {d['parity.error']}"))
             continue
         res = Resources.from_describe(d)
         if base is not None and res is not None:
-            out += problems(name, res, baseline, base)
+            out += [(name, p) for p in problems(name, res, baseline, base, d, base_d)]
     return out
+
+
+def all_problems(described: Mapping[str, Mapping[str, str]], baseline: str) -> list[str]:
+    """Every environment's differences from the baseline's resources (isotax.parity)."""
+    return [p for _, p in problems_by_environment(described, baseline)]

@@ -391,9 +391,10 @@ class Runner:
                     self.log(f"[yellow]parity: {p}[/]")
                 if unequal and self.plan.parity == "refuse":
                     self.refusal = ("refused: the environments do not get equal resources "
-                                    "(listed above); equalise vcpus/memory_mib in the plan, "
-                                    "or set parity = \"flag\" to run and have the report list "
-                                    "the differences")
+                                    "(listed above, each with the plan change that makes it "
+                                    "equal where there is one); make those changes, or set "
+                                    "parity = \"flag\" to run and have the report list the "
+                                    "differences")
                     status = "refused"
                     return status
                 cells = [k for k in schedule(self.plan, list(self.started))

@@ -1,16 +1,22 @@
 """The summary isotax prints at the end of a run or a report: each workload point's headline
-ratio per environment, in at most 100 columns. rich decides the rest: colour on a terminal
-that has it, plain text when the output is piped or NO_COLOR is set."""
+ratio per environment, in at most 100 columns, and its warnings grouped one line per kind
+(the reports print each in full). rich decides the rest: colour on a terminal that has it,
+plain text when the output is piped or NO_COLOR is set."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from isotax.analysis import ReportData
+from isotax.analysis import ReportData, ReportWarning, Warned
 
 WIDTH = 100
+PREFIX = "warning: "
+FULL = 200  # a kind's only warning is shown whole up to this many characters
+SEE = "; see the report's Warnings"
 
 
 def summary_table(d: ReportData) -> Table:
@@ -49,3 +55,46 @@ def print_summary(d: ReportData, console: Console | None = None) -> None:
         out.print("no ratios: no results, or only the baseline ran")
         return
     out.print(summary_table(d), width=width)
+
+
+def grouped_warnings(warnings: Sequence[str], width: int = WIDTH) -> list[str]:
+    """One line per kind of warning, the most important kind first (ReportWarning's order):
+    its title, how many, the environments it concerns and where to read them whole, within
+    width where the title allows. A kind's only warning, if short, is its text in full; a
+    warning without a kind (a plain str) is shown in full after the rest."""
+    groups: dict[ReportWarning | None, list[str]] = {}
+    for w in warnings:
+        groups.setdefault(w.kind if isinstance(w, Warned) else None, []).append(w)
+    order = list(ReportWarning)
+    lines: list[str] = []
+    for kind in sorted(groups, key=lambda k: len(order) if k is None else order.index(k)):
+        said = groups[kind]
+        if kind is None or (len(said) == 1 and len(said[0]) <= FULL):
+            lines += [PREFIX + w for w in said]
+            continue
+        subjects = list(dict.fromkeys(w.subject for w in said
+                                      if isinstance(w, Warned) and w.subject))
+        lines.append(_group_line(kind.title, len(said), subjects, width))
+    return lines
+
+
+def _group_line(title: str, count: int, subjects: list[str], width: int) -> str:
+    """"warning: TITLE (COUNT): a, b and N more; see the report's Warnings", with as many
+    subjects as fit in width (none when not even one does)."""
+    head = f"{PREFIX}{title} ({count})"
+    for shown in range(len(subjects), 0, -1):
+        more = len(subjects) - shown
+        line = f"{head}: {', '.join(subjects[:shown])}{f' and {more} more' if more else ''}{SEE}"
+        if len(line) <= width:
+            return line
+    return head + SEE
+
+
+def print_warnings(d: ReportData, console: Console | None = None) -> None:
+    """The run's warnings, one line per kind (grouped_warnings), within WIDTH columns (or
+    the terminal's, if narrower); "warning:" in yellow on a terminal. No markup is read:
+    warnings quote plan syntax such as "[adaptive]"."""
+    out = console or Console(stderr=True)
+    width = min(WIDTH, out.width)
+    for line in grouped_warnings(d.warnings, width):
+        out.print(Text.assemble(("warning:", "yellow"), line[len(PREFIX) - 1:]), width=width)
