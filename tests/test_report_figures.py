@@ -212,3 +212,45 @@ def test_sweeps_are_grouped_by_the_other_parameters(tmp_path: Path) -> None:
     svg = figures.concurrency(d, "fio", "numjobs")
     assert "fio pattern=read: throughput vs numjobs" in svg
     assert "fio pattern=write: throughput vs numjobs" in svg
+
+
+def test_bars_past_an_axis_are_marked_with_their_value(data: ReportData) -> None:
+    """The CPU per unit of work on a log axis: an emulated VM's guest accounts a sliver of
+    what QEMU burns, below the axis floor (a third of the smallest total); the bar is marked
+    at the edge with its value, and the figure says what the mark means."""
+    from isotax.cost import CostSummary
+    from isotax.explain import Explained
+    from isotax.limiter import Limiter, Verdict
+
+    pk = next(r.params_key for r in data.rows if r.workload == "rr")
+    verdict = Verdict(next(iter(Limiter)), "undetermined", ())
+    data.explained = {
+        ("native", "rr", pk): Explained(CostSummary("GB", 3, 0.9, 0.1, 1.0, 0.0, None),
+                                        verdict, 3),
+        ("runc", "rr", pk): Explained(CostSummary("GB", 3, 0.05, 120.0, 120.05, 0.0, None),
+                                      verdict, 3)}
+    svg = figures.cost(data)
+    assert "▼ clipped: in env 0.05" in svg and 'id="clipped-0"' in svg
+    assert figures.CLIP_NOTE in svg and svg.count("clipped: ") == 1  # the totals fit
+    # Nothing beyond the axes, nothing marked.
+    data.explained = {k: Explained(CostSummary("GB", 3, 0.9, 0.1 + i, 1.0 + i, 0.0, None),
+                                   verdict, 3) for i, k in enumerate(data.explained)}
+    assert "clipped" not in figures.cost(data)
+    assert "clipped" not in figures.mysql_cpu(data)
+
+
+def test_an_interval_past_the_utilisation_axis_is_marked(tmp_path: Path) -> None:
+    """MySQL's throughput against CPU utilisation is drawn on 0-100%: a deviation that
+    reaches past 100% is marked at the edge with where it ends."""
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("u", "figures", PLAN, 1, {"cpus": 2})
+    for env in ("native", "runc"):
+        store.put_environment(EnvRecord("u", env, env, True, "", {}, {}, {}))
+        for rep, util in enumerate((90.0, 99.0, 100.0), start=1):
+            store.commit_cell("u", CellKey(env, "mysql", {"threads": 1}, rep), "1",
+                              CellStatus.OK, "", 0, 1,
+                              [Sample("transactions_per_s", 400.0 + rep, "tx/s", True),
+                               Sample("host_cpu_utilization", util, "%", False)])
+    svg = figures.mysql_cpu(analyze(store, "u"))
+    assert svg.count("▶ clipped: to 102%") == 2 and figures.CLIP_NOTE in svg
+    assert 'id="clipped-0"' in svg and 'id="clipped-1"' in svg

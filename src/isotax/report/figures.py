@@ -6,7 +6,10 @@ SVG output is text that can be inlined; an interactive library (plotly) would in
 of JavaScript into every report. Text stays text in the SVG (svg.fonttype none), so the
 figures are small and searchable, and matplotlib escapes every label it writes.
 Each function takes the analysed run and returns SVG markup, or "" when the run has nothing
-for that figure.
+for that figure. Where a figure fixes an axis range (the log axis of the CPU per unit of work,
+the 0-100% of CPU utilisation), a bar or interval the range cuts off is marked at the axis
+edge (▲ ▼ ▶ ◀, pointing where it lies) with its value written beside it, and the figure says
+so: a clipped value is never silently a shorter bar.
 """
 
 from __future__ import annotations
@@ -57,6 +60,46 @@ def to_svg(fig: Figure) -> str:
 
 _GEOMETRY = re.compile(r'(\s(?:d|x|y|x1|x2|y1|y2|width|height|transform)=")([^"]*)"')
 _DECIMALS = re.compile(r"(\d\.\d{2})\d+")
+
+
+CLIP_COLOR = "#c0392b"
+CLIP_NOTE = "▲ ▼ ▶ ◀ at an axis edge: clipped, beyond the axis; its value is written beside it"
+_CLIP_GLYPHS = {("y", True): ("^", "▲"), ("y", False): ("v", "▼"),
+                ("x", True): (">", "▶"), ("x", False): ("<", "◀")}
+
+
+def mark_clipped(ax: Axes, points: Sequence[tuple[float, float, str]], axis: str = "y",
+                 first: int = 0) -> int:
+    """Marks every value the axis range cuts off, once the limits are final: a triangle at
+    the edge it runs past, pointing that way, and the true value written beside it.
+    points: (where along the other axis, value, its text); the marks' SVG ids are
+    clipped-<n> from `first` on (one figure, one id each). Returns how many it marked."""
+    lo, hi = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    log = (ax.get_yscale() if axis == "y" else ax.get_xscale()) == "log"
+    marked = 0
+    for pos, value, text in points:
+        if lo <= value <= hi or not math.isfinite(value) or (log and value <= 0):
+            continue  # in range; or nothing a log axis could ever show (a zero)
+        beyond = value > hi
+        marker, glyph = _CLIP_GLYPHS[(axis, beyond)]
+        edge = hi if beyond else lo
+        xy = (pos, edge) if axis == "y" else (edge, pos)
+        # The mark sits on the edge, its words just inside the axes.
+        off = ((0, -10 if beyond else 10) if axis == "y" else (-10 if beyond else 10, 6))
+        ax.plot(*xy, marker=marker, color=CLIP_COLOR, markersize=7, clip_on=False,
+                zorder=5, gid=f"clipped-{first + marked}")
+        ax.annotate(f"{glyph} clipped: {text}", xy, xytext=off, textcoords="offset points",
+                    fontsize=6, color=CLIP_COLOR, annotation_clip=False,
+                    ha="center" if axis == "y" else ("right" if beyond else "left"),
+                    va=("top" if beyond else "bottom") if axis == "y" else "center")
+        marked += 1
+    return marked
+
+
+def _clip_note(fig: Figure, marked: int) -> None:
+    """Says under the figure what its clipped marks mean, where it has any."""
+    if marked:
+        fig.text(0.01, 0.0, CLIP_NOTE, fontsize=7, color=CLIP_COLOR, ha="left", va="top")
 
 
 def colors(n: int) -> list[Any]:
@@ -332,6 +375,7 @@ def mysql_cpu(d: ReportData, other: ReportData | None = None,
     palette = _palette(runs)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = False
+    ends: list[tuple[float, float, str]] = []  # (tps, utilisation) a 0-100% axis may cut
     points = [(x, pk) for x, pk, _ in sorted(
         p for _, pts in sweeps(d, "mysql", "threads", "transactions_per_s") for p in pts)] or [
         (_sweep_value(r.params_key, "threads") or 0.0, r.params_key) for r in d.rows
@@ -352,10 +396,16 @@ def mysql_cpu(d: ReportData, other: ReportData | None = None,
                 for x, util, tps in pts:
                     ax.annotate(f"{x:g}", (util.mean, tps.mean), fontsize=6, xytext=(3, 3),
                                 textcoords="offset points")
+            for _, util, tps in pts:
+                sd = _sd(util.sd)
+                ends += [(tps.mean, util.mean, f"{util.mean:.0f}%"),
+                         (tps.mean, util.mean + sd, f"to {util.mean + sd:.0f}%"),
+                         (tps.mean, util.mean - sd, f"from {util.mean - sd:.0f}%")]
     if not drawn:
         plt.close(fig)
         return ""
     ax.set_xlim(0, 100)
+    _clip_note(fig, mark_clipped(ax, ends, axis="x"))
     ax.set_xlabel("host CPU utilisation during the run, % of all CPUs (the load generator's "
                   "sysbench included)")
     ax.set_ylabel("transactions/s")
@@ -482,6 +532,7 @@ def cost(d: ReportData) -> str:
     cols = 3
     nrows = math.ceil(len(points) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(10, 2.4 * nrows), squeeze=False)
+    marked = 0
     for k, (wl, pk) in enumerate(points):
         ax = axes[k // cols][k % cols]
         envs = [e for e in d.columns if (e, wl, pk) in d.explained]
@@ -503,9 +554,16 @@ def cost(d: ReportData) -> str:
         if totals and max(totals) / min(totals) > 50:  # a VM next to containers
             ax.set_yscale("log")
             ax.set_ylim(bottom=min(totals) / 3)  # the smallest bar stays visible
+        # What the log axis's floor hides: a part in the environment below it (an emulated
+        # VM's guest accounts little of what QEMU burns), or anything past the top.
+        marked += mark_clipped(ax, [
+            *((j, v, f"in env {v:.3g}") for j, v in enumerate(inside) if v > 0),
+            *((j, i + h, f"total {i + h:.3g}") for j, (i, h) in
+              enumerate(zip(inside, hidden, strict=True)))], first=marked)
         if k == 0:
             ax.legend(fontsize=7)
     for k in range(len(points), nrows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.tight_layout()
+    _clip_note(fig, marked)
     return to_svg(fig)

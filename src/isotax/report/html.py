@@ -3,13 +3,17 @@ figures are inline SVG, the style is inline CSS), to open and to share.
 
 Contents: the summary (each environment's headline ratio to the baseline per workload point as
 a heat-map table with its interval, "within noise" and the suspected limiter, and as a figure),
-the warnings, the figures per workload (bars with deviations, throughput vs concurrency with
-the loss against the baseline, throughput vs latency, MySQL throughput vs CPU utilisation,
-latency CDFs with their tails, startup phases, memory vs instances), the CPU per unit of work
-in and out of the environment, the studies' Table 1, the environments (emulated ones marked),
-the host fingerprint and the exact plan, with a table of contents. Every string that comes from
-the host, the plan or a tool is escaped (html.escape); the SVG's own text is escaped by
-matplotlib.
+the warnings, the attribution to layers, the figures per workload (bars with deviations,
+throughput vs concurrency with the loss against the baseline, throughput vs latency, MySQL
+throughput vs CPU utilisation, latency CDFs with their tails, startup phases, memory vs
+instances), the CPU per unit of work in and out of the environment, then every section of the
+Markdown report (the results in the studies' Table 1 form with the ratios and the noise floor,
+every result's verdict, cost and limiter, the repetitions, the environments' own host
+processes, the environments (emulated ones marked), the host and its fingerprint, the tool
+versions, what did not apply, the outliers, the failures and the exact plan), with a table of
+contents. Those sections are the Markdown's own blocks (isotax.report.table), rendered here, so
+the two reports cannot drift apart. Every string that comes from the host, the plan or a tool
+is escaped (html.escape); the SVG's own text is escaped by matplotlib.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ import re
 from html import escape
 
 from isotax.analysis import ReportData
-from isotax.host import show_rows
-from isotax.report import figures
-from isotax.report.markdown import table1_rows
+from isotax.report import figures, hostcpu, layers, markdown, repetitions, verdicts
+from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
 from isotax.stats import Ratio
 
 _CSS = """
@@ -36,6 +39,7 @@ padding:.4em .8em;margin:.3em 0}.emulated{color:#b00;font-weight:bold}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 nav.toc{margin:.5em 0 1em;line-height:1.8}h3{margin-top:1.4em}
+code{background:#f4f4f4;padding:0 .2em}details{margin:.4em 0}summary{cursor:pointer}
 """
 
 
@@ -62,6 +66,50 @@ def _figure(svg: str, caption: str) -> str:
         if svg else ""
 
 
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def _markup(escaped: str) -> str:
+    """The inline markup the shared blocks use (**bold**, `code`) on already escaped text."""
+    return _BOLD.sub(r"<b>\1</b>", _CODE.sub(r"<code>\1</code>", escaped))
+
+
+def _inline(md: str) -> str:
+    """A block's text (markdown's inline form, a pipe escaped for its tables) as HTML."""
+    return _markup(_e(md.replace("\\|", "|")))
+
+
+def _block(b: Block, prefix: str) -> str:
+    """One shared block as HTML; a heading's id is prefixed by its section's."""
+    if isinstance(b, Heading):
+        return f"<h{b.level} id={prefix}-{_anchor(b.title)}>{_inline(b.title)}</h{b.level}>"
+    if isinstance(b, Text):
+        return f"<p>{_inline(b.text)}</p>"
+    if isinstance(b, Grid):
+        return _table(b.header, [[_markup(_e(c)) for c in r] for r in b.rows], raw=True)
+    if isinstance(b, Items):
+        return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>"
+    if isinstance(b, Code):
+        return f"<pre>{_e(b.text)}</pre>"
+    if isinstance(b, Details):
+        body = "".join(_block(x, prefix) for x in b.body)
+        return f"<details><summary>{_inline(b.summary)}</summary>{body}</details>"
+    assert isinstance(b, Gap)
+    return ""
+
+
+def _shared(blocks: list[Block]) -> list[tuple[int, str, list[str]]]:
+    """Blocks of the Markdown report as sections: each level-2 heading opens one."""
+    out: list[tuple[int, str, list[str]]] = []
+    for b in blocks:
+        if isinstance(b, Heading) and b.level == 2:
+            out.append((2, b.title.replace("\\|", "|"), []))
+        elif out:
+            out[-1][2].append(_block(b, _anchor(out[-1][1])))
+    return out
+
+
 def ratio_cell(rr: Ratio) -> str:
     """A ratio with its interval, coloured by its verdict (grey and ≈ within noise)."""
     cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in ("better", "worse")
@@ -72,6 +120,15 @@ def ratio_cell(rr: Ratio) -> str:
     if rr.within_noise:
         text += " ≈"
     return f'<div class="{cls}">{text}</div>'
+
+
+_SEE = re.compile(r"\bsee ([A-Z][\w ]*?)(?=[).,;])")
+
+
+def _warning(text: str, sections: dict[str, str]) -> str:
+    """A warning as HTML: its `code` as code, its "see Outliers" a link to that section."""
+    return _SEE.sub(lambda m: f"see <a href=#{sections[m[1]]}>{m[1]}</a>"
+                    if m[1] in sections else m[0], _markup(_e(text)))
 
 
 def summary_table(d: ReportData) -> str:
@@ -122,11 +179,13 @@ def _environments(d: ReportData) -> str:
         status = "ran" if e.available else f"not run: {e.reason}"
         details = "<br>".join(f"<b>{_e(k)}</b>: {_e(v)}" for k, v in desc.items())
         tools = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e.tools.items())
+        ready = e.milestones.get("ready")
         rows.append([_e(e.name), _e(e.kind), emu + _e(status),
+                     f"{ready:.2f}" if isinstance(ready, int | float) else "-",
                      f"<span class=small>{details}</span>",
                      f"<span class=small>{tools}</span>"])
-    return _table(["environment", "kind", "status", "description", "tool versions"], rows,
-                  raw=True)
+    return _table(["environment", "kind", "status", "ready (s)", "description",
+                   "tool versions"], rows, raw=True)
 
 
 def _figures(d: ReportData) -> list[tuple[str, list[str]]]:
@@ -194,7 +253,9 @@ def render(d: ReportData) -> str:
     else:
         summary.append("<p>No ratios: the run has no results or only the baseline.</p>")
     sections.append((2, "Summary", summary))
-    sections.append((2, "Warnings", [f"<div class=warn>{_e(w)}</div>" for w in d.warnings]))
+    warnings = list(d.warnings)  # drawn once every section has its id, to link to them
+    sections.append((2, "Warnings", warnings))
+    sections += _shared(layers.blocks(d))  # the studies' key finding: what each layer costs
     groups = [(t, [f for f in figs if f]) for t, figs in _figures(d)]
     sections.append((2, "Figures", [""] if any(f for _, f in groups) else []))
     sections += [(3, t, figs) for t, figs in groups]
@@ -207,22 +268,30 @@ def render(d: ReportData) -> str:
             _figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
                                      "environment and hidden on the host."),
             _cost_table(d)]))
-    if d.rows:
-        header, rows = table1_rows(d)
-        sections.append((2, "Table 1", [
-            f"<p class=small>mean (Δ% vs {_e(d.baseline)}) [standard deviation]; ↑ higher is "
-            "better, ↓ lower is better; ≈ within noise.</p>", _table(header, rows)]))
+    # The rest is the Markdown report's own sections, from the same blocks.
+    sections += _shared(markdown.results_blocks(d) + verdicts.blocks(d)
+                        + repetitions.blocks(d) + hostcpu.blocks(d))
     sections.append((2, "Environments", [_environments(d)]))
-    if "smt" in host:
-        sections.append((2, "Host fingerprint", [_table(["what", "value"],
-                                                        [list(r) for r in show_rows(host)])]))
+    sections += _shared(markdown.host_blocks(d) + markdown.tool_versions_blocks(d)
+                        + markdown.not_applicable_blocks(d) + markdown.outliers_blocks(d)
+                        + markdown.failures_blocks(d))
     sections.append((2, "Plan (exact)", [f"<pre>{_e(run.plan_toml)}</pre>"]))
     kept = [(lvl, t, body) for lvl, t, body in sections if body]
-    nav = " · ".join(f"<a href=#{_anchor(t)}>{_e(t)}</a>" if lvl == 2 else
-                     f"<a class=small href=#{_anchor(t)}>{_e(t)}</a>" for lvl, t, _ in kept)
+    ids: list[str] = []
+    for _, t, _ in kept:  # one id per section, even where two titles make the same
+        a, k = _anchor(t), 1
+        while a in ids:
+            k += 1
+            a = f"{_anchor(t)}-{k}"
+        ids.append(a)
+    h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
+    warnings[:] = [f"<div class=warn>{_warning(w, h2)}</div>" for w in warnings]
+    nav = " · ".join(f"<a href=#{a}>{_e(t)}</a>" if lvl == 2 else
+                     f"<a class=small href=#{a}>{_e(t)}</a>"
+                     for (lvl, t, _), a in zip(kept, ids, strict=True))
     parts = [*head, f"<nav class=toc>{nav}</nav>"]
-    for lvl, t, body in kept:
-        parts += [f"<h{lvl} id={_anchor(t)}>{_e(t)}</h{lvl}>", *body]
+    for (lvl, t, body), a in zip(kept, ids, strict=True):
+        parts += [f"<h{lvl} id={a}>{_e(t)}</h{lvl}>", *body]
     parts.append("<p class=small>Written by isotax from the result store; no external "
                  "resources.</p></body></html>")
     return "\n".join(p for p in parts if p) + "\n"

@@ -1,24 +1,23 @@
-"""The markdown section that attributes overhead to layers (isotax.attribution): per pair of
+"""The section that attributes overhead to layers (isotax.attribution): per pair of
 environments that differ in one setting, how many metrics that change moved beyond noise, and
 those metrics with their ratio. Metrics within noise are counted, not listed: the section says
-what a layer costs, where it costs something."""
+what a layer costs, where it costs something. Blocks, rendered by the Markdown and HTML
+reports alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from isotax.analysis import ReportData
+from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
 
-Table = Callable[[list[str], list[list[str]]], list[str]]
 
-
-def render(d: ReportData, table: Table) -> list[str]:
+def blocks(d: ReportData) -> list[Block]:
     if not d.layers:
         return []
-    out = ["", "## Attribution to layers", "",
-           "Pairs of environments that differ in exactly one setting of the plan: the ratio is "
-           "the second over the first, with its 95% bootstrap interval. Only metrics outside "
-           "noise are listed.", ""]
+    out: list[Block] = [
+        Heading(2, "Attribution to layers"),
+        Text("Pairs of environments that differ in exactly one setting of the plan: the ratio "
+             "is the second over the first, with its 95% bootstrap interval. Only metrics "
+             "outside noise are listed.")]
     summary = []
     moved: list[list[str]] = []
     for layer in d.layers:
@@ -30,7 +29,12 @@ def render(d: ReportData, table: Table) -> list[str]:
             moved.append([layer.words(), row.workload,
                           d.sweep_label.get((row.workload, row.params_key), ""), row.metric,
                           f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] {r.verdict}"])
-    out += table(["layer", "environments", "metrics compared", "beyond noise"], summary)
+    out.append(Grid(["layer", "environments", "metrics compared", "beyond noise"], summary))
     if moved:
-        out += ["", *table(["layer", "workload", "sweep", "metric", "ratio"], moved)]
+        out.append(Grid(["layer", "workload", "sweep", "metric", "ratio"], moved))
     return out
+
+
+def render(d: ReportData, table: MdTable) -> list[str]:
+    """The section as markdown lines, tables drawn by `table`."""
+    return to_markdown(blocks(d), table)

@@ -1,15 +1,16 @@
-"""The startup and density sections of the markdown report: one row per environment, so the
-phases of a start (and what an idle instance costs) read across like the studies' claims
-("containers start in under a second, VMs in 11 s"). Values are the means over repetitions of
-each cell's own median and p95; Table 1 has the same numbers with their deviations."""
+"""The startup and density sections of the reports: one row per environment, so the phases of
+a start (and what an idle instance costs) read across like the studies' claims ("containers
+start in under a second, VMs in 11 s"). Values are the means over repetitions of each cell's
+own median and p95; Table 1 has the same numbers with their deviations. Blocks, rendered by
+the Markdown and HTML reports alike."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from isotax.analysis import ReportData, Row
 from isotax.environments.base import PHASES
+from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
 
 STARTUP_COLUMNS = (*PHASES, "stop")
 DENSITY_METRICS = (("idle_instance_mib", "idle instance (MiB)"),
@@ -17,8 +18,6 @@ DENSITY_METRICS = (("idle_instance_mib", "idle instance (MiB)"),
                    ("instances", "instances"),
                    ("first_start_s", "first start (s)"),
                    ("last_start_s", "last start (s)"))
-
-Table = Callable[[list[str], list[list[str]]], list[str]]
 
 
 def _points(d: ReportData, workload: str) -> list[str]:
@@ -44,14 +43,14 @@ def _ms(x: float | None) -> str:
     return f"{x:.3g} ms"
 
 
-def startup(d: ReportData, table: Table) -> list[str]:
-    out: list[str] = []
+def startup_blocks(d: ReportData) -> list[Block]:
+    out: list[Block] = []
     for key in _points(d, "startup"):
         sweep = d.sweep_label.get(("startup", key), "")
-        out += ["", "### Startup phases" + (f" ({sweep})" if sweep else ""), "",
-                "Median (p95) from the request; `ready` is the plan's readiness probe. "
-                "`first_instruction` can precede `started`: a runtime reports the container "
-                "running only after its first process ran.", ""]
+        out += [Heading(3, "Startup phases" + (f" ({sweep})" if sweep else "")),
+                Text("Median (p95) from the request; `ready` is the plan's readiness probe. "
+                     "`first_instruction` can precede `started`: a runtime reports the container "
+                     "running only after its first process ran.")]
         rows = []
         for env in d.columns:
             line = [d.label(env)]
@@ -60,17 +59,17 @@ def startup(d: ReportData, table: Table) -> list[str]:
                 p95 = _mean(d, "startup", key, f"{phase}_p95_ms", env)
                 line.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
             rows.append(line)
-        out += table(["environment", *STARTUP_COLUMNS], rows)
+        out.append(Grid(["environment", *STARTUP_COLUMNS], rows))
     return out
 
 
-def density(d: ReportData, table: Table) -> list[str]:
-    out: list[str] = []
+def density_blocks(d: ReportData) -> list[Block]:
+    out: list[Block] = []
     for key in _points(d, "density"):
         sweep = d.sweep_label.get(("density", key), "")
-        out += ["", "### Memory footprint and density" + (f" ({sweep})" if sweep else ""), "",
-                "Host memory per idle instance: the PSS of its host processes plus its "
-                "cgroup's kernel memory (isotax.footprint).", ""]
+        out += [Heading(3, "Memory footprint and density" + (f" ({sweep})" if sweep else "")),
+                Text("Host memory per idle instance: the PSS of its host processes plus its "
+                     "cgroup's kernel memory (isotax.footprint).")]
         rows = []
         for env in d.columns:
             line = [d.label(env)]
@@ -78,5 +77,15 @@ def density(d: ReportData, table: Table) -> list[str]:
                 v = _mean(d, "density", key, metric, env)
                 line.append("—" if v is None else f"{v:.3g}")
             rows.append(line)
-        out += table(["environment", *(title for _, title in DENSITY_METRICS)], rows)
+        out.append(Grid(["environment", *(title for _, title in DENSITY_METRICS)], rows))
     return out
+
+
+def startup(d: ReportData, table: MdTable) -> list[str]:
+    """The startup section as markdown lines, tables drawn by `table`."""
+    return to_markdown(startup_blocks(d), table)
+
+
+def density(d: ReportData, table: MdTable) -> list[str]:
+    """The density section as markdown lines, tables drawn by `table`."""
+    return to_markdown(density_blocks(d), table)

@@ -1,5 +1,9 @@
 """Markdown: the studies' Table 1 form, `mean (Δ% vs native) [sd]`, with the header a reader
-needs to trust it (host, environments, versions, accelerator, exact plan)."""
+needs to trust it (host, environments, versions, accelerator, exact plan).
+
+Every section is built as blocks (isotax.report.table) by a function here or by its own module
+(lifecycle, verdicts, repetitions, layers, hostcpu); the HTML report renders the same blocks,
+so the two reports carry the same sections with the same content."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import math
 from isotax.analysis import ReportData
 from isotax.host import show_rows
 from isotax.report import hostcpu, layers, lifecycle, repetitions, verdicts
+from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
 
 def _esc(text: object) -> str:
@@ -66,7 +71,8 @@ def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def ratios(d: ReportData) -> list[str]:
+def ratios_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
+    """Every ratio to the baseline with its interval and verdict: header and rows."""
     others = [c for c in d.columns if c != d.baseline]
     header = ["workload", "sweep", "metric"] + [d.label(c) for c in others]
     rows = []
@@ -82,27 +88,36 @@ def ratios(d: ReportData) -> list[str]:
             else:
                 line.append(f"{r.ratio:.3f} ({r.verdict})")
         rows.append(line)
-    return _table(header, rows)
+    return header, rows
 
 
-def noise_floor(d: ReportData) -> list[str]:
+def ratios(d: ReportData) -> list[str]:
+    return _table(*ratios_rows(d))
+
+
+def noise_floor_blocks(d: ReportData) -> list[Block]:
     """The A/A section: per metric, how far apart two identical environments came."""
     if not d.aa_env:
         return []
-    out = ["", f"### Noise floor (A/A: {_esc(d.baseline)} against {_esc(d.aa_env)})", "",
-           "The baseline ran twice, interleaved like every other environment. The largest "
-           "distance from 1 inside that A/A ratio's 95% interval is the smallest difference "
-           "this host can show for the metric; any environment's ratio closer to 1 than that "
-           "is reported as within noise.", ""]
+    out: list[Block] = [
+        Heading(3, f"Noise floor (A/A: {_esc(d.baseline)} against {_esc(d.aa_env)})"),
+        Text("The baseline ran twice, interleaved like every other environment. The largest "
+             "distance from 1 inside that A/A ratio's 95% interval is the smallest difference "
+             "this host can show for the metric; any environment's ratio closer to 1 than "
+             "that is reported as within noise.")]
     if not d.noise_floor:
-        return [*out, "No A/A ratio had an interval (it needs 2 or more repetitions)."]
-    out += _table(["workload", "sweep", "metric", "noise floor"],
-                  [[r.workload, d.sweep_label.get((r.workload, r.params_key), ""), r.metric,
-                    f"±{f * 100:.1f}%"] for r, f in d.noise_floor.items()])
+        return [*out, Text("No A/A ratio had an interval (it needs 2 or more repetitions).")]
+    out.append(Grid(["workload", "sweep", "metric", "noise floor"],
+                    [[r.workload, d.sweep_label.get((r.workload, r.params_key), ""), r.metric,
+                      f"±{f * 100:.1f}%"] for r, f in d.noise_floor.items()]))
     return out
 
 
-def not_applicable(d: ReportData) -> list[str]:
+def noise_floor(d: ReportData) -> list[str]:
+    return to_markdown(noise_floor_blocks(d), _table)
+
+
+def not_applicable_blocks(d: ReportData) -> list[Block]:
     """What did not apply where, and why: one line per environment, workload and reason (the
     parameters it covers listed together)."""
     if not d.not_applicable:
@@ -110,42 +125,37 @@ def not_applicable(d: ReportData) -> list[str]:
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for (env, wl, pkey), why in d.not_applicable.items():
         grouped.setdefault((env, wl, why), []).append(pkey)
-    out = ["", "## Not applicable", "",
-           "These points were not run: they do not apply to the environment (marked n/a "
-           "above). That is not a failure, and rerunning will not change it.", ""]
-    out += _table(["environment", "workload", "parameters", "why"],
-                  [[env, wl, "; ".join(keys), why]
-                   for (env, wl, why), keys in grouped.items()])
+    return [Heading(2, "Not applicable"),
+            Text("These points were not run: they do not apply to the environment (marked n/a "
+                 "above). That is not a failure, and rerunning will not change it."),
+            Grid(["environment", "workload", "parameters", "why"],
+                 [[env, wl, "; ".join(keys), why] for (env, wl, why), keys in grouped.items()])]
+
+
+def not_applicable(d: ReportData) -> list[str]:
+    return to_markdown(not_applicable_blocks(d), _table)
+
+
+def host_blocks(d: ReportData) -> list[Block]:
+    """The host: its main facts, the runtimes, and the whole fingerprint folded away."""
+    host = d.run.host
+    runtimes = host.get("runtimes", {})
+    out: list[Block] = [
+        Heading(2, "Host"),
+        Grid(["host", "kernel", "distribution", "CPU model", "CPUs", "NUMA nodes", "memory",
+              "cgroups"],
+             [[host.get("hostname", "?"), host.get("kernel", "?"), host.get("distro", "?"),
+               host.get("cpu_model", "?"), str(host.get("cpus", "?")),
+               str(host.get("numa_nodes", "?")), f"{host.get('memory_mib', 0)} MiB",
+               host.get("cgroup", "?")]]),
+        Text("Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()))]
+    if "smt" in host:  # runs recorded before the full fingerprint have only the line above
+        out.append(Details("Host fingerprint (what a comparison of runs checks)",
+                           (Grid(["what", "value"], [list(r) for r in show_rows(host)]),)))
     return out
 
 
-def render(d: ReportData) -> str:
-    host = d.run.host
-    out = [f"# isotax report: run {d.run.id}", ""]
-    out += [
-        f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
-        f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
-        f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}.",
-        "",
-        "## Host",
-        "",
-    ]
-    runtimes = host.get("runtimes", {})
-    out += _table(
-        ["host", "kernel", "distribution", "CPU model", "CPUs", "NUMA nodes", "memory",
-         "cgroups"],
-        [[host.get("hostname", "?"), host.get("kernel", "?"), host.get("distro", "?"),
-          host.get("cpu_model", "?"), str(host.get("cpus", "?")),
-          str(host.get("numa_nodes", "?")), f"{host.get('memory_mib', 0)} MiB",
-          host.get("cgroup", "?")]],
-    )
-    out += ["", "Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()), ""]
-    if "smt" in host:  # runs recorded before the full fingerprint have only the line above
-        out += ["<details><summary>Host fingerprint (what a comparison of runs checks)"
-                "</summary>", ""]
-        out += _table(["what", "value"], [list(r) for r in show_rows(host)])
-        out += ["", "</details>", ""]
-    out += ["## Environments", ""]
+def environments_blocks(d: ReportData) -> list[Block]:
     env_rows = []
     for e in d.environments:
         desc = dict(e.describe)
@@ -159,52 +169,87 @@ def render(d: ReportData) -> str:
             e.name, e.kind, "ran" if e.available else f"not run: {e.reason}",
             accel or "-", f"{ready:.2f}" if isinstance(ready, int | float) else "-", details,
         ])
-    out += _table(["environment", "kind", "status", "accelerator", "ready (s)", "details"],
-                  env_rows)
-    out += ["", "## Results", "",
-            f"Each cell: mean (Δ% vs {_esc(d.baseline)}) [standard deviation]; ↑ higher is "
-            "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
-            "of the ratio contains 1). Warm-ups are excluded.", ""]
-    out += table1(d) if d.rows else ["No results: every cell failed or none ran."]
+    return [Heading(2, "Environments"),
+            Grid(["environment", "kind", "status", "accelerator", "ready (s)", "details"],
+                 env_rows)]
+
+
+def results_blocks(d: ReportData) -> list[Block]:
+    """Table 1, the repetitions and parameters behind it, startup and density, the ratios
+    with their intervals and the noise floor."""
+    out: list[Block] = [
+        Heading(2, "Results"),
+        Text(f"Each cell: mean (Δ% vs {_esc(d.baseline)}) [standard deviation]; ↑ higher is "
+             "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
+             "of the ratio contains 1). Warm-ups are excluded."),
+        Grid(*table1_rows(d)) if d.rows else Text("No results: every cell failed or none ran.")]
     ns = sorted({c.summary.n for c in d.cells.values()})
     if ns:
-        out += ["", "Measured repetitions per cell (n): " + ", ".join(map(str, ns)) + "."]
+        out.append(Text("Measured repetitions per cell (n): " + ", ".join(map(str, ns)) + "."))
     if d.common_params:
-        out += ["", "Parameters of every point (the sweep column shows the ones that vary):", ""]
-        out += [f"- {_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
-                for wl, p in d.common_params.items()]
-    out += lifecycle.startup(d, _table) + lifecycle.density(d, _table)
+        out += [Text("Parameters of every point (the sweep column shows the ones that vary):"),
+                Items([f"{_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
+                       for wl, p in d.common_params.items()])]
+    out += lifecycle.startup_blocks(d) + lifecycle.density_blocks(d)
     if d.rows and len(d.columns) > 1:
-        out += ["", f"### Ratio to {_esc(d.baseline)}, with 95% bootstrap interval", ""]
-        out += ratios(d)
-    out += noise_floor(d)
-    out += verdicts.render(d, _table)
-    out += repetitions.render(d, _table)
-    out += layers.render(d, _table)
-    out += hostcpu.render(d, _table)
-    out += ["", "## Tool versions", ""]
+        out += [Heading(3, f"Ratio to {_esc(d.baseline)}, with 95% bootstrap interval"),
+                Grid(*ratios_rows(d))]
+    return out + noise_floor_blocks(d)
+
+
+def tool_versions_blocks(d: ReportData) -> list[Block]:
     tools = sorted({t for e in d.environments for t in e.tools})
     avail = [e for e in d.environments if e.available]
-    out += _table(["tool"] + [e.name for e in avail],
-                  [[t] + [e.tools.get(t, "—") for e in avail] for t in tools])
-    out += not_applicable(d)
-    if d.outliers:
-        out += ["", "## Outliers", "",
-                "Values whose modified z-score (Iglewicz and Hoaglin) is beyond 3.5 among their "
-                "cell's repetitions. They are kept in every mean and interval above.", ""]
-        out += _table(["environment", "workload", "sweep", "metric", "repetition", "value",
-                       "modified z"],
-                      [[env, r.workload, d.sweep_label.get((r.workload, r.params_key), ""),
-                        r.metric, str(rep), f"{_fmt(v)} {r.unit}", f"{z:+.1f}"]
-                       for r, env, rep, v, z in d.outliers])
-    if d.failures:
-        out += ["", "## Failures", "", "Failed runs store their reason, never a number.", ""]
-        out += _table(["environment", "workload", "parameters", "run", "reason"],
-                      [[c.key.environment, c.key.workload, c.key.params_key,
-                        ("warm-up " if c.key.warmup else "rep ") + str(c.key.repetition),
-                        c.reason] for c in d.failures])
-    if d.warnings:
-        out += ["", "## Warnings", ""] + [f"- {_esc(w)}" for w in d.warnings]
-    out += ["", "## Plan (exact)", "", "```toml", d.run.plan_toml.rstrip().replace("```", "` ` `"),
-            "```", ""]
-    return "\n".join(out)
+    return [Heading(2, "Tool versions"),
+            Grid(["tool"] + [e.name for e in avail],
+                 [[t] + [e.tools.get(t, "—") for e in avail] for t in tools])]
+
+
+def outliers_blocks(d: ReportData) -> list[Block]:
+    if not d.outliers:
+        return []
+    return [Heading(2, "Outliers"),
+            Text("Values whose modified z-score (Iglewicz and Hoaglin) is beyond 3.5 among "
+                 "their cell's repetitions. They are kept in every mean and interval above."),
+            Grid(["environment", "workload", "sweep", "metric", "repetition", "value",
+                  "modified z"],
+                 [[env, r.workload, d.sweep_label.get((r.workload, r.params_key), ""),
+                   r.metric, str(rep), f"{_fmt(v)} {r.unit}", f"{z:+.1f}"]
+                  for r, env, rep, v, z in d.outliers])]
+
+
+def failures_blocks(d: ReportData) -> list[Block]:
+    if not d.failures:
+        return []
+    return [Heading(2, "Failures"), Text("Failed runs store their reason, never a number."),
+            Grid(["environment", "workload", "parameters", "run", "reason"],
+                 [[c.key.environment, c.key.workload, c.key.params_key,
+                   ("warm-up " if c.key.warmup else "rep ") + str(c.key.repetition),
+                   c.reason] for c in d.failures])]
+
+
+def warnings_blocks(d: ReportData) -> list[Block]:
+    if not d.warnings:
+        return []
+    return [Heading(2, "Warnings"), Items([_esc(w) for w in d.warnings])]
+
+
+def plan_blocks(d: ReportData) -> list[Block]:
+    return [Heading(2, "Plan (exact)"), Code("toml", d.run.plan_toml)]
+
+
+def report_blocks(d: ReportData) -> list[Block]:
+    """Every section of the report, in the Markdown's order."""
+    return [*host_blocks(d), *environments_blocks(d), *results_blocks(d),
+            *verdicts.blocks(d), *repetitions.blocks(d), *layers.blocks(d),
+            *hostcpu.blocks(d), *tool_versions_blocks(d), *not_applicable_blocks(d),
+            *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
+
+
+def render(d: ReportData) -> str:
+    out = [f"# isotax report: run {d.run.id}", "",
+           f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
+           f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
+           f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
+    out += to_markdown(report_blocks(d), _table)
+    return "\n".join([*out, ""])

@@ -1,16 +1,15 @@
-"""The markdown section on adaptive repetitions (plan [adaptive], isotax.adaptive): the target,
-the budget, how the added rounds ended, and per ratio to the baseline the half-width of its 95%
+"""The section on adaptive repetitions (plan [adaptive], isotax.adaptive): the target, the
+budget, how the added rounds ended, and per ratio to the baseline the half-width of its 95%
 interval reached, with how many repetitions, met or not. It renders what the runner stored in
-run_meta["adaptive"]; the arithmetic is isotax.adaptive's."""
+run_meta["adaptive"]; the arithmetic is isotax.adaptive's. Blocks, rendered by the Markdown
+and HTML reports alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from isotax.analysis import ReportData
-
-Table = Callable[[list[str], list[list[str]]], list[str]]
+from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
 
 
 def _which(meta: dict[str, Any]) -> str:
@@ -28,28 +27,29 @@ def _budget(meta: dict[str, Any]) -> str:
     return " and ".join(parts)
 
 
-def render(d: ReportData, table: Table) -> list[str]:
+def blocks(d: ReportData) -> list[Block]:
     meta = d.run_meta.get("adaptive")
     if not meta:
         return []
     target = float(meta["target"])
     ratios = meta.get("ratios", [])
-    out = ["", "## Repetitions", "",
-           f"Adaptive repetitions: the plan asks for the 95% interval of every ratio to "
-           f"{d.baseline} ({_which(meta)}) to be within ±{target:.1%} of the ratio, with at "
-           f"least {meta.get('min_repetitions', 2)} passing repetitions on each side. After the "
-           f"{meta['repetitions']} fixed rounds, interleaved rounds were added for the points "
-           f"short of it (each with {d.baseline}'s same point), within a budget of "
-           f"{_budget(meta)}.", ""]
+    out: list[Block] = [
+        Heading(2, "Repetitions"),
+        Text(f"Adaptive repetitions: the plan asks for the 95% interval of every ratio to "
+             f"{d.baseline} ({_which(meta)}) to be within ±{target:.1%} of the ratio, with at "
+             f"least {meta.get('min_repetitions', 2)} passing repetitions on each side. After "
+             f"the {meta['repetitions']} fixed rounds, interleaved rounds were added for the "
+             f"points short of it (each with {d.baseline}'s same point), within a budget of "
+             f"{_budget(meta)}.")]
     ended = meta.get("ended")
     if ended is None:
-        out.append("**Not finished**: the run stopped during the added rounds; "
-                   f"`isotax run --resume {d.run.id}` goes on from what is stored.")
+        words = ("**Not finished**: the run stopped during the added rounds; "
+                 f"`isotax run --resume {d.run.id}` goes on from what is stored.")
     else:
-        out.append(f"**Ended: {ended}.**")
-    out[-1] += (f" {meta['rounds']} round(s) added, {meta['added_cells']} cell(s) in "
-                f"{meta['spent_s']:.0f} s; {meta['met']} of {len(ratios)} ratios met the "
-                "target.")
+        words = f"**Ended: {ended}.**"
+    out.append(Text(words + f" {meta['rounds']} round(s) added, {meta['added_cells']} cell(s) "
+                            f"in {meta['spent_s']:.0f} s; {meta['met']} of {len(ratios)} "
+                            "ratios met the target."))
     if not ratios:
         return out
     rows = []
@@ -60,6 +60,11 @@ def render(d: ReportData, table: Table) -> list[str]:
                      d.sweep_label.get((r["workload"], r["params"]), r["params"]), r["metric"],
                      f"{r['ratio']:.3f}", "no interval" if hw is None else f"±{hw:.1%}",
                      f"{r['n']} / {r['n_baseline']}", "met" if r["met"] else "**not met**"])
-    out += ["", *table(["environment", "workload", "sweep", "metric", "ratio", "half-width",
-                        f"n (env / {d.baseline})", f"±{target:.1%}"], rows)]
+    out.append(Grid(["environment", "workload", "sweep", "metric", "ratio", "half-width",
+                     f"n (env / {d.baseline})", f"±{target:.1%}"], rows))
     return out
+
+
+def render(d: ReportData, table: MdTable) -> list[str]:
+    """The section as markdown lines, tables drawn by `table`."""
+    return to_markdown(blocks(d), table)

@@ -1,17 +1,25 @@
-"""The markdown section that gives every result its three answers side by side: is the
+"""The section that gives every result its three answers side by side: is the
 difference real (the headline metric's ratio with its 95% interval, or "within noise"), what
 did a unit of work cost in CPU (in the environment, and hidden on the host), and what limited
-it (the suspected limiter, with the evidence the rule saw)."""
+it (the suspected limiter, with the evidence the rule saw). Blocks, rendered by the Markdown
+and HTML reports alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from isotax.analysis import ReportData
 from isotax.cost import scale_for
+from isotax.report.table import (
+    Block,
+    Details,
+    Gap,
+    Grid,
+    Heading,
+    Items,
+    MdTable,
+    Text,
+    to_markdown,
+)
 from isotax.stats import Ratio
-
-Table = Callable[[list[str], list[list[str]]], list[str]]
 
 
 def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
@@ -26,21 +34,23 @@ def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
     return f"≈ within noise ({head})" if r.within_noise else f"{head} {r.verdict}"
 
 
-def render(d: ReportData, table: Table) -> list[str]:
+def blocks(d: ReportData) -> list[Block]:
     if not d.explained:
         return []
     points = d.in_row_order((wl, pk) for _, wl, pk in d.explained)
     headline = {(r.workload, r.params_key): r for r in d.headline_rows()}
-    out = ["", "## Every result: is it real, what it cost, what limited it", "",
-           "Per workload point and environment: the headline metric's ratio to the baseline "
-           "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
-           "noise floor covers it); the CPU one unit of work cost, split into the work the "
-           "environment accounted itself (its cgroup, or the guest's own /proc/stat) and the "
-           "hidden work the host did for it (host-wide busy time less that, the load "
-           "generator, isotax and other processes: QEMU's emulation, gVisor's Sentry and "
-           "Gofer, shims, the kernel's softirq); the load generator's CPU per unit beside it; "
-           "and the suspected limiter from the telemetry sampled during the runs (rules in "
-           "isotax.limiter), with its evidence below.", ""]
+    out: list[Block] = [
+        Heading(2, "Every result: is it real, what it cost, what limited it"),
+        Text("Per workload point and environment: the headline metric's ratio to the baseline "
+             "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
+             "noise floor covers it); the CPU one unit of work cost, split into the work the "
+             "environment accounted itself (its cgroup, or the guest's own /proc/stat) and the "
+             "hidden work the host did for it (host-wide busy time less that, the load "
+             "generator, isotax and other processes: QEMU's emulation, gVisor's Sentry and "
+             "Gofer, shims, the kernel's softirq); the load generator's CPU per unit beside it; "
+             "and the suspected limiter from the telemetry sampled during the runs (rules in "
+             "isotax.limiter), with its evidence below."),
+        Gap()]
     for wl, pk in points:
         row = headline.get((wl, pk))
         envs = [e for e in d.columns if (e, wl, pk) in d.explained]
@@ -52,8 +62,7 @@ def render(d: ReportData, table: Table) -> list[str]:
         what = f"{wl} {label}".strip()
         per = next((c.unit for c in costs if c is not None), "run")
         metric = f"{row.metric} ({row.unit})" if row else "-"
-        out += ["", f"### {what}", "",
-                f"Headline: {metric}; cost in {unit} per {per}.", ""]
+        out += [Heading(3, what), Text(f"Headline: {metric}; cost in {unit} per {per}.")]
         lines = []
         for e in envs:
             ex = d.explained[(e, wl, pk)]
@@ -70,12 +79,17 @@ def render(d: ReportData, table: Table) -> list[str]:
             lines.append([d.label(e), verdict_words(cell.ratio if cell else None,
                                                     e == d.baseline),
                           *cost_cells, ex.limiter.words])
-        out += table(["environment", "headline ratio", "in env", "hidden on host",
-                      "total", "load generator", "suspected limiter"], lines)
-        out += ["", "<details><summary>Evidence</summary>", ""]
+        out.append(Grid(["environment", "headline ratio", "in env", "hidden on host",
+                         "total", "load generator", "suspected limiter"], lines))
+        evidence = []
         for e in envs:
             ex = d.explained[(e, wl, pk)]
             facts = "; ".join(ex.limiter.evidence) or "no telemetry facts"
-            out.append(f"- **{d.label(e)}** ({ex.repetitions} watched runs): {facts}")
-        out += ["", "</details>"]
+            evidence.append(f"**{d.label(e)}** ({ex.repetitions} watched runs): {facts}")
+        out.append(Details("Evidence", (Items(evidence),)))
     return out
+
+
+def render(d: ReportData, table: MdTable) -> list[str]:
+    """The section as markdown lines, tables drawn by `table`."""
+    return to_markdown(blocks(d), table)
