@@ -81,9 +81,11 @@ def test_compress_everywhere_then_report(tmp_path: Path) -> None:
         assert qemu["emulated"]
         md = (run_dir / "report.md").read_text()
         assert "qemu (emulated)" in md and "EMULATED" in md
-    # Unequal memory was flagged, with the number the VM's guest really has.
-    assert any("unequal resources: qemu has" in w and "MiB of memory" in w
-               for w in doc["warnings"])
+    # Unequal memory was flagged: what the plan gave the VM and what its guest really has,
+    # with advice that can be followed (memory_mib is set already: not "set memory_mib").
+    memory = [w for w in doc["warnings"]
+              if "unequal resources: qemu was given memory_mib = 1024 (its guest sees" in w]
+    assert len(memory) == 1 and "a VM cannot be given all of its host's memory" in memory[0]
     # Same bits everywhere: compress fails a cell whose corpus digest or compressed size
     # differs from another environment's, so no failures above means they all agreed.
     assert set(find_leaks()) <= before
