@@ -41,7 +41,7 @@ from isotax.leaks import OCI_STATE_ROOT
 # Where scripts/setup.sh installs isotax's runsc (the version is pinned there, and only there).
 RUNSC_DIR = Path("/opt/isotax/runsc")
 RUNSC_PATH = RUNSC_DIR / "runsc"
-INSTALL_FIX = ("sudo bash scripts/setup.sh (builds the runsc version it pins with "
+INSTALL_FIX = ("bash scripts/setup.sh as root (builds the runsc version it pins with "
                f"`go install gvisor.dev/gvisor/runsc@<version>` into {RUNSC_PATH})")
 
 PLATFORMS = ("systrap", "ptrace", "kvm")
