@@ -117,8 +117,9 @@ def probe(inst: Instance) -> Resources:
     return parse_probe(done.stdout, str(inst.describe().get("hugepages", "none")))
 
 
-# What works when no setting in the plan can make two environments equal.
-FLAG = 'run with parity = "flag" and have the report list it'
+# What works when no setting in the plan can make two environments equal; worded to be true
+# whether the plan already says parity = "flag" (a report's warning) or not (a refusal).
+FLAG = 'with parity = "flag" the run goes on and its report lists this'
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def memory_problem(name: str, env: Memory, base_name: str, base: Memory) -> str 
                 f"memory_mib from {base_name}"
         return said + f"native runs as host processes and cannot be limited; {FLAG}"
     if base.how in ("host", "native") and env.how == "vm":
-        return (said + f"a VM cannot be given all of its host's memory; {FLAG}, or make the "
+        return (said + f"a VM cannot be given all of its host's memory ({FLAG}); or make the "
                 "baseline an environment limited to the same memory (e.g. kind = \"runc\" "
                 f"with memory_mib = {env.given_mib}, named in baseline)")
     if base.how in ("host", "native") and env.how == "limited":
