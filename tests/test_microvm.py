@@ -86,7 +86,12 @@ def booted(image: ImageArtifacts, kind: str, network: str = "none", vcpus: int =
     workdir = Path(tempfile.mkdtemp(prefix="itx-test-vm-", dir="/var/tmp"))
     spec = EnvSpec(name=f"test-{kind}", kind=kind, image=image, workdir=workdir,
                    network=network, vcpus=vcpus, memory_mib=memory_mib, options=options)
-    inst = registry.environments()[kind]().start(spec)
+    try:
+        inst = registry.environments()[kind]().start(spec)
+    except BaseException:
+        # A VM that did not boot: its console's tail is in the error; nothing stays behind.
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     assert isinstance(inst, QemuInstance)
     try:
         yield inst
