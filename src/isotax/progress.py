@@ -122,8 +122,9 @@ class LineProgress:
         t.done += advance
         if t.phase == "fixed":
             st.fixed_done += advance
-            st.fixed_s = sum(x.done and now - x.started for x in st.tasks.values()
-                             if x.phase == "fixed")
+            # The fixed cells' own pace: time since each fixed list began, once it has a cell.
+            st.fixed_s = sum(now - x.started for x in st.tasks.values()
+                             if x.phase == "fixed" and x.done)
         else:
             st.adaptive_done += advance
             st.round_done += advance
