@@ -27,7 +27,9 @@ from typing import Any
 from isotax import adaptive, envcpu, footprint, identity, numa, observe, parity, registry, work
 from isotax.applicability import why_not_applicable
 from isotax.environments.base import (
+    Availability,
     Completed,
+    Environment,
     EnvSpec,
     ExecError,
     Instance,
@@ -168,9 +170,16 @@ class Runner:
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
-        self._announce_notes()
+        kinds = registry.environments()
+        envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
+        avail = {name: env.available() for name, env in envs.items()}
+        # Before anything starts, what an environment available here has to say in advance
+        # (a VM's accelerator: "TCG here, because ..."), one line each.
+        for name, a in avail.items():
+            if a.ok and a.reason:
+                self.log(f"{name}: {a.reason}")
         for entry in self.plan.run_environments:
-            started = self._start_one(entry, workdir)
+            started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
             if isinstance(started, str):
                 self.log(f"[yellow]{entry.name}: not run: {started}[/]")
                 self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
@@ -197,18 +206,6 @@ class Runner:
                 _tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
-    def _announce_notes(self) -> None:
-        """Before anything starts: one line per environment whose kind, available here, has
-        something to say in advance (a VM's accelerator: "TCG here, because ...")."""
-        kinds = registry.environments()
-        for entry in self.plan.run_environments:
-            try:
-                avail = kinds[entry.kind]().available()
-            except Exception:  # _start_one says why the environment cannot run
-                continue
-            if avail.ok and avail.reason:
-                self.log(f"{entry.name}: {avail.reason}")
-
     def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
         """Record what the instance shows it is; a mismatch with what it declares is kept in
         self.mislabelled and refuses the run."""
@@ -231,10 +228,10 @@ class Runner:
             options=dict(entry.options),
         )
 
-    def _start_one(self, entry: EnvironmentEntry, workdir: Path) -> Instance | str:
-        """A started instance, or why the environment cannot run here."""
-        env = registry.environments()[entry.kind]()
-        avail = env.available()
+    def _start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
+                   workdir: Path) -> Instance | str:
+        """A started instance of env (whose availability here is avail), or why the
+        environment cannot run here."""
         if not avail.ok:
             return f"unavailable: {avail}"
         if entry.numa_node is not None:
