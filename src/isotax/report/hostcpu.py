@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from isotax.analysis import ReportData
-from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
+from isotax.report.table import Block, Grid, Heading, Text
 
 
 def _secs(x: float) -> str:
@@ -57,8 +57,3 @@ def blocks(d: ReportData) -> list[Block]:
         split.append([env, _secs(whole), words])
     out.append(Grid(["environment", "CPU-s over all runs", "by program"], split))
     return out
-
-
-def render(d: ReportData, table: MdTable) -> list[str]:
-    """The section as markdown lines, tables drawn by `table`."""
-    return to_markdown(blocks(d), table)

@@ -7,7 +7,7 @@ reports alike."""
 from __future__ import annotations
 
 from isotax.analysis import ReportData
-from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
+from isotax.report.table import Block, Grid, Heading, Text
 
 
 def blocks(d: ReportData) -> list[Block]:
@@ -33,8 +33,3 @@ def blocks(d: ReportData) -> list[Block]:
     if moved:
         out.append(Grid(["layer", "workload", "sweep", "metric", "ratio"], moved))
     return out
-
-
-def render(d: ReportData, table: MdTable) -> list[str]:
-    """The section as markdown lines, tables drawn by `table`."""
-    return to_markdown(blocks(d), table)

@@ -10,7 +10,7 @@ import math
 
 from isotax.analysis import ReportData, Row
 from isotax.environments.base import PHASES
-from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
+from isotax.report.table import Block, Grid, Heading, Text
 
 STARTUP_COLUMNS = (*PHASES, "stop")
 DENSITY_METRICS = (("idle_instance_mib", "idle instance (MiB)"),
@@ -79,13 +79,3 @@ def density_blocks(d: ReportData) -> list[Block]:
             rows.append(line)
         out.append(Grid(["environment", *(title for _, title in DENSITY_METRICS)], rows))
     return out
-
-
-def startup(d: ReportData, table: MdTable) -> list[str]:
-    """The startup section as markdown lines, tables drawn by `table`."""
-    return to_markdown(startup_blocks(d), table)
-
-
-def density(d: ReportData, table: MdTable) -> list[str]:
-    """The density section as markdown lines, tables drawn by `table`."""
-    return to_markdown(density_blocks(d), table)

@@ -40,12 +40,6 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in rows]
     return out
 
-
-def table1(d: ReportData) -> list[str]:
-    """Rows are workload metrics, columns environments: mean (Δ% vs baseline) [sd]."""
-    return _table(*table1_rows(d))
-
-
 def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
     """Table 1's header and rows as plain text (markdown and HTML render them)."""
     header = ["workload", "sweep", "metric", "unit"] + [d.label(c) for c in d.columns]
@@ -90,11 +84,6 @@ def ratios_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
         rows.append(line)
     return header, rows
 
-
-def ratios(d: ReportData) -> list[str]:
-    return _table(*ratios_rows(d))
-
-
 def noise_floor_blocks(d: ReportData) -> list[Block]:
     """The A/A section: per metric, how far apart two identical environments came."""
     if not d.aa_env:
@@ -112,11 +101,6 @@ def noise_floor_blocks(d: ReportData) -> list[Block]:
                       f"±{f * 100:.1f}%"] for r, f in d.noise_floor.items()]))
     return out
 
-
-def noise_floor(d: ReportData) -> list[str]:
-    return to_markdown(noise_floor_blocks(d), _table)
-
-
 def not_applicable_blocks(d: ReportData) -> list[Block]:
     """What did not apply where, and why: one line per environment, workload and reason (the
     parameters it covers listed together)."""
@@ -130,11 +114,6 @@ def not_applicable_blocks(d: ReportData) -> list[Block]:
                  "above). That is not a failure, and rerunning will not change it."),
             Grid(["environment", "workload", "parameters", "why"],
                  [[env, wl, "; ".join(keys), why] for (env, wl, why), keys in grouped.items()])]
-
-
-def not_applicable(d: ReportData) -> list[str]:
-    return to_markdown(not_applicable_blocks(d), _table)
-
 
 def host_blocks(d: ReportData) -> list[Block]:
     """The host: its main facts, the runtimes, and the whole fingerprint folded away."""

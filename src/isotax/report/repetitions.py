@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from isotax.analysis import ReportData
-from isotax.report.table import Block, Grid, Heading, MdTable, Text, to_markdown
+from isotax.report.table import Block, Grid, Heading, Text
 
 
 def _which(meta: dict[str, Any]) -> str:
@@ -63,8 +63,3 @@ def blocks(d: ReportData) -> list[Block]:
     out.append(Grid(["environment", "workload", "sweep", "metric", "ratio", "half-width",
                      f"n (env / {d.baseline})", f"±{target:.1%}"], rows))
     return out
-
-
-def render(d: ReportData, table: MdTable) -> list[str]:
-    """The section as markdown lines, tables drawn by `table`."""
-    return to_markdown(blocks(d), table)

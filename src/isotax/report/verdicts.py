@@ -15,9 +15,7 @@ from isotax.report.table import (
     Grid,
     Heading,
     Items,
-    MdTable,
     Text,
-    to_markdown,
 )
 from isotax.stats import Ratio
 
@@ -88,8 +86,3 @@ def blocks(d: ReportData) -> list[Block]:
             evidence.append(f"**{d.label(e)}** ({ex.repetitions} watched runs): {facts}")
         out.append(Details("Evidence", (Items(evidence),)))
     return out
-
-
-def render(d: ReportData, table: MdTable) -> list[str]:
-    """The section as markdown lines, tables drawn by `table`."""
-    return to_markdown(blocks(d), table)
