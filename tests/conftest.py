@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen import NamespaceLoadGen
+from isotax.loadgen.local import NamespaceLoadGen
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _leaks_before_suite() -> Iterator[list[str]]:
     """What was already there before the suite (from an earlier crash) is reported separately."""
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     yield find_leaks() if os.geteuid() == 0 else []
 
@@ -45,8 +45,8 @@ def image() -> ImageArtifacts:
 def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
     """The load generator (its namespace and veth) for one module's network tests; removed
     after the module, and nothing of it may be left."""
-    from isotax.leaks import find_leaks
-    from isotax.loadgen import open_loadgen
+    from isotax.loadgen.local import open_loadgen
+    from isotax.run.leaks import find_leaks
 
     with open_loadgen() as lg:
         tag = lg.netns

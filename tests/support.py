@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
-from isotax.runner import Runner, new_run_id
+from isotax.run import registry
+from isotax.run.runner import Runner, new_run_id
 from isotax.store.sqlite import SQLiteStore
 
 

@@ -1,4 +1,4 @@
-"""Adaptive repetitions (plan [adaptive], isotax.adaptive): the pure decisions, and real runs
+"""Adaptive repetitions (plan [adaptive], analysis.adaptive): the pure decisions, and real runs
 through the Runner on the native environment with a workload whose spread the test sets."""
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ from typing import ClassVar
 import pytest
 from support import ran
 
-from isotax import adaptive, envcpu
-from isotax.adaptive import BUDGET_REACHED, CAP_REACHED, FAILING, TARGET_MET
-from isotax.analysis import analyze
+from isotax.analysis import adaptive
+from isotax.analysis.adaptive import BUDGET_REACHED, CAP_REACHED, FAILING, TARGET_MET
+from isotax.analysis.report_data import analyze
+from isotax.analysis.stats import Ratio
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import Adaptive, PlanError, parse_plan
 from isotax.report import json_report, markdown
-from isotax.runner import Runner, new_run_id
-from isotax.stats import Ratio
+from isotax.run.runner import Runner, new_run_id
 from isotax.store.base import CellRecord
 from isotax.store.sqlite import SQLiteStore
+from isotax.telemetry import envcpu
 from isotax.workloads import base as wl_base
 from isotax.workloads.base import LoadGen, Params, ParamSpec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import ran, why_not_root_and
 
-from isotax.analysis import analyze
+from isotax.analysis.report_data import analyze
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus
 from isotax.report import markdown
@@ -47,7 +47,7 @@ def test_network_workload_is_na_without_a_network(image: ImageArtifacts,
         envs = {e.name: e for e in store.environments(run_id)}
         offline = [n for n in ("runc-offline", "gvisor-offline") if envs[n].available]
         assert "runc-offline" in offline, envs["runc-offline"].reason
-        from isotax import registry
+        from isotax.run import registry
 
         if registry.environments()["gvisor"]().available().ok:
             assert "gvisor-offline" in offline, envs["gvisor-offline"].reason

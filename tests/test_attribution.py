@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from isotax.analysis import analyze
-from isotax.attribution import settings, single_layer_pairs
+from isotax.analysis.attribution import settings, single_layer_pairs
+from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import EnvRecord

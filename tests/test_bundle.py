@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.analysis import analyze
+from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import FILENAMES, write_reports
 from isotax.store.base import EnvRecord, StoreError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from isotax.progress import LineProgress, ProgressState, clock, progress_line
+from isotax.run.progress import LineProgress, ProgressState, clock, progress_line
 
 CLI = [sys.executable, "-m", "isotax"]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_report_figures import figure_store
 
-from isotax.analysis import analyze
-from isotax.compare import NotComparable, compare
+from isotax.analysis.compare import NotComparable, compare
+from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import compare_html
 from isotax.store.bundle import export_bundle

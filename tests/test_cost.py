@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.cost import Cost, scale_for, split, summarize
+from isotax.analysis.cost import Cost, scale_for, split, summarize
 
 DATA = Path(__file__).parent / "data" / "cost"
 

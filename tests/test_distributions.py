@@ -1,4 +1,4 @@
-"""isotax.distributions: thinning keeps the quantiles that matter, pooling weighs every run
+"""isotax.parsers.distributions: thinning keeps the quantiles that matter, pooling weighs every run
 the same, and a stored label is checked before it is drawn."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from isotax import distributions as d
+from isotax.parsers import distributions as d
 
 
 def test_thin_keeps_min_max_and_the_tail() -> None:

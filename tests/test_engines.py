@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Instance, Unavailable
-from isotax.environments.docker import (
+from isotax.environments.engines.docker import (
     DATA_ROOT,
     EXEC_ROOT_PREFIX,
     RUNSC,
@@ -25,7 +24,7 @@ from isotax.environments.docker import (
     docker_leaks,
     dockerd_argv,
 )
-from isotax.environments.engine import (
+from isotax.environments.engines.engine import (
     Choices,
     exec_argv,
     foreign_rules_on_our_links,
@@ -35,15 +34,16 @@ from isotax.environments.engine import (
     ready_from_log,
     run_argv,
 )
-from isotax.environments.podman import (
+from isotax.environments.engines.podman import (
     cni_conflist,
     podman_flags,
     podman_leaks,
     runsc_wrapper_text,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen, network_mode
+from isotax.loadgen.local import NamespaceLoadGen, network_mode
+from isotax.run import registry
+from isotax.run.leaks import find_leaks
 from isotax.workloads.redis import Redis
 
 DATA = Path(__file__).parent / "data" / "engines"
@@ -453,7 +453,7 @@ def ipv4_hex(addr: str) -> str:
 
 
 def test_docker_runs_shim_runtimes_from_23() -> None:
-    from isotax.environments.docker import runs_shim_runtimes
+    from isotax.environments.engines.docker import runs_shim_runtimes
 
     assert not runs_shim_runtimes("20.10.24+dfsg1")  # Debian 12's docker.io
     assert runs_shim_runtimes("23.0.0") and runs_shim_runtimes("27.3.1")
@@ -468,7 +468,7 @@ def test_kata_through_the_engine_or_why_not(kind: str, keeper: Instance,
     the environment is unavailable with one line saying which of them is missing."""
     import shutil
 
-    from isotax.environments.engine import KATA_SHIM
+    from isotax.environments.engines.engine import KATA_SHIM
 
     try:
         inst = _start(kind, image, tmp_path, "bridge", options={"runtime": "kata"})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax import envcpu
 from isotax.image.artifacts import ImageArtifacts
+from isotax.telemetry import envcpu
 
 DATA = Path(__file__).parent / "data" / "proc"
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import SanityError
 from isotax.parsers.fio import clat_cdf, fio_samples, parse_fio_json
+from isotax.run import registry
 from isotax.workloads.base import REGISTRY as WORKLOADS
 from isotax.workloads.fio import Fio, direct_refused, fio_argv, layout_argv
 
@@ -185,7 +185,7 @@ def _why_not(kind: str) -> str | None:
 @pytest.fixture(params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def case(request: pytest.FixtureRequest, image: ImageArtifacts
          ) -> Iterator[tuple[Instance, str, str, set[str]]]:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     kind, storage, net, words, fs = request.param
     if (why := _why_not(kind)) is not None:
@@ -206,7 +206,7 @@ def case(request: pytest.FixtureRequest, image: ImageArtifacts
 
 @pytest.mark.integration
 def test_fio_short_job_everywhere(case: tuple[Instance, str, str, set[str]]) -> None:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     inst, words, fs, before = case
     d = inst.describe()

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax.footprint import (
+from isotax.image.artifacts import ImageArtifacts
+from isotax.run.leaks import find_leaks
+from isotax.telemetry.footprint import (
     measure,
     parse_ppid,
     parse_smaps_rollup,
@@ -16,8 +18,6 @@ from isotax.footprint import (
     resident_bytes,
     with_descendants,
 )
-from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
 from isotax.workloads.density import parse_mem_available
 
 DATA = Path(__file__).parent / "data" / "proc"
@@ -90,7 +90,7 @@ def test_native_instance_is_its_holding_process(image: ImageArtifacts, tmp_path:
 def test_sentry_stubs_are_named_whatever_their_pid_order(tmp_path: Path) -> None:
     """gVisor's systrap stubs are runsc re-executions with no argv (comm "exe"): named by their
     place below the Sentry, also when a stub's PID is lower than its parent's (PIDs wrap)."""
-    from isotax.footprint import STUB, program_names
+    from isotax.telemetry.footprint import STUB, program_names
 
     tree = {30: ("exe", b"runsc-sandbox\0--root=/run/isotax/runsc\0"), 5: ("exe", b""),
             40: ("exe", b""), 50: ("exe", b""), 60: ("exe", b"runsc-gofer\0--root=x\0")}

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Unavailable
-from isotax.environments.gvisor import (
+from isotax.environments.oci.gvisor import (
     INSTALL_FIX,
     RUNSC_PATH,
     GvisorInstance,
@@ -26,11 +25,12 @@ from isotax.environments.gvisor import (
     runsc_flags,
     runsc_path,
 )
-from isotax.environments.oci import Runtime, exec_not_found, parse_version
+from isotax.environments.oci.runtime import Runtime, exec_not_found, parse_version
 from isotax.image.artifacts import ImageArtifacts
-from isotax.launcher import EnvLauncher
-from isotax.leaks import OCI_STATE_ROOT, find_leaks, runtime_state_containers
-from isotax.loadgen import NamespaceLoadGen
+from isotax.loadgen.local import NamespaceLoadGen
+from isotax.run import registry
+from isotax.run.launcher import EnvLauncher
+from isotax.run.leaks import OCI_STATE_ROOT, find_leaks, runtime_state_containers
 from isotax.workloads.density import Density
 
 DATA = Path(__file__).parent / "data" / "gvisor"

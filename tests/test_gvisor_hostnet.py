@@ -18,17 +18,15 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax import registry
 from isotax.environments.base import Instance
-from isotax.environments.gvisor import (
+from isotax.environments.oci.gvisor import (
     HOSTINET_MPI_REASON,
     PMIX_LISTENER_FAILED,
     GvisorInstance,
     mpi_unsupported,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks, leaked_servers
-from isotax.loadgen import (
+from isotax.loadgen.local import (
     PORTS,
     NamespaceLoadGen,
     host_listener,
@@ -37,6 +35,8 @@ from isotax.loadgen import (
     socket_inodes,
 )
 from isotax.model import SanityError
+from isotax.run import registry
+from isotax.run.leaks import find_leaks, leaked_servers
 
 DATA = Path(__file__).parent / "data" / "gvisor"
 IPERF3 = PORTS["iperf3"]
@@ -85,7 +85,7 @@ def test_mpirun_failure_is_the_known_one() -> None:
                             "dockerd", "network": "host"}) == HOSTINET_MPI_REASON
     assert mpi_unsupported({"kind": "docker", "runtime": "runc", "network": "host"}) is None
     # and the hpcc workloads say so before anything runs: n/a, not a failure
-    from isotax.applicability import why_not_applicable
+    from isotax.run.applicability import why_not_applicable
     from isotax.workloads.linpack import Linpack
 
     class _Described:
@@ -170,8 +170,8 @@ def test_linpack_cannot_start_on_hostinet_but_runs_on_netstack(
 def test_sockperf_tcp_tail_is_not_applicable_in_gvisor() -> None:
     """sockperf's TCP server fails in gVisor (tests/test_gvisor.py's workload test leaves it out
     for that); netperf's TCP_RR and sockperf over UDP run there."""
-    from isotax.applicability import why_not_applicable
-    from isotax.environments.gvisor import SOCKPERF_TCP_REASON
+    from isotax.environments.oci.gvisor import SOCKPERF_TCP_REASON
+    from isotax.run.applicability import why_not_applicable
     from isotax.workloads.rr import RequestResponse
 
     class _Described:

@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from isotax.cli import main
-from isotax.host import (
+from isotax.host.fingerprint import (
     fingerprint,
     fingerprint_differences,
     parse_cgroup_mounts,

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from support import ran, requires_root_and
 
-from isotax.analysis import analyze
-from isotax.envcpu import METRIC as ENV_CPU
-from isotax.host import fingerprint
+from isotax.analysis.report_data import analyze
+from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import html, markdown, write_reports
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
+from isotax.telemetry.envcpu import METRIC as ENV_CPU
 
 HOSTILE_HOST = "<script>alert('host')</script>\x1b[31m\x07"
 HOSTILE_CPU = '"><img src=x onerror=alert(1)>'
@@ -271,7 +271,7 @@ def test_chromium_opens_the_figures_and_the_comparison(tmp_path: Path) -> None:
     from PIL import Image
     from test_report_figures import figure_store
 
-    from isotax.compare import compare
+    from isotax.analysis.compare import compare
     from isotax.report import compare_html
 
     store_a, a = figure_store(tmp_path / "a", "a")

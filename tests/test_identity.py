@@ -11,9 +11,9 @@ from typing import ClassVar
 import pytest
 from support import requires_root_and
 
-from isotax import identity
 from isotax.environments.base import EnvSpec, Instance, register
 from isotax.environments.native import Native
+from isotax.run import identity
 
 DATA = Path(__file__).parent / "data" / "identity"
 KINDS = {"native": "host", "runc": "container", "docker": "container", "podman": "container",

@@ -47,7 +47,7 @@ params = { corpus_mib = 2, threads = 2 }
 
 
 def test_compress_everywhere_then_report(tmp_path: Path) -> None:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     before = set(find_leaks())
     plan = tmp_path / "plan.toml"

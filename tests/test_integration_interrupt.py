@@ -58,7 +58,7 @@ def _cells(db: Path) -> list[tuple[int, str]]:
 
 
 def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     before = set(find_leaks())
     plan = tmp_path / "plan.toml"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import IPRoute, netns
 
-from isotax.leaks import find_leaks, parse_iptables_save_rules, parse_mountinfo
+from isotax.run.leaks import find_leaks, parse_iptables_save_rules, parse_mountinfo
 
 DATA = Path(__file__).parent / "data" / "network"
 

@@ -1,4 +1,4 @@
-"""isotax.limiter on real telemetry summaries recorded by isotax runs on the 2-core development
+"""analysis.limiter on real telemetry summaries recorded by isotax runs on the 2-core development
 host (tests/data/limiter, README there says how), and each threshold's boundary on small,
 HAND-MODIFIED copies of them (every such copy goes through `modified`, which says so)."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from isotax import limiter
-from isotax.limiter import Limiter, Verdict, aggregate, suspect
+from isotax.analysis import limiter
+from isotax.analysis.limiter import Limiter, Verdict, aggregate, suspect
 
 DATA = Path(__file__).parent / "data" / "limiter"
 
@@ -296,7 +296,7 @@ def test_aggregate_nothing() -> None:
 
 # -- observe.link_speeds: what the network rule reads ------------------------------------------
 def test_link_speeds(tmp_path: Path) -> None:
-    from isotax.observe import link_speeds
+    from isotax.telemetry.observe import link_speeds
 
     for where, name, speed in (("devices/pci0000:00/net", "eth0", "1000"),
                                ("devices/virtual/net", "itx-veth", "10000"),
@@ -316,7 +316,7 @@ def test_link_speeds(tmp_path: Path) -> None:
 
 
 def test_link_speeds_on_this_host() -> None:
-    from isotax.observe import link_speeds
+    from isotax.telemetry.observe import link_speeds
 
     links: dict[str, dict[str, Any]] = {"lo": {}}
     link_speeds(links)

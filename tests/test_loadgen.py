@@ -15,11 +15,10 @@ import pytest
 from pyroute2 import IPRoute
 from support import running_in, started, why_not_root_and
 
-from isotax import distributions
 from isotax.environments.base import Instance
+from isotax.host.network import iptables, uplink_mtu
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks, is_our_server, leaked_servers
-from isotax.loadgen import (
+from isotax.loadgen.local import (
     PORTS,
     NamespaceLoadGen,
     network_mode,
@@ -29,7 +28,8 @@ from isotax.loadgen import (
     stop_server,
 )
 from isotax.model import SanityError
-from isotax.network import iptables, uplink_mtu
+from isotax.parsers import distributions
+from isotax.run.leaks import find_leaks, is_our_server, leaked_servers
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.throughput import Throughput
 
@@ -242,10 +242,10 @@ def test_rr(inst: Instance, loadgen: NamespaceLoadGen, proto: str) -> None:
 def test_split_placement_needs_two_cpus(image: ImageArtifacts, tmp_path: Path) -> None:
     """With one CPU, "split" would put the server on the client's CPU: same-cpu under another
     name. The point is not applicable there, with the reason."""
-    from isotax import registry
     from isotax.environments.base import EnvSpec
-    from isotax.loadgen import pinning
+    from isotax.loadgen.local import pinning
     from isotax.model import NotApplicable
+    from isotax.run import registry
 
     for vcpus, want in ((1, None), (2, ["taskset", "-c", "1"])):
         inst = registry.environments()["runc"]().start(EnvSpec(

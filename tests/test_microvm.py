@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Unavailable
-from isotax.environments.qemu import QemuInstance
+from isotax.environments.vm.qemu import QemuInstance
 from isotax.image.artifacts import ImageArtifacts
+from isotax.run import registry
 from isotax.workloads.compress import Compress
 from isotax.workloads.fio import Fio
 
@@ -122,7 +122,7 @@ def run_workloads(inst: QemuInstance, compress: bool = True) -> dict[str, float]
 
 def ours(inst: QemuInstance) -> list[str]:
     """Leak lines that would name this instance's resources."""
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     tag = inst._tag
     return [x for x in find_leaks() if tag in x]
@@ -199,7 +199,7 @@ def test_vm9p_runs_the_container_rootfs_over_9p(image: ImageArtifacts) -> None:
 
 @pytest.mark.integration
 def test_vm9p_over_virtiofs(image: ImageArtifacts) -> None:
-    from isotax.environments.qemu_share import find_virtiofsd
+    from isotax.environments.vm.qemu_share import find_virtiofsd
 
     if find_virtiofsd() is None:
         pytest.skip("no virtiofsd (QEMU 7.2's qemu-system-common ships one; or cargo install "

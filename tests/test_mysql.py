@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 from support import running_in, started, why_not_root_and
 
-from isotax import distributions, registry
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks, is_our_server
-from isotax.loadgen import NamespaceLoadGen
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import SanityError
+from isotax.parsers import distributions
 from isotax.parsers.sysbench import parse_sysbench
-from isotax.telemetry import CpuTimes
+from isotax.run import registry
+from isotax.run.leaks import find_leaks, is_our_server
+from isotax.telemetry.counters import CpuTimes
 from isotax.workloads.mysql import (
     MYSQL_PORT,
     Mysql,

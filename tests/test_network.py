@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from isotax.leaks import find_leaks
-from isotax.network import Bridge, NetworkError, pick_subnet
+from isotax.host.network import Bridge, NetworkError, pick_subnet
+from isotax.run.leaks import find_leaks
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="needs root to create bridges and netns")

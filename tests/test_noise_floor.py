@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from support import ran
 
-from isotax.analysis import analyze
+from isotax.analysis.report_data import analyze
+from isotax.analysis.stats import Ratio, aa_noise_floor
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import PlanError, parse_plan
 from isotax.report import json_report, markdown
-from isotax.stats import Ratio, aa_noise_floor
 
 
 def test_a_difference_inside_the_floor_is_within_noise() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from support import requires_root_and
 
-from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec
 from isotax.environments.nspawn import (
     MASKED,
@@ -18,9 +17,10 @@ from isotax.environments.nspawn import (
     nspawn_argv,
     parse_nspid_leader,
 )
-from isotax.footprint import measure
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
+from isotax.run import registry
+from isotax.run.leaks import find_leaks
+from isotax.telemetry.footprint import measure
 
 DATA = Path(__file__).parent / "data" / "nspawn"
 

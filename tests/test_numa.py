@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from support import ran, started
 
-from isotax.analysis import analyze
-from isotax.image.artifacts import ImageArtifacts
-from isotax.numa import (
+from isotax.analysis.report_data import analyze
+from isotax.host.numa import (
     counters,
     local_share,
     nodes,
@@ -19,6 +18,7 @@ from isotax.numa import (
     parse_cpulist,
     parse_numastat,
 )
+from isotax.image.artifacts import ImageArtifacts
 
 DATA = Path(__file__).parent / "data" / "numa"
 
@@ -59,8 +59,8 @@ def test_nodes_from_a_sysfs_tree(tmp_path: Path) -> None:
 def test_native_bound_to_a_node_runs_under_numactl(image: ImageArtifacts, tmp_path: Path) -> None:
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed (scripts/setup.sh installs it)")
-    from isotax import registry
     from isotax.environments.base import EnvSpec
+    from isotax.run import registry
 
     inst = registry.environments()["native"]().start(EnvSpec(
         name="numa", kind="native", image=image, workdir=tmp_path, numa_node=0))
@@ -101,7 +101,7 @@ params = { max_instances = 1, settle_s = 0.0 }
 def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path: Path) -> None:
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed (scripts/setup.sh installs it)")
-    from isotax.host import fingerprint
+    from isotax.host.fingerprint import fingerprint
 
     with ran(PLAN, image, tmp_path, host=fingerprint()) as (store, run_id):
         envs = {e.name: e for e in store.environments(run_id)}

@@ -20,20 +20,21 @@ from pathlib import Path
 import pytest
 from support import why_not_root_and
 
-from isotax import numa, registry
 from isotax.environments.base import EnvSpec, Instance, Unavailable
-from isotax.environments.oci import bundle_config
-from isotax.environments.qemu import QemuInstance
-from isotax.environments.qemu_tuning import (
+from isotax.environments.oci.runtime import bundle_config
+from isotax.environments.vm.qemu import QemuInstance
+from isotax.environments.vm.qemu_tuning import (
     HostFacts,
     KnobError,
     node_nr_hugepages,
     resolve_knobs,
 )
-from isotax.environments.qemu_vm import VmConfig, qemu_argv
+from isotax.environments.vm.qemu_vm import VmConfig, qemu_argv
+from isotax.host import numa
+from isotax.host.numa import format_cpulist, node_cpulist, node_cpuset, placement_words
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
-from isotax.numa import format_cpulist, node_cpulist, node_cpuset, placement_words
+from isotax.run import registry
+from isotax.run.leaks import find_leaks
 
 DATA = Path(__file__).parent / "data" / "numa"
 REAL = DATA / "sysfs-this-host"  # captured from this host: one node, CPUs 0-1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from isotax.environments.base import REGISTRY, EnvSpec, parse_ready_marker
-from isotax.environments.oci import (
+from isotax.environments.oci.runtime import (
     SCRATCH,
     OciInstance,
     Runtime,
@@ -24,7 +24,7 @@ from isotax.environments.oci import (
     start_times_ms,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
+from isotax.run.leaks import find_leaks
 
 DATA = Path(__file__).parent / "data" / "oci"
 RUNTIMES = ["runc", "crun"]

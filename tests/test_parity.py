@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support import requires_root_and
 
-from isotax.parity import (
+from isotax.host.parity import (
     Resources,
     all_problems,
     parse_ethtool_features,
@@ -170,7 +170,7 @@ params = { corpus_mib = 1, threads = 1 }
 @pytest.mark.integration
 @requires_root_and("runc", "debootstrap")
 def test_unequal_plan_is_refused_before_measuring(tmp_path: Path) -> None:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     plan = tmp_path / "plan.toml"
     plan.write_text(REFUSED)

@@ -12,7 +12,7 @@ import pytest
 
 from isotax.model import SanityError
 from isotax.parsers.perf_stat import find_counter, parse_perf_stat
-from isotax.telemetry import cpu_method, perf_counting, perf_cycles, perf_cycles_supported
+from isotax.telemetry.counters import cpu_method, perf_counting, perf_cycles, perf_cycles_supported
 
 DATA = Path(__file__).parent / "data" / "perf-stat"
 needs_perf = pytest.mark.skipif(shutil.which("perf") is None,

@@ -96,7 +96,7 @@ def test_cli_missing_plan_exits_2(tmp_path: Path) -> None:
 def test_layers_plan_pairs_environments_by_one_layer() -> None:
     import tomllib
 
-    from isotax.attribution import single_layer_pairs
+    from isotax.analysis.attribution import single_layer_pairs
 
     plan, text = load_plan("layers")
     envs = tomllib.loads(text)["environments"]

@@ -20,9 +20,9 @@ from types import ModuleType
 import pytest
 
 from isotax.environments.base import GUEST_PATH, REGISTRY, EnvSpec
-from isotax.environments.qemu import QemuInstance
-from isotax.environments.qemu_initrd import _Cpio, _module_order
-from isotax.environments.qemu_vm import VmConfig, host_thp_mode, kernel_cmdline, qemu_argv
+from isotax.environments.vm.qemu import QemuInstance
+from isotax.environments.vm.qemu_initrd import _Cpio, _module_order
+from isotax.environments.vm.qemu_vm import VmConfig, host_thp_mode, kernel_cmdline, qemu_argv
 from isotax.image.artifacts import ImageArtifacts
 
 AGENT = Path(__file__).resolve().parent.parent / "src/isotax/guest/itx-agent.py"
@@ -202,7 +202,7 @@ def test_qemu_argv_data_disk() -> None:
 
 
 def test_data_disk_is_a_sparse_ext4_and_the_mount_script_is_sh(tmp_path: Path) -> None:
-    from isotax.environments.qemu_vm import make_data_disk, mount_data_disk_script
+    from isotax.environments.vm.qemu_vm import make_data_disk, mount_data_disk_script
 
     if shutil.which("mkfs.ext4") is None or shutil.which("dumpe2fs") is None:
         pytest.skip("e2fsprogs is not installed (apt-get install e2fsprogs)")
@@ -407,7 +407,7 @@ def test_vm_reaches_the_bridge(vm: QemuInstance) -> None:
 
 @pytest.mark.integration
 def test_stop_twice_leaves_nothing(image: ImageArtifacts, tmp_path: Path) -> None:
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     before = set(find_leaks())
     spec = EnvSpec(name="test-qemu-none", kind="qemu", image=image, workdir=tmp_path,
@@ -432,7 +432,7 @@ def test_stop_twice_leaves_nothing(image: ImageArtifacts, tmp_path: Path) -> Non
 def test_bridge_vm_leaves_no_tap(vm: QemuInstance) -> None:
     """Runs last in this module's VM tests: stop the shared VM and look for its links."""
     assert vm._lease is not None and vm._bridge is not None
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     tap, br = vm._lease.iface, vm._bridge.name
     assert vm._vm is not None and vm._vm.proc is not None
@@ -450,7 +450,7 @@ def test_bridge_vm_leaves_no_tap(vm: QemuInstance) -> None:
 def test_forcing_kvm_where_it_does_not_boot_is_unavailable(image: ImageArtifacts,
                                                            tmp_path: Path) -> None:
     from isotax.environments.base import Unavailable
-    from isotax.environments.qemu_accel import probe_accelerator
+    from isotax.environments.vm.qemu_accel import probe_accelerator
 
     probe = probe_accelerator(image)
     assert probe.accel in ("kvm", "tcg") and probe.reason

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from isotax.environments import qemu_tuning
-from isotax.environments.qemu import guest_modules
-from isotax.environments.qemu_initrd import EXTRA_MODULES, INIT, MODULES
-from isotax.environments.qemu_share import Share, share_argv, virtiofsd_argv
-from isotax.environments.qemu_tuning import (
+from isotax.environments.vm.qemu import guest_modules
+from isotax.environments.vm.qemu_initrd import EXTRA_MODULES, INIT, MODULES
+from isotax.environments.vm.qemu_share import Share, share_argv, virtiofsd_argv
+from isotax.environments.vm.qemu_tuning import (
     HostFacts,
     KnobError,
     host_topology,
@@ -25,7 +25,7 @@ from isotax.environments.qemu_tuning import (
     vcpu_threads,
     vnuma_layout,
 )
-from isotax.environments.qemu_vm import VmConfig, kernel_cmdline, numa_memory, qemu_argv
+from isotax.environments.vm.qemu_vm import VmConfig, kernel_cmdline, numa_memory, qemu_argv
 
 DATA = Path(__file__).parent / "data" / "qemu"
 HOST = HostFacts(cpus=(0, 1), threads_per_core=1, cores_per_socket=2, numa_nodes=1,
@@ -288,7 +288,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (sysctl vm
 @needs_root
 def test_hugepage_reservation_is_given_back_exactly(tmp_path: Path, monkeypatch:
                                                     pytest.MonkeyPatch) -> None:
-    from isotax.leaks import parse_mountinfo
+    from isotax.run.leaks import parse_mountinfo
 
     before = int(qemu_tuning.NR_HUGEPAGES.read_text())
     r = qemu_tuning.HugepageReservation("qtest1", 8)  # 4 pages

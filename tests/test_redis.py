@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from support import running_in, started, why_not_root_and
 
-from isotax import registry
 from isotax.environments.base import EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import SanityError
 from isotax.parsers.redis_benchmark import parse_redis_benchmark, parse_redis_version
+from isotax.run import registry
+from isotax.run.leaks import find_leaks
 from isotax.workloads.redis import REDIS_PORT, Redis
 
 DATA = Path(__file__).parent / "data" / "redis"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.analysis import analyze
+from isotax.analysis.report_data import analyze
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.report import csv_report, json_report, markdown, write_reports
 from isotax.store.base import EnvRecord
@@ -187,7 +187,7 @@ def test_other_blas_kernels_than_the_baseline_are_warned_about(store: SQLiteStor
 
 
 def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
-    from isotax.host import fingerprint
+    from isotax.host.fingerprint import fingerprint
 
     host = fingerprint(Path(__file__).parent / "data" / "host" / "this-host")
     s = SQLiteStore(tmp_path / "isotax.db")

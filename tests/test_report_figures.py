@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from isotax import distributions
-from isotax.analysis import ReportData, analyze
+from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
+from isotax.parsers import distributions
 from isotax.parsers.fio import fio_samples
 from isotax.parsers.sockperf import parse_sockperf_full_log
 from isotax.report import figures, html, json_report
@@ -218,9 +218,9 @@ def test_bars_past_an_axis_are_marked_with_their_value(data: ReportData) -> None
     """The CPU per unit of work on a log axis: an emulated VM's guest accounts a sliver of
     what QEMU burns, below the axis floor (a third of the smallest total); the bar is marked
     at the edge with its value, and the figure says what the mark means."""
-    from isotax.cost import CostSummary
-    from isotax.explain import Explained
-    from isotax.limiter import Limiter, Verdict
+    from isotax.analysis.cost import CostSummary
+    from isotax.analysis.explain import Explained
+    from isotax.analysis.limiter import Limiter, Verdict
 
     pk = next(r.params_key for r in data.rows if r.workload == "rr")
     verdict = Verdict(next(iter(Limiter)), "undetermined", ())

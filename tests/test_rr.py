@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from isotax import distributions
 from isotax.model import SanityError
+from isotax.parsers import distributions
 from isotax.parsers.netperf import parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import _PCT, parse_sockperf_full_log, parse_sockperf_pingpong
 from isotax.workloads.rr import RequestResponse

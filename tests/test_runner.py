@@ -10,16 +10,16 @@ from typing import ClassVar
 import pytest
 from support import ran
 
-from isotax import envcpu
-from isotax.analysis import analyze
-from isotax.applicability import why_not_applicable
+from isotax.analysis.report_data import analyze
 from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import parse_plan
 from isotax.report import json_report, markdown
-from isotax.runner import Runner, new_run_id, schedule
+from isotax.run.applicability import why_not_applicable
+from isotax.run.runner import Runner, new_run_id, schedule
 from isotax.store.sqlite import SQLiteStore
+from isotax.telemetry import envcpu
 from isotax.workloads.base import LoadGen, Params, ParamSpec, register
 
 
@@ -153,7 +153,7 @@ def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
     import signal
     import time
 
-    from isotax.runner import _interrupts_for_this_process_only
+    from isotax.run.runner import _interrupts_for_this_process_only
 
     marker = tmp_path / "teardown-ran-in"
     with _interrupts_for_this_process_only():

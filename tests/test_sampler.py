@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from support import ran, requires_root_and, started
 
-from isotax import cpuacct
-from isotax.analysis import analyze
+from isotax.analysis.report_data import analyze
 from isotax.image.artifacts import ImageArtifacts
-from isotax.observe import Settings, guest_series, observed
 from isotax.report import json_report, markdown
-from isotax.sampler import (
+from isotax.telemetry import cpuacct
+from isotax.telemetry.observe import Settings, guest_series, observed
+from isotax.telemetry.sampler import (
     GROUPS,
     parse_diskstats,
     parse_net_dev,

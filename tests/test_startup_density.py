@@ -12,13 +12,13 @@ from typing import ClassVar
 import pytest
 from support import ran, started, why_not_root_and
 
-from isotax import registry
 from isotax.environments.base import PHASES, EnvSpec, Instance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.launcher import EnvLauncher
-from isotax.leaks import find_leaks
-from isotax.loadgen import NamespaceLoadGen
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import CellStatus, Sample, SanityError
+from isotax.run import registry
+from isotax.run.launcher import EnvLauncher
+from isotax.run.leaks import find_leaks
 from isotax.workloads.base import Launcher, LoadGen, Params, ParamSpec, register
 from isotax.workloads.density import Density
 from isotax.workloads.startup import Startup, percentile

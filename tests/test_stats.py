@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from isotax.stats import ratio, summarize
+from isotax.analysis.stats import ratio, summarize
 
 
 def test_summary_matches_textbook_t_interval() -> None:
@@ -48,7 +48,7 @@ def test_too_few_runs() -> None:
 
 
 def test_outliers_by_modified_z_score() -> None:
-    from isotax.stats import modified_z_scores, outliers
+    from isotax.analysis.stats import modified_z_scores, outliers
 
     # the 5th repetition of a real STREAM triad A/A run here (MB/s): one slow run
     triad = [60.0, 60.4, 60.2, 59.4, 47.1]

@@ -11,7 +11,7 @@ from typing import cast
 from rich.console import Console
 from rich.text import Text
 
-from isotax.analysis import ReportData, analyze
+from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report.terminal import WIDTH, print_summary, summary_table
 from isotax.store.base import EnvRecord
@@ -96,7 +96,7 @@ def test_plain_when_piped(tmp_path: Path) -> None:
 
 def _seventeen() -> list[str]:
     """The warnings of a realistic run on a noisy host without KVM: 17 paragraphs."""
-    from isotax.analysis import ReportWarning as W
+    from isotax.analysis.report_data import ReportWarning as W
 
     envs = ["runc-bridge", "crun", "gvisor-systrap", "docker-bridge", "podman", "qemu-tuned",
             "qemu-stock"]
@@ -116,7 +116,7 @@ def _seventeen() -> list[str]:
 
 
 def test_warnings_grouped_one_line_per_kind_most_important_first() -> None:
-    from isotax.analysis import ReportWarning as W
+    from isotax.analysis.report_data import ReportWarning as W
     from isotax.report.terminal import grouped_warnings
 
     warnings = _seventeen()
@@ -147,7 +147,7 @@ def test_warnings_grouped_one_line_per_kind_most_important_first() -> None:
 
 
 def test_every_kind_has_a_short_title_and_a_subject() -> None:
-    from isotax.analysis import ReportWarning, Warned
+    from isotax.analysis.report_data import ReportWarning, Warned
 
     assert all(0 < len(k.title) <= 40 for k in ReportWarning)
     w = ReportWarning.FAILURES.say(count=2, env="crun")
@@ -157,7 +157,7 @@ def test_every_kind_has_a_short_title_and_a_subject() -> None:
 
 
 def test_printed_warnings_fit_and_read_no_markup() -> None:
-    from isotax.analysis import ReportWarning as W
+    from isotax.analysis.report_data import ReportWarning as W
     from isotax.report.terminal import print_warnings
 
     # print_warnings reads only the warnings

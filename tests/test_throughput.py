@@ -10,7 +10,7 @@ import pytest
 
 from isotax.model import SanityError
 from isotax.parsers.iperf3 import parse_iperf3
-from isotax.telemetry import CpuTimes, cost_per_gb, cpu_method, parse_proc_stat
+from isotax.telemetry.counters import CpuTimes, cost_per_gb, cpu_method, parse_proc_stat
 from isotax.workloads.throughput import Throughput
 
 DATA = Path(__file__).parent / "data"

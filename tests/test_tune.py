@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from isotax.cli import main
-from isotax.tune import (
+from isotax.host.tune import (
     ABSENT,
     ALREADY,
     CHANGED,
@@ -74,7 +74,7 @@ def snapshot(root: Path, rels: list[str]) -> dict[str, bytes | None]:
 def test_cpulist_and_grouped_rows() -> None:
     assert cpulist([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     knobs = profile([0, 1, 2, 3], vm=False, turbo_file="no_turbo")
-    from isotax.tune import Result
+    from isotax.host.tune import Result
     gov = [k for k in knobs if k.group == "governor"]
     results = [Result(gov[0], "powersave", "performance", CHANGED),
                Result(gov[1], "powersave", "performance", CHANGED),

@@ -11,7 +11,7 @@ import pytest
 def test_nothing_leaked_after_suite(_leaks_before_suite: list[str]) -> None:
     if os.geteuid() != 0:
         pytest.skip("listing netns, iptables rules and containers needs root")
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     new = [x for x in find_leaks() if x not in _leaks_before_suite]
     assert new == [], f"isotax resources left behind by the suite: {new}"

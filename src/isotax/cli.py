@@ -29,9 +29,9 @@ from rich.table import Table
 from isotax import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
+    from isotax.host.tune import TuneReport
     from isotax.image.artifacts import ImageArtifacts
-    from isotax.progress import LineProgress
-    from isotax.tune import TuneReport
+    from isotax.run.progress import LineProgress
 
 # Output that is not a terminal (a pipe, a file, a CI log) gets whole lines: rich would wrap
 # them at 80 columns in the middle of words, and its tables would fold to 80 columns.
@@ -93,9 +93,9 @@ def main() -> None:
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
         force: bool) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report."""
-    from isotax.host import fingerprint, fingerprint_differences
+    from isotax.host.fingerprint import fingerprint, fingerprint_differences
     from isotax.plan import PlanError, load_plan, parse_plan
-    from isotax.runner import Runner, new_run_id
+    from isotax.run.runner import Runner, new_run_id
 
     if plan and resume_id:
         fail("give a PLAN or --resume RUN, not both: a resumed run uses its stored plan")
@@ -149,7 +149,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
 def _progress(budget_s: float | None) -> Progress | LineProgress:
     """A bar redrawn in place on a terminal; elsewhere a full progress line now and then."""
     if not console.is_terminal:
-        from isotax.progress import LineProgress
+        from isotax.run.progress import LineProgress
 
         return LineProgress(console, budget_s)
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
@@ -177,7 +177,7 @@ def _get_run(store, run_id: str):
 
 def _write_report(store, run_id: str, out_dir: Path,
                   formats: tuple[str, ...] | None = None) -> None:
-    from isotax.analysis import analyze
+    from isotax.analysis.report_data import analyze
     from isotax.report import FILENAMES, write_reports
     from isotax.report.terminal import print_summary, print_warnings
 
@@ -251,7 +251,7 @@ def _open_run(ref: str, results_dir: Path, stack: ExitStack):  # type: ignore[no
               help="File to write [default: RESULTS/RUN.itx.tar.gz, RUN.json or RUN.csv].")
 def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
     """Export RUN as a portable bundle, JSON or CSV."""
-    from isotax.analysis import analyze
+    from isotax.analysis.report_data import analyze
     from isotax.report import RENDERERS
     from isotax.store.bundle import export_bundle
 
@@ -282,8 +282,8 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
     bundle file."""
     import json
 
-    from isotax.analysis import analyze
-    from isotax.compare import NotComparable, compare, to_json
+    from isotax.analysis.compare import NotComparable, compare, to_json
+    from isotax.analysis.report_data import analyze
     from isotax.report import compare_html, compare_md
 
     with ExitStack() as stack:
@@ -324,7 +324,7 @@ def runs_cmd(results_dir: Path) -> None:
 @main.command()
 def envs() -> None:
     """List every environment kind: available here, or why not and the fix."""
-    from isotax.registry import environments
+    from isotax.run.registry import environments
 
     t = Table("environment", "available", "description / reason")
     for kind, cls in sorted(environments().items()):
@@ -339,7 +339,7 @@ def envs() -> None:
 @main.command()
 def workloads() -> None:
     """List every workload and its parameters."""
-    from isotax.registry import workloads as all_workloads
+    from isotax.run.registry import workloads as all_workloads
 
     t = Table("workload", "parameter", "default", "meaning")
     for name, cls in sorted(all_workloads().items()):
@@ -401,7 +401,7 @@ def system_show(as_json: bool) -> None:
     """Show what isotax records about this host: CPU, SMT, NUMA, governor, THP, mitigations..."""
     import json
 
-    from isotax.host import fingerprint, show_rows
+    from isotax.host.fingerprint import fingerprint, show_rows
 
     try:
         fp = fingerprint()
@@ -465,7 +465,7 @@ def system_tune(force: bool, state_file: Path | None, root: Path) -> None:
     perf_event_paranoid -1, nmi_watchdog 0; the values before are saved for `reset`.
     Exit 0 when every knob this host has is set (absent ones are listed), 1 when the kernel
     refused one."""
-    from isotax.tune import DEFAULT_STATE, TuneError, tune
+    from isotax.host.tune import DEFAULT_STATE, TuneError, tune
 
     _require_root(root, "tune")
     try:
@@ -480,7 +480,7 @@ def system_tune(force: bool, state_file: Path | None, root: Path) -> None:
 @root_option
 def system_reset(state_file: Path | None, root: Path) -> None:
     """Undo `isotax system tune`: write back exactly the saved values."""
-    from isotax.tune import DEFAULT_STATE, TuneError, reset
+    from isotax.host.tune import DEFAULT_STATE, TuneError, reset
 
     _require_root(root, "reset")
     try:
@@ -493,11 +493,11 @@ def system_reset(state_file: Path | None, root: Path) -> None:
 @main.command()
 def doctor() -> None:
     """Check the host: environments available, and nothing left behind by isotax."""
-    from isotax.leaks import find_leaks
+    from isotax.run.leaks import find_leaks
 
     envs.callback()  # type: ignore[misc]
     # The accelerator proven by a probe boot of the image (cached; up to 30 s the first time).
-    from isotax.environments.qemu_accel import proven_accelerator
+    from isotax.environments.vm.qemu_accel import proven_accelerator
 
     click.echo(f"qemu: {proven_accelerator().words()}")
     leaks = find_leaks()

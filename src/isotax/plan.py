@@ -8,7 +8,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     repetitions = 3          # measured repetitions per cell, interleaved across environments
     warmups = 1              # unmeasured runs per environment x workload x parameters, first
     timeout_s = 900          # one workload run
-    parity = "refuse"        # unequal resources (isotax.parity): refuse to run, or "flag"
+    parity = "refuse"        # unequal resources (isotax.host.parity): refuse to run, or "flag"
 
     [adaptive]               # optional: add interleaved repetitions until the ratios are tight
     target = 0.02            # half-width of each ratio's 95% interval, as a fraction of the ratio
@@ -69,7 +69,7 @@ class EnvironmentEntry(_Frozen):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        from isotax.registry import environment_kinds
+        from isotax.run.registry import environment_kinds
 
         known = environment_kinds()
         if v not in known:
@@ -83,7 +83,7 @@ class WorkloadEntry(_Frozen):
 
     @model_validator(mode="after")
     def _known_workload(self) -> WorkloadEntry:
-        from isotax.registry import workloads
+        from isotax.run.registry import workloads
 
         known = workloads()
         if self.name not in known:
@@ -107,7 +107,7 @@ class WorkloadEntry(_Frozen):
 
     def combinations(self) -> list[dict[str, Any]]:
         """Defaults overlaid with the plan's values, one dict per point of the sweep."""
-        from isotax.registry import workloads
+        from isotax.run.registry import workloads
 
         base = {p.name: p.default for p in workloads()[self.name].params}
         axes = {k: (v if isinstance(v, list) else [v]) for k, v in self.params.items()}
@@ -121,7 +121,7 @@ class WorkloadEntry(_Frozen):
 class Adaptive(_Frozen):
     """[adaptive]: after the fixed rounds, more interleaved rounds for the points whose ratios
     to the baseline are not yet tight enough, until every one is, or a budget is spent
-    (isotax.adaptive decides)."""
+    (isotax.analysis.adaptive decides)."""
 
     # Half-width of the 95% interval of each ratio to the baseline, as a fraction of the ratio.
     target: float
@@ -150,7 +150,7 @@ class Adaptive(_Frozen):
 
 
 class TelemetrySettings(_Frozen):
-    """[telemetry]: what isotax watches while each measured run runs (isotax.observe)."""
+    """[telemetry]: what isotax watches while each measured run runs (isotax.telemetry.observe)."""
 
     # Seconds between samples of /proc (per-CPU time, every thread, disks, links); 0 keeps
     # only the readings at both ends of the run.
@@ -167,7 +167,7 @@ class Plan(_Frozen):
     warmups: int = Field(default=1, ge=0, le=100)
     timeout_s: float = Field(default=900, gt=0)
     baseline: str = "native"
-    # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (isotax.parity):
+    # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (host.parity):
     # "refuse" stops the run before it measures; "flag" runs and lists them in the report.
     parity: Literal["refuse", "flag"] = "refuse"
     # A/A: the baseline runs a second time under the name "<baseline>-aa", interleaved like

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from isotax.host.numa import node_cpuset
 from isotax.image.artifacts import ImageArtifacts
-from isotax.numa import node_cpuset
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.cpuacct import CpuGroup
 from isotax.environments.base import (
     GUEST_PATH,
     READY_MARKER,
@@ -27,7 +26,8 @@ from isotax.environments.base import (
     parse_ready_marker,
     register,
 )
-from isotax.numa import numactl_prefix
+from isotax.host.numa import numactl_prefix
+from isotax.telemetry.cpuacct import CpuGroup
 
 
 def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
@@ -99,7 +99,7 @@ class NativeInstance:
         self.data_dir = str(self._data)
         self._hold: subprocess.Popen[str] | None = None
         # Every command joins this group, so a run's CPU inside the environment is counted
-        # exactly, exited processes included (isotax.cpuacct), as a container's group does.
+        # exactly, exited processes included (telemetry.cpuacct), as a container's group does.
         self.cpu_group: CpuGroup | None = None
         try:
             self.cpu_group = CpuGroup(f"itx-native-{secrets.token_hex(3)}")

@@ -54,7 +54,7 @@ from isotax.environments.base import (
     register,
 )
 from isotax.environments.native import host_storage, run_host
-from isotax.environments.oci import (
+from isotax.environments.oci.runtime import (
     ROOTFS_DATA_DIR,
     SCRATCH,
     VOLUME_DIR,
@@ -62,9 +62,9 @@ from isotax.environments.oci import (
     acquire_bridge_lease,
     release_bridge_lease,
 )
-from isotax.footprint import cgroup_kernel_bytes
-from isotax.network import Bridge, Lease, netns_path
-from isotax.numa import numactl_prefix, placement_words
+from isotax.host.network import Bridge, Lease, netns_path
+from isotax.host.numa import numactl_prefix, placement_words
+from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 NSPAWN = "systemd-nspawn"
 CGROUP_ROOT = Path("/sys/fs/cgroup")

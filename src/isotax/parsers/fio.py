@@ -13,7 +13,7 @@ fails), so the document is found by its first line that is exactly "{".
 Samples, per direction that did I/O: {dir}_bw (MB/s, 10^6 bytes), {dir}_iops, and
 {dir}_clat_mean / _p50 / _p99 / _p999 (µs, lower is better). The latency CDF from the json+
 bins goes into the labels of the {dir}_clat_p50 sample as `clat_cdf_us`: a compact list of
-[latency µs, cumulative fraction] points, thinned to at most ~80 (isotax.distributions), for
+[latency µs, cumulative fraction] points, thinned to at most ~80 (isotax.parsers.distributions), for
 the report's CDF figure; a sample holds one number, so the distribution rides along as a label.
 """
 
@@ -24,8 +24,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from isotax import distributions
 from isotax.model import Sample, SanityError
+from isotax.parsers import distributions
 
 DIRECTIONS = ("read", "write")
 # The percentiles isotax asks for (fio allows at most 20): a CDF outline even without json+.
@@ -74,7 +74,7 @@ def _strerror(err: int) -> str:
 
 def clat_cdf(bins: Mapping[str, int]) -> list[list[float]]:
     """[[µs, cumulative fraction], ...] from fio's json+ histogram (bucket ns -> count),
-    thinned as isotax.distributions does for every latency CDF."""
+    thinned as isotax.parsers.distributions does for every latency CDF."""
     return distributions.thin((int(k) / 1000, int(v)) for k, v in bins.items())
 
 

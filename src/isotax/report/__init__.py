@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.report import csv_report, json_report, markdown
 
 FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json",

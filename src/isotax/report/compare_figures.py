@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from isotax.analysis import ReportData, Row
-from isotax.compare import Comparison, Line
+from isotax.analysis.compare import Comparison, Line
+from isotax.analysis.report_data import ReportData, Row
 from isotax.report.figures import STYLES, colors, point_label, ratio_bar, to_svg
 
 _TICKS = (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0)

@@ -10,8 +10,8 @@ has. Every string from a host, a plan or a tool is escaped."""
 
 from __future__ import annotations
 
-from isotax.analysis import ReportData
-from isotax.compare import Comparison, by_environment
+from isotax.analysis.compare import Comparison, by_environment
+from isotax.analysis.report_data import ReportData
 from isotax.report import compare_figures, figures
 from isotax.report.html import _CSS, _e, _figure, _table, ratio_cell
 

@@ -1,9 +1,9 @@
-"""The markdown form of a comparison of two runs (isotax.compare): per environment, every
+"""The markdown form of a comparison of two runs (isotax.analysis.compare): per environment, every
 metric both runs measured, run B's mean over run A's with its 95% interval and verdict."""
 
 from __future__ import annotations
 
-from isotax.compare import Comparison, by_environment
+from isotax.analysis.compare import Comparison, by_environment
 from isotax.report.markdown import _esc, _fmt, _table
 
 

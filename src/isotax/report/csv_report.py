@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.report.table import result_rows
 
 COLUMNS = ("run_id", "workload", "params", "metric", "unit", "higher_is_better", "environment",

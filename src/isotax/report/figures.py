@@ -30,9 +30,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
-from isotax.analysis import CdfKey, ReportData, Row
+from isotax.analysis.report_data import CdfKey, ReportData, Row
+from isotax.analysis.stats import Ratio
 from isotax.environments.base import PHASES
-from isotax.stats import Ratio
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})

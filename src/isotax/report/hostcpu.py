@@ -1,5 +1,5 @@
 """The section on what each environment's own host processes cost in CPU while the
-workloads ran (isotax.envcpu): per workload point the CPU-s per run, then per environment
+workloads ran (isotax.telemetry.envcpu): per workload point the CPU-s per run, then per environment
 which programs used it (the Sentry and Gofer, QEMU, an engine's shim and proxy, ...). Blocks,
 rendered by the Markdown and HTML reports alike."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.report.table import Block, Grid, Heading, Text
 
 

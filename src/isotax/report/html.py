@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from html import escape
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
+from isotax.analysis.stats import Ratio
 from isotax.report import figures, hostcpu, layers, markdown, repetitions, verdicts
 from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
-from isotax.stats import Ratio
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.model import FORMAT_VERSION
 from isotax.report.table import result_rows
 
@@ -44,7 +44,7 @@ def render(d: ReportData) -> str:
             for (env, wl, pkey), c in d.env_cpu.items()
         ],
         # Per result: CPU-s per unit of work (in the environment, hidden on the host, the
-        # load generator's) and the suspected limiter with its evidence (isotax.explain).
+        # load generator's) and the suspected limiter with its evidence (isotax.analysis.explain).
         "explained": [
             {"environment": env, "workload": wl, "params": pkey, "watched_runs": ex.repetitions,
              "cost_per_unit": None if ex.cost is None else {
@@ -73,7 +73,7 @@ def render(d: ReportData) -> str:
         # ratio's half-width, n and whether it met the target; null without [adaptive].
         "adaptive": d.run_meta.get("adaptive"),
         # Latency CDFs pooled over each point's repetitions: [[µs, cumulative fraction], ...]
-        # (isotax.distributions), the data of the report's latency distribution figures.
+        # (isotax.parsers.distributions), the data of the report's latency distribution figures.
         "latency_cdfs": [
             {"environment": env, "workload": wl, "params": pkey, "metric": metric,
              "label": label, "runs": d.cdf_runs[key][env], "cdf_us": cdf}

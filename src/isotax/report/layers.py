@@ -1,4 +1,4 @@
-"""The section that attributes overhead to layers (isotax.attribution): per pair of
+"""The section that attributes overhead to layers (isotax.analysis.attribution): per pair of
 environments that differ in one setting, how many metrics that change moved beyond noise, and
 those metrics with their ratio. Metrics within noise are counted, not listed: the section says
 what a layer costs, where it costs something. Blocks, rendered by the Markdown and HTML
@@ -6,7 +6,7 @@ reports alike."""
 
 from __future__ import annotations
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.report.table import Block, Grid, Heading, Text
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from isotax.analysis import ReportData, Row
+from isotax.analysis.report_data import ReportData, Row
 from isotax.environments.base import PHASES
 from isotax.report.table import Block, Grid, Heading, Text
 
@@ -69,7 +69,7 @@ def density_blocks(d: ReportData) -> list[Block]:
         sweep = d.sweep_label.get(("density", key), "")
         out += [Heading(3, "Memory footprint and density" + (f" ({sweep})" if sweep else "")),
                 Text("Host memory per idle instance: the PSS of its host processes plus its "
-                     "cgroup's kernel memory (isotax.footprint).")]
+                     "cgroup's kernel memory (isotax.telemetry.footprint).")]
         rows = []
         for env in d.columns:
             line = [d.label(env)]

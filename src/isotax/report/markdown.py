@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from isotax.analysis import ReportData
-from isotax.host import show_rows
+from isotax.analysis.report_data import ReportData
+from isotax.host.fingerprint import show_rows
 from isotax.report import hostcpu, layers, lifecycle, repetitions, verdicts
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 

@@ -1,14 +1,14 @@
-"""The section on adaptive repetitions (plan [adaptive], isotax.adaptive): the target, the
+"""The section on adaptive repetitions (plan [adaptive], isotax.analysis.adaptive): the target, the
 budget, how the added rounds ended, and per ratio to the baseline the half-width of its 95%
 interval reached, with how many repetitions, met or not. It renders what the runner stored in
-run_meta["adaptive"]; the arithmetic is isotax.adaptive's. Blocks, rendered by the Markdown
+run_meta["adaptive"]; the arithmetic is isotax.analysis.adaptive's. Blocks, rendered by the Markdown
 and HTML reports alike."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 from isotax.report.table import Block, Grid, Heading, Text
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.analysis import ReportData
+from isotax.analysis.report_data import ReportData
 
 
 def _num(x: float | None) -> float | None:

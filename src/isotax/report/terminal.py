@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from isotax.analysis import ReportData, ReportWarning, Warned
+from isotax.analysis.report_data import ReportData, ReportWarning, Warned
 
 WIDTH = 100
 PREFIX = "warning: "

@@ -6,8 +6,9 @@ and HTML reports alike."""
 
 from __future__ import annotations
 
-from isotax.analysis import ReportData
-from isotax.cost import scale_for
+from isotax.analysis.cost import scale_for
+from isotax.analysis.report_data import ReportData
+from isotax.analysis.stats import Ratio
 from isotax.report.table import (
     Block,
     Details,
@@ -17,7 +18,6 @@ from isotax.report.table import (
     Items,
     Text,
 )
-from isotax.stats import Ratio
 
 
 def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
@@ -47,7 +47,7 @@ def blocks(d: ReportData) -> list[Block]:
              "generator, isotax and other processes: QEMU's emulation, gVisor's Sentry and "
              "Gofer, shims, the kernel's softirq); the load generator's CPU per unit beside it; "
              "and the suspected limiter from the telemetry sampled during the runs (rules in "
-             "isotax.limiter), with its evidence below."),
+             "isotax.analysis.limiter), with its evidence below."),
         Gap()]
     for wl, pk in points:
         row = headline.get((wl, pk))

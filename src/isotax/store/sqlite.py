@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS samples (
     higher_is_better INTEGER NOT NULL,
     labels_json TEXT NOT NULL
 );
--- What the host did while a measured cell ran (isotax.sampler): a summary the report reads,
+-- What the host did while a measured cell ran (telemetry.sampler): a summary the report reads,
 -- and the sampled series, read only on demand. Schema 2.
 CREATE TABLE IF NOT EXISTS telemetry (
     cell_id INTEGER PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,

@@ -3,7 +3,7 @@
 Start fresh instances of the environment one after another and keep them all running, idle,
 until `max_instances` run or the host's MemAvailable would fall below `min_available_mib`.
 After each start (and `settle_s` for it to settle) isotax measures every instance's footprint
-(isotax.footprint: the PSS of its host processes plus its cgroup's kernel memory) and the
+(isotax.telemetry.footprint: the PSS of its host processes plus its cgroup's kernel memory) and the
 host's MemAvailable. Then everything is stopped and removed.
 
 Reported per cell:
@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from isotax.environments.base import Instance
-from isotax.footprint import Footprint, measure
 from isotax.model import Sample, SanityError
+from isotax.telemetry.footprint import Footprint, measure
 from isotax.workloads.base import Launched, Launcher, LoadGen, Params, ParamSpec, register
 
 MIB = 1024 * 1024

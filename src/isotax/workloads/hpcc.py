@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from isotax.environments.base import ExecError, Instance
-from isotax.environments.gvisor import mpi_unsupported
+from isotax.environments.oci.gvisor import mpi_unsupported
 from isotax.model import NotApplicable, Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
 from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text

@@ -52,13 +52,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
-from isotax import distributions
 from isotax.environments.base import Completed, Instance
-from isotax.loadgen import PORTS, serving
+from isotax.loadgen.local import PORTS, serving
 from isotax.model import Sample, SanityError
+from isotax.parsers import distributions
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
-from isotax.telemetry import CpuTimes, read_cpu_times
-from isotax.work import first
+from isotax.telemetry.counters import CpuTimes, read_cpu_times
 from isotax.workloads.base import (
     LoadGen,
     Params,
@@ -68,6 +67,7 @@ from isotax.workloads.base import (
     put_text,
     register,
 )
+from isotax.workloads.work import first
 
 # An unusual port (the Debian service uses 3306), in the range of isotax's other servers.
 MYSQL_PORT = PORTS["mysql"]

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
-from isotax.loadgen import PORTS, serving
+from isotax.loadgen.local import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
 from isotax.workloads.base import (

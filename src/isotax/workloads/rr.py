@@ -10,7 +10,7 @@ p99.9 of every round trip (--full-rtt), but its answer is as long as its request
 right after netperf, for as long, with 200 bytes each way (the larger of netperf's two sizes,
 so its tail is not flattered), and gives the p99.9 sample; its own mean/p50/p99 ride along in
 that sample's labels as a cross-check, with the CDF of every round trip of the run
-(`rtt_cdf_us`, from its --full-log, thinned by isotax.distributions) for the report's latency
+(`rtt_cdf_us`, from its --full-log, thinned by parsers.distributions) for the report's latency
 CDF. Each sample names its tool, version and sizes.
 
 Where client and server run matters more than any layer on a shared 2-CPU host (see
@@ -25,14 +25,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax import distributions
 from isotax.environments.base import Instance
-from isotax.environments.gvisor import sockperf_tcp_unsupported
-from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
+from isotax.environments.oci.gvisor import sockperf_tcp_unsupported
+from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
+from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
-from isotax.work import first
 from isotax.workloads.base import (
     LoadGen,
     Params,
@@ -41,6 +40,7 @@ from isotax.workloads.base import (
     need_loadgen,
     register,
 )
+from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
 
@@ -61,7 +61,7 @@ class RequestResponse:
         ParamSpec("seconds", int, 10, "length of each tool's run (netperf, then sockperf)",
                   minimum=1),
         ParamSpec("placement", str, "same-cpu", "CPU placement of client and server: free, "
-                  "same-cpu, split (see isotax.loadgen)", choices=PLACEMENTS),
+                  "same-cpu, split (see isotax.loadgen.local)", choices=PLACEMENTS),
         ParamSpec("tail", bool, True, "also run sockperf for p99.9 (doubles the run time)"),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {

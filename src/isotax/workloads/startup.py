@@ -30,7 +30,7 @@ from typing import ClassVar
 import numpy as np
 
 from isotax.environments.base import PHASES, Instance
-from isotax.loadgen import PORTS, stop_server
+from isotax.loadgen.local import PORTS, stop_server
 from isotax.model import Sample, SanityError
 from isotax.workloads.base import Launched, Launcher, LoadGen, Params, ParamSpec, register
 

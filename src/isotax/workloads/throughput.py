@@ -21,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.environments.base import Instance
-from isotax.loadgen import PLACEMENTS, PORTS, pinning, serving
+from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
-from isotax.telemetry import cost_per_gb, perf_cycles, read_cpu_times
-from isotax.work import first
+from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
 from isotax.workloads.base import LoadGen, Params, ParamSpec, need_loadgen, register
+from isotax.workloads.work import first
 
 
 @register
@@ -41,7 +41,7 @@ class Throughput:
         ParamSpec("seconds", int, 10, "length of the transfer", minimum=1),
         ParamSpec("streams", int, 1, "parallel TCP streams (iperf3 -P)", minimum=1),
         ParamSpec("placement", str, "free", "CPU placement of client and server: free, "
-                  "same-cpu, split (see isotax.loadgen)", choices=PLACEMENTS),
+                  "same-cpu, split (see isotax.loadgen.local)", choices=PLACEMENTS),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {
         "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),

@@ -1,0 +1,75 @@
+"""Attribute overhead to layers: compare environments that differ in exactly one setting.
+
+The studies' lesson is that convenience features (NAT, a layered filesystem, an untuned VM, a
+sandbox's platform) often cost more than isolation itself. A plan that holds, say, `runc` on a
+bridge and `runc-host` on the host network measures NAT alone: the two differ only in
+`network`. Every such pair in a run becomes an attribution: the ratio of the second to the
+first, per metric, with the same bootstrap interval and verdict as the ratios to the baseline.
+
+An environment's settings are the plan's own words: kind, network, storage, vcpus,
+memory_mib and each option (`options.profile`, `options.platform`, ...), so a layer is named as
+the user named it. A setting left out and one set to its default count as different: the
+analysis cannot know a kind's defaults, and a pair it misses is better than a wrong one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from isotax.analysis.stats import Ratio, ratio
+
+AXES = ("kind", "network", "storage", "vcpus", "memory_mib")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One setting that differs between two environments: `before` -> `after`."""
+
+    axis: str  # e.g. "network", "options.platform"
+    before_env: str
+    after_env: str
+    before: str
+    after: str
+
+    def words(self) -> str:
+        return f"{self.axis}: {self.before} → {self.after}"
+
+
+def settings(entry: Mapping[str, Any]) -> dict[str, str]:
+    """The plan's settings of one environment, flattened; unset ones are "(unset)"."""
+    out = {a: str(entry.get(a, "(unset)")) for a in AXES}
+    # The plan's defaults for these two are fixed by plan.py, so an unset one is its default.
+    out["network"] = str(entry.get("network", "host"))
+    out["storage"] = str(entry.get("storage", "volume"))
+    for k, v in sorted(dict(entry.get("options", {})).items()):
+        out[f"options.{k}"] = str(v)
+    return out
+
+
+def single_layer_pairs(environments: Sequence[Mapping[str, Any]], available: Sequence[str],
+                       baseline: str = "native") -> list[Layer]:
+    """Every pair of environments (both ran) whose settings differ in exactly one axis, in
+    the plan's order; the first of the pair is the one before the change. Pairs with the
+    baseline are left out: the ratios to the baseline already say what they would."""
+    envs = [e for e in environments if e.get("name") in available and e.get("name") != baseline]
+    out = []
+    for a, b in itertools.combinations(envs, 2):
+        sa, sb = settings(a), settings(b)
+        keys = sorted(set(sa) | set(sb))
+        differ = [k for k in keys if sa.get(k, "(unset)") != sb.get(k, "(unset)")]
+        if len(differ) == 1:
+            k = differ[0]
+            out.append(Layer(k, str(a["name"]), str(b["name"]), sa.get(k, "(unset)"),
+                             sb.get(k, "(unset)")))
+    return out
+
+
+def layer_ratio(after: Sequence[float], before: Sequence[float], higher_is_better: bool,
+                seed: int) -> Ratio | None:
+    """after / before with its interval; None where `before` has no values or is zero."""
+    if not after or not before or not any(before):
+        return None
+    return ratio(after, before, higher_is_better, seed=seed)

@@ -1,0 +1,113 @@
+"""Two runs side by side: two hosts, two kernels, before and after a tuning. For every
+environment x workload point x metric both runs measured, the ratio of run B's mean to run
+A's with its 95% bootstrap interval and a verdict, the same as a run's ratios to its baseline.
+
+Runs whose host fingerprints differ (CPU model, SMT, governor, THP, kernel, ...) are not
+compared unless forced: a difference would be the host's, not the change under study. Forced,
+the comparison lists every difference first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from isotax.analysis.stats import Ratio, ratio
+from isotax.host.fingerprint import fingerprint_differences
+from isotax.model import CellStatus
+from isotax.store.base import CellRecord, RunRecord
+from isotax.telemetry import envcpu
+
+
+class NotComparable(Exception):
+    """The runs' hosts differ; the message is one line naming each difference and the fix."""
+
+
+@dataclass(frozen=True)
+class Line:
+    environment: str
+    workload: str
+    params_key: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+    mean_a: float
+    mean_b: float
+    n_a: int
+    n_b: int
+    ratio: Ratio  # B over A
+
+
+@dataclass
+class Comparison:
+    a: RunRecord
+    b: RunRecord
+    lines: list[Line] = field(default_factory=list)
+    host_differences: list[str] = field(default_factory=list)
+    only_a: list[str] = field(default_factory=list)  # points one run has and the other lacks
+    only_b: list[str] = field(default_factory=list)
+
+
+def _values(cells: Sequence[CellRecord]) -> dict[tuple[str, str, str, str],
+                                                 tuple[list[float], str, bool]]:
+    out: dict[tuple[str, str, str, str], tuple[list[float], str, bool]] = {}
+    for c in cells:
+        if c.key.warmup or c.status is not CellStatus.OK:
+            continue
+        for s in c.samples:
+            if s.metric == envcpu.METRIC:
+                continue
+            key = (c.key.environment, c.key.workload, c.key.params_key, s.metric)
+            out.setdefault(key, ([], s.unit, s.higher_is_better))[0].append(s.value)
+    return out
+
+
+def compare(a: RunRecord, cells_a: Sequence[CellRecord], b: RunRecord,
+            cells_b: Sequence[CellRecord], force: bool = False) -> Comparison:
+    """Run B against run A. Raises NotComparable when the fingerprints differ and not force."""
+    diffs = fingerprint_differences(a.host, b.host)
+    if diffs and not force:
+        raise NotComparable(
+            f"runs {a.id} and {b.id} were recorded on hosts that differ ({'; '.join(diffs)}): "
+            "a difference would be the host's; compare runs of one host setup, or pass "
+            "--force to compare anyway with the differences listed")
+    out = Comparison(a, b, host_differences=diffs)
+    va, vb = _values(cells_a), _values(cells_b)
+    for key in va:
+        if key not in vb:
+            continue
+        (xa, unit, hib), (xb, _, _) = va[key], vb[key]
+        if not xa or sum(xa) == 0:
+            continue
+        env, wl, pk, metric = key
+        out.lines.append(Line(env, wl, pk, metric, unit, hib, sum(xa) / len(xa),
+                              sum(xb) / len(xb), len(xa), len(xb),
+                              ratio(xb, xa, hib, seed=int(b.seed))))
+    points_a = {k[:3] for k in va}
+    points_b = {k[:3] for k in vb}
+    out.only_a = sorted("|".join(p) for p in points_a - points_b)
+    out.only_b = sorted("|".join(p) for p in points_b - points_a)
+    return out
+
+
+def by_environment(c: Comparison) -> Mapping[str, list[Line]]:
+    grouped: dict[str, list[Line]] = defaultdict(list)
+    for line in c.lines:
+        grouped[line.environment].append(line)
+    return grouped
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    return {
+        "a": c.a.id, "b": c.b.id, "host_differences": c.host_differences,
+        "only_in_a": c.only_a, "only_in_b": c.only_b,
+        "lines": [{"environment": x.environment, "workload": x.workload,
+                   "params": x.params_key, "metric": x.metric, "unit": x.unit,
+                   "mean_a": x.mean_a, "mean_b": x.mean_b, "n_a": x.n_a, "n_b": x.n_b,
+                   "ratio": x.ratio.ratio,
+                   "ci_low": x.ratio.ci_low if x.ratio.has_ci else None,
+                   "ci_high": x.ratio.ci_high if x.ratio.has_ci else None,
+                   "verdict": x.ratio.verdict} for x in c.lines],
+    }

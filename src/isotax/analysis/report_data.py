@@ -1,0 +1,477 @@
+"""From a stored run to what a report shows: summaries, ratios, failures and warnings.
+
+The renderers in report/ only render this; all arithmetic happens here and in stats.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import tomllib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
+from isotax.analysis.explain import Explained, explain
+from isotax.analysis.limiter import Limiter
+from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
+from isotax.host.parity import problems_by_environment
+from isotax.model import CellKey, CellStatus
+from isotax.parsers import distributions
+from isotax.plan import PlanError, parse_plan
+from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
+from isotax.telemetry import envcpu
+
+
+class ReportWarning(Enum):
+    """Every warning says what to do next (hyperfine's style). Each kind has a short title
+    (the terminal groups warnings by kind under it) and the members run from the most
+    important to the least: the terminal lists the kinds in this order."""
+
+    INCOMPLETE = ("incomplete run",
+                  "the run is {status}: `isotax run --resume {run}` finishes it.")
+    EMULATED = ("emulated, not KVM",
+                "{env} ran under TCG software emulation: its ratios measure the emulator, not "
+                "KVM's overhead. Run on a host with hardware KVM for VM overhead figures.")
+    UNAVAILABLE = ("environment did not run", "{env} did not run: {reason}")
+    FAILURES = ("failed cells",
+                "{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
+                "`isotax run --resume` finishes an interrupted run.")
+    PARITY = ("unequal resources",
+              "unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
+              "differences from this alone are not isolation overhead).")
+    FINGERPRINT_FORCED = ("resumed on a changed host",
+                          "the run was resumed with --force on a host that differed from the "
+                          "one it started on ({changes}): its repetitions before and after "
+                          "may not be comparable; rerun the plan whole for clean figures.")
+    VERSION_MISMATCH = ("tool versions differ",
+                        "{tool} differs between {env} ({other}) and {base} ({version}): "
+                        "install the same package version on the host as in the image.")
+    LOADGEN_SATURATED = ("load generator saturated",
+                         "{env} {point}: {words}. Give the load generator more CPU "
+                         "(placement = \"split\", fewer streams or connections) or a faster "
+                         "client, or read this figure as the client's ceiling.")
+    BLAS_CORE = ("OpenBLAS chose other kernels",
+                 "OpenBLAS ran its {core} kernels in {env} but {base_core} in {base} "
+                 "({workloads}): the difference includes the CPU model the environment shows, "
+                 "not only isolation. Give a VM the host's CPU model (profile tuned, or "
+                 "options.cpu_model) to compare the same kernels.")
+    FEW_REPETITIONS = ("too few repetitions",
+                       "only {n} repetition(s) per cell: ratio intervals need at least 2, "
+                       "better 5 or more; raise `repetitions` in the plan.")
+    TARGET_NOT_MET = ("adaptive target not met",
+                      "adaptive repetitions ended ({ended}) with {short} of {total} ratio(s) "
+                      "wider than ±{target:.1%} (see Repetitions): raise budget_s or "
+                      "max_repetitions, quiet the host, or read those ratios as wider.")
+    NUMA_SINGLE_NODE = ("NUMA pinning on a one-node host",
+                        "this host has one NUMA node: pinning {envs} to it cannot show a "
+                        "placement effect; run the plan on a multi-node host for that.")
+    NO_TELEMETRY = ("cells without telemetry",
+                    "{count} measured cell(s) have no telemetry (a run recorded before "
+                    "isotax watched runs, or [telemetry] found nothing): their results carry "
+                    "no cost per unit or limiter; rerun for them.")
+    HIGH_VARIANCE = ("high variance",
+                     "{env}: {count} result(s) vary by more than 5% between repetitions, "
+                     "most {workload} {metric} (coefficient of variation {cv:.1%}); quiet the "
+                     "host (`isotax system tune`), add repetitions, or set an [adaptive] "
+                     "target.")
+    OUTLIERS = ("outlying values",
+                "{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
+                "(see Outliers); they are kept in every mean and interval. Check what else "
+                "ran on the host then, or add repetitions.")
+
+    def __init__(self, title: str, template: str) -> None:
+        self.title = title
+        self.template = template
+
+    def say(self, subject: str | None = None, **kw: Any) -> Warned:
+        """The warning in words; subject (the environment it is about) defaults to env."""
+        return Warned(self.template.format(**kw), self,
+                      str(kw.get("env", "")) if subject is None else subject)
+
+
+class Warned(str):
+    """A warning's text (what every report prints in full) that knows its kind and the
+    environment it is about ("" for the run as a whole), so the terminal can group them."""
+
+    kind: ReportWarning
+    subject: str
+
+    def __new__(cls, text: str, kind: ReportWarning, subject: str = "") -> Warned:
+        self = super().__new__(cls, text)
+        self.kind = kind
+        self.subject = subject
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the kind
+        return Warned, (str(self), self.kind, self.subject)
+
+
+HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    params_key: str
+    metric: str
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Cell:
+    values: tuple[float, ...]
+    summary: Summary
+    ratio: Ratio | None  # None for the baseline itself or when the baseline has no values
+
+
+@dataclass(frozen=True)
+class EnvCpu:
+    """CPU-s per run of an environment's own host processes at one workload point."""
+
+    summary: Summary
+    by_program: dict[str, float]  # program -> mean CPU-s per run, largest first
+
+
+CdfKey = tuple[str, str, str, str]  # (workload, params_key, metric, label)
+CDF_SUFFIX = "_cdf_us"  # a sample label holding a latency CDF in µs (isotax.parsers.distributions)
+
+
+@dataclass
+class ReportData:
+    run: RunRecord
+    plan: Mapping[str, Any]
+    baseline: str
+    environments: list[EnvRecord]
+    columns: list[str]  # environments with results, baseline first
+    rows: list[Row]
+    cells: dict[tuple[Row, str], Cell]
+    failures: list[CellRecord]
+    # Per workload: the parameters every point shares (shown once), and per parameters key
+    # the ones that vary (the sweep axes, shown in each row).
+    common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # (environment, workload, params_key) -> the CPU the environment's own host processes
+    # used per run (envcpu.METRIC), and per program name its mean per run.
+    env_cpu: dict[tuple[str, str, str], EnvCpu] = field(default_factory=dict)
+    # Values flagged by the modified z-score, kept in every figure: (row, environment,
+    # repetition, value, z).
+    outliers: list[tuple[Row, str, int, float, float]] = field(default_factory=list)
+    # Per row, the noise floor the A/A run showed (plan `aa`): a fraction, e.g. 0.03.
+    noise_floor: dict[Row, float] = field(default_factory=dict)
+    aa_env: str | None = None
+    # (environment, workload, params_key) -> why that point does not apply there ("n/a").
+    not_applicable: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # Pairs of environments that differ in one setting, and per metric what that change did.
+    layers: list[Layer] = field(default_factory=list)
+    layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
+    # Facts the runner decided during the run (store.run_meta), e.g. "adaptive": how adaptive
+    # repetitions ended and each ratio's half-width (isotax.analysis.adaptive).
+    run_meta: dict[str, Any] = field(default_factory=dict)
+    # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
+    # from the telemetry stored with each measured repetition (isotax.analysis.explain).
+    explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
+    unwatched: int = 0  # measured OK cells without telemetry (older runs)
+    # environment -> the density workload's curve (instances, total MiB, ...) of its first
+    # measured run, for the memory-vs-instances figure.
+    density_curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Latency CDFs the tools recorded (fio's histogram, sockperf's every round trip), pooled
+    # over the repetitions: (workload, params_key, metric, label) -> environment -> CDF.
+    latency_cdfs: dict[CdfKey, dict[str, distributions.Cdf]] = field(default_factory=dict)
+    cdf_runs: dict[CdfKey, dict[str, int]] = field(default_factory=dict)
+
+    def env(self, name: str) -> EnvRecord | None:
+        return next((e for e in self.environments if e.name == name), None)
+
+    def emulated(self, name: str) -> bool:
+        e = self.env(name)
+        return bool(e and str(e.describe.get("emulated", "")).lower() in ("yes", "true", "1"))
+
+    def na_reason(self, env: str, row: Row) -> str | None:
+        """Why row's point does not apply to env, or None."""
+        return self.not_applicable.get((env, row.workload, row.params_key))
+
+    def headline_rows(self) -> list[Row]:
+        """Each workload point's headline metric (its first row), in row order."""
+        seen: set[tuple[str, str]] = set()
+        out = []
+        for r in self.rows:
+            if (r.workload, r.params_key) not in seen:
+                seen.add((r.workload, r.params_key))
+                out.append(r)
+        return out
+
+    def in_row_order(self, points: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """(workload, params_key) points, once each, in the order of the result rows."""
+        order = {(r.workload, r.params_key): i for i, r in enumerate(self.rows)}
+        return sorted(dict.fromkeys(points), key=lambda p: order.get(p, 1 << 30))
+
+    def label(self, name: str) -> str:
+        return f"{name} (emulated)" if self.emulated(name) else name
+
+    def cell(self, env: str, workload: str, params_key: str, metric: str) -> Cell | None:
+        """The cell of one metric of one point in one environment, if measured."""
+        row = self._row_index.get((workload, params_key, metric))
+        return self.cells.get((row, env)) if row is not None else None
+
+    @functools.cached_property
+    def _row_index(self) -> dict[tuple[str, str, str], Row]:
+        # Built once: the figures look cells up by name for every environment and point.
+        return {(r.workload, r.params_key, r.metric): r for r in self.rows}
+
+
+def analyze(store: Store, run_id: str) -> ReportData:
+    run = store.get_run(run_id)
+    plan = tomllib.loads(run.plan_toml)
+    baseline = plan.get("baseline", "native")
+    envs = store.environments(run.id)
+    records = store.cells(run.id)
+    measured = [c for c in records if not c.key.warmup]
+    values: dict[tuple[Row, str], list[float]] = defaultdict(list)
+    reps: dict[tuple[Row, str], list[int]] = defaultdict(list)  # each value's repetition
+    rows: list[Row] = []
+    env_cpu: dict[tuple[str, str, str], list[tuple[float, Mapping[str, Any]]]] = \
+        defaultdict(list)
+    blas: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for c in measured:
+        if c.status is not CellStatus.OK:
+            continue
+        for s in c.samples:
+            if s.labels.get("blas_core"):
+                blas[c.key.environment][str(s.labels["blas_core"])].add(c.key.workload)
+            if s.metric == envcpu.METRIC:  # a cost of the environment, shown on its own
+                env_cpu[(c.key.environment, c.key.workload, c.key.params_key)].append(
+                    (s.value, s.labels.get("by_program", {})))
+                continue
+            row = Row(c.key.workload, c.key.params_key, s.metric, s.unit, s.higher_is_better)
+            if row not in rows:
+                rows.append(row)
+            values[(row, c.key.environment)].append(s.value)
+            reps[(row, c.key.environment)].append(c.key.repetition)
+    # Rows follow the plan: its order of workloads, each one's points in sweep order
+    # (threads 1, 2, 4, 16, not as text), then the order metrics first appeared.
+    wl_order = [w.get("name") for w in plan.get("workloads", [])]
+    points = _plan_points(run.plan_toml)
+    rows.sort(key=lambda r: (wl_order.index(r.workload) if r.workload in wl_order else 1 << 30,
+                             points.get((r.workload, r.params_key), 1 << 30)))
+    common, sweep = _split_params(measured)
+    common = dict(sorted(common.items(), key=lambda kv: wl_order.index(kv[0])
+                         if kv[0] in wl_order else 1 << 30))
+    order = [e.name for e in envs if e.available]
+    columns = [baseline] + [n for n in order if n != baseline]
+    cells: dict[tuple[Row, str], Cell] = {}
+    for (row, env), vals in values.items():
+        base_vals = values.get((row, baseline))
+        r = None
+        # A baseline of zero (e.g. no errors natively) has no ratio: the mean stands alone.
+        if env != baseline and base_vals and any(base_vals):
+            r = ratio(vals, base_vals, row.higher_is_better, seed=int(run.seed))
+        cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
+    failures = [c for c in records if c.status is CellStatus.FAILED]
+    data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
+    data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
+    data.run_meta = store.run_meta(run.id)
+    for c in measured:
+        curve = next((s.labels.get("curve") for s in c.samples
+                      if c.key.workload == "density" and s.labels.get("curve")), None)
+        if c.status is CellStatus.OK and curve:
+            data.density_curves.setdefault(c.key.environment, list(curve))
+    _collect_cdfs(data, measured)
+    watched = store.telemetry(run.id)
+    data.explained = explain(records, watched)
+    data.unwatched = sum(1 for c in measured if c.status is CellStatus.OK and c.id not in watched)
+    if plan.get("aa"):
+        _apply_noise_floor(data, f"{baseline}-aa")
+    for c in measured:
+        if c.status is CellStatus.NOT_APPLICABLE:
+            data.not_applicable.setdefault(
+                (c.key.environment, c.key.workload, c.key.params_key), c.reason)
+    data.layers = single_layer_pairs(plan.get("environments", []), columns, baseline)
+    for layer in data.layers:
+        for row in rows:
+            lr = layer_ratio(values.get((row, layer.after_env), []),
+                             values.get((row, layer.before_env), []), row.higher_is_better,
+                             int(run.seed))
+            if lr is not None:
+                data.layer_ratios[(layer, row)] = lr
+    for (row, env), vals in values.items():
+        for i, z in outliers(vals):
+            data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
+    data.warnings = [*_warnings(data), *_blas_warnings(blas, baseline)]
+    return data
+
+
+def _collect_cdfs(data: ReportData, measured: Sequence[CellRecord]) -> None:
+    """Every valid `*_cdf_us` label of the OK measured cells, pooled per point and environment
+    (each repetition weighs the same)."""
+    runs: dict[CdfKey, dict[str, list[distributions.Cdf]]] = defaultdict(lambda: defaultdict(list))
+    for c in measured:
+        if c.status is not CellStatus.OK:
+            continue
+        for s in c.samples:
+            for label, value in s.labels.items():
+                if label.endswith(CDF_SUFFIX) and distributions.valid(value):
+                    runs[(c.key.workload, c.key.params_key, s.metric, label)][
+                        c.key.environment].append(value)
+    points = data.in_row_order((k[0], k[1]) for k in runs)
+    for key in sorted(runs, key=lambda k: (points.index((k[0], k[1])), k[2], k[3])):
+        by_env = runs[key]
+        envs = [e for e in data.columns if e in by_env]
+        data.latency_cdfs[key] = {e: distributions.pooled(by_env[e]) for e in envs}
+        data.cdf_runs[key] = {e: len(by_env[e]) for e in envs}
+
+
+def _apply_noise_floor(d: ReportData, aa_env: str) -> None:
+    """Each row's noise floor from the baseline's A/A copy, and every other environment's
+    ratio judged against it: a difference no larger than A/A shows is within noise."""
+    d.aa_env = aa_env
+    for row in d.rows:
+        aa = d.cells.get((row, aa_env))
+        if aa is None or aa.ratio is None:
+            continue
+        floor = aa_noise_floor(aa.ratio)
+        if math.isnan(floor):
+            continue
+        d.noise_floor[row] = floor
+        for env in d.columns:
+            cell = d.cells.get((row, env))
+            if env in (d.baseline, aa_env) or cell is None or cell.ratio is None:
+                continue
+            d.cells[(row, env)] = replace(cell, ratio=replace(cell.ratio, noise_floor=floor))
+
+
+def _env_cpu(runs: list[tuple[float, Mapping[str, Any]]]) -> EnvCpu:
+    programs: dict[str, float] = defaultdict(float)
+    for _, by_program in runs:
+        for name, secs in by_program.items():
+            programs[name] += float(secs) / len(runs)
+    return EnvCpu(summarize([v for v, _ in runs]),
+                  dict(sorted(programs.items(), key=lambda kv: -kv[1])))
+
+
+def _plan_points(plan_toml: str) -> dict[tuple[str, str], int]:
+    """(workload, params_key) -> its position in the plan's own order of points; empty when
+    the stored plan no longer parses (e.g. a workload since removed): rows then keep the
+    order they appeared in."""
+    try:
+        plan = parse_plan(plan_toml)
+    except PlanError:
+        return {}
+    out: dict[tuple[str, str], int] = {}
+    for w in plan.workloads:
+        for p in w.combinations():
+            out.setdefault((w.name, CellKey("", w.name, p, 0).params_key), len(out))
+    return out
+
+
+def _split_params(cells: list[CellRecord]
+                  ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], str]]:
+    points: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for c in cells:
+        points[c.key.workload][c.key.params_key] = c.key.params
+    common: dict[str, dict[str, Any]] = {}
+    sweep: dict[tuple[str, str], str] = {}
+    for wl, by_key in points.items():
+        names = sorted({k for p in by_key.values() for k in p})
+        varying = [k for k in names if len({repr(p.get(k)) for p in by_key.values()}) > 1]
+        first = next(iter(by_key.values()))
+        common[wl] = {k: first.get(k) for k in names if k not in varying}
+        for key, p in by_key.items():
+            sweep[(wl, key)] = ",".join(f"{k}={p.get(k)}" for k in varying)
+    return common, sweep
+
+
+def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str
+                   ) -> list[Warned]:
+    """Where OpenBLAS chose other kernels than in the baseline (it picks them by the CPU it
+    is shown: a VM's CPU model decides which HPL and DGEMM code runs)."""
+    base = blas.get(baseline, {})
+    if len(base) != 1:
+        return []
+    (base_core,) = base
+    out = []
+    for env, cores in blas.items():
+        for core, workloads in cores.items():
+            if env != baseline and core != base_core:
+                out.append(ReportWarning.BLAS_CORE.say(
+                    core=core, env=env, base_core=base_core, base=baseline,
+                    workloads=", ".join(sorted(workloads))))
+    return out
+
+
+def _warnings(d: ReportData) -> list[Warned]:
+    out: list[Warned] = []
+    if d.run.status != "complete":
+        out.append(ReportWarning.INCOMPLETE.say(status=d.run.status, run=d.run.id))
+    for e in d.environments:
+        if not e.available:
+            out.append(ReportWarning.UNAVAILABLE.say(env=e.name, reason=e.reason))
+        elif d.emulated(e.name):
+            out.append(ReportWarning.EMULATED.say(env=e.name))
+    base = d.env(d.baseline)
+    if base is not None:
+        for e in d.environments:
+            if e.name == d.baseline or not e.available:
+                continue
+            for tool, version in base.tools.items():
+                other = e.tools.get(tool)
+                if other is not None and other != version:
+                    out.append(ReportWarning.VERSION_MISMATCH.say(
+                        tool=tool, env=e.name, other=other, base=d.baseline, version=version))
+    pinned = [str(e.get("name")) for e in d.plan.get("environments", [])
+              if e.get("numa_node") is not None]
+    if pinned and int(d.run.host.get("numa_nodes", 1)) == 1:
+        out.append(ReportWarning.NUMA_SINGLE_NODE.say(", ".join(pinned), envs=", ".join(pinned)))
+    described = {e.name: e.describe for e in d.environments if e.available}
+    out += [ReportWarning.PARITY.say(env, problem=p)
+            for env, p in problems_by_environment(described, d.baseline)]
+    reps = int(d.plan.get("repetitions", 3))
+    if reps < 2:
+        out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))
+    failed: dict[str, int] = defaultdict(int)
+    for c in d.failures:
+        failed[c.key.environment] += 1
+    for env, n in failed.items():
+        out.append(ReportWarning.FAILURES.say(count=n, env=env))
+    flagged: dict[str, list[str]] = defaultdict(list)
+    for row, env, _, _, _ in d.outliers:
+        flagged[env].append(f"{row.workload} {row.metric}")
+    for env, where in flagged.items():
+        names = list(dict.fromkeys(where))
+        out.append(ReportWarning.OUTLIERS.say(
+            env=env, count=len(where),
+            metrics=", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4
+                                            else "")))
+    # One high-variance warning per environment (its worst metric and how many more), not
+    # one per cell: a noisy host would otherwise bury every other warning.
+    noisy: dict[str, list[tuple[float, Row]]] = defaultdict(list)
+    for (row, env), cell in d.cells.items():
+        if cell.summary.n >= 2 and cell.summary.cv > HIGH_CV:
+            noisy[env].append((cell.summary.cv, row))
+    for env, found in noisy.items():
+        cv, row = max(found, key=lambda x: x[0])
+        out.append(ReportWarning.HIGH_VARIANCE.say(
+            env=env, count=len(found), workload=row.workload, metric=row.metric, cv=cv))
+    forced = d.run_meta.get("fingerprint_forced")
+    if forced:
+        out.append(ReportWarning.FINGERPRINT_FORCED.say(changes="; ".join(forced)))
+    for (env, wl, pkey), ex in d.explained.items():
+        if ex.limiter.limiter is Limiter.LOADGEN:
+            point = f"{wl} {d.sweep_label.get((wl, pkey), '')}".strip()
+            out.append(ReportWarning.LOADGEN_SATURATED.say(env=env, point=point,
+                                                           words=ex.limiter.words))
+    if d.unwatched:
+        out.append(ReportWarning.NO_TELEMETRY.say(count=d.unwatched))
+    ad = d.run_meta.get("adaptive")
+    if ad and ad.get("ended"):
+        short = sum(not r.get("met") for r in ad.get("ratios", []))
+        if short:
+            out.append(ReportWarning.TARGET_NOT_MET.say(
+                ended=ad["ended"], short=short, total=len(ad.get("ratios", [])),
+                target=float(ad["target"])))
+    return out

@@ -1,0 +1,311 @@
+"""podman: containers of the workload image run by Podman (rootful, daemonless; see engine.py).
+
+isotax keeps Podman's state apart from anybody else's: its own storage (--root
+/var/lib/isotax/podman, the image store, kept like the image cache), run root
+(/run/itx-podman) and CNI network directory (/run/itx-podman/net.d). A bridged container gets
+its own bridge itx-brp<tag> (isotax's network.Bridge: a free /24, NAT) described to Podman as a
+CNI network (bridge + portmap + firewall plugins, Podman's own default chain), so no
+cni-podman0 is ever made.
+
+Ports (engine.py explains why): rootful Podman reserves every published port with a listening
+socket that conmon holds, so by default the load generator maps them to the container's address
+on its bridge with the same DNAT Podman's portmap plugin installs; options.publish = true
+publishes them with `-p` on the bridge's gateway (loadgen's "published" mode).
+
+conmon, Podman's per-container monitor, counts toward the container's cost (host_pids). With
+the last instance of the process gone, the CNI chains Podman left in iptables are removed, and
+the storage's own private bind mounts are unmounted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pyroute2 import IPRoute
+
+from isotax.environments.base import (
+    Availability,
+    EnvSpec,
+    Instance,
+    Stopwatch,
+    Unavailable,
+    register,
+)
+from isotax.environments.engines.docker import (
+    RUNSC,
+    crun_wrapper_text,
+    mounts_under,
+    runsc_platform,
+)
+from isotax.environments.engines.engine import (
+    LABEL,
+    EngineCli,
+    EngineInstance,
+    iptables_snapshot,
+    pids_matching,
+    remove_iptables_leftovers,
+)
+from isotax.environments.oci.runtime import Runtime as OciRuntime
+from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
+from isotax.host.network import Bridge, uplink_mtu
+
+ROOT = Path("/var/lib/isotax/podman")
+RUNROOT = Path("/run/itx-podman")
+NET_DIR = RUNROOT / "net.d"
+CNI_PLUGIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+
+
+def podman_flags() -> list[str]:
+    return ["--root", str(ROOT), "--runroot", str(RUNROOT), "--network-config-dir",
+            str(NET_DIR), "--tmpdir", str(RUNROOT / "libpod"), "--cgroup-manager", "cgroupfs",
+            "--events-backend", "file", "--storage-driver", "overlay"]
+
+
+def cni_conflist(name: str, bridge: str, subnet: str, gateway: str,
+                 mtu: int = 1500) -> dict[str, Any]:
+    """The CNI network Podman 4.3 writes for `podman network create`, on isotax's bridge:
+    NAT is the bridge's own (network.Bridge), hence no ipMasq; the veth gets the host
+    uplink's MTU, as isotax's own links do. Pure."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": name,
+        "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False,
+             "hairpinMode": True, "mtu": mtu,
+             "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
+                      "ranges": [[{"subnet": subnet, "gateway": gateway}]],
+                      "dataDir": str(RUNROOT / "cni-ipam")}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+            {"type": "firewall", "backend": ""},
+            {"type": "tuning"},
+        ],
+        "args": {"podman_labels": {LABEL: "1"}},
+    }
+
+
+def runsc_wrapper_text(platform: str, host_network: bool) -> str:
+    """runsc with its platform (and, on the host's network, --network=host: without it runsc
+    starts its own netstack in the host's namespace, which it refuses). Pure."""
+    net = " --network=host" if host_network else ""
+    return f"#!/bin/sh\nexec {RUNSC} --platform={platform}{net} \"$@\"\n"
+
+
+_LOCK = threading.Lock()
+_USERS = 0
+_IPTABLES: dict[str, str] = {}
+
+
+def _acquire() -> None:
+    global _USERS, _IPTABLES
+    with _LOCK:
+        if _USERS == 0:
+            _IPTABLES = iptables_snapshot()
+        _USERS += 1
+
+
+def _release(cli: EngineCli) -> list[str]:
+    """The last instance of the process: CNI's chains and the storage's mounts go."""
+    global _USERS, _IPTABLES
+    with _LOCK:
+        _USERS -= 1
+        if _USERS > 0:
+            return []
+        errors: list[str] = []
+        left = cli.call("ps", "-aq", timeout=30).stdout.split()
+        if left:  # another isotax process's containers: leave the shared state alone
+            return errors
+        if _IPTABLES:
+            errors += remove_iptables_leftovers(_IPTABLES, ("CNI-",), ("itx-brp",))
+            _IPTABLES = {}
+        for point in mounts_under((str(ROOT), str(RUNROOT))):
+            p = subprocess.run(["umount", "-l", point], capture_output=True, text=True,
+                               check=False, timeout=30)
+            if p.returncode != 0:
+                errors.append(f"umount {point}: {p.stderr.strip()}")
+        shutil.rmtree(RUNROOT, ignore_errors=True)
+        return errors
+
+
+class PodmanInstance(EngineInstance):
+    engine = "podman"
+
+    def __init__(self, spec: EnvSpec) -> None:
+        super().__init__(spec)
+        self.cli = EngineCli("podman", podman_flags())
+        self._bridge: Bridge | None = None
+        self._net_file: Path | None = None
+        self._acquired = False
+        self.release_errors: list[str] = []
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _prepare_engine(self, sw: Stopwatch) -> None:
+        _acquire()
+        self._acquired = True
+        for d in (ROOT, RUNROOT, NET_DIR, RUNROOT / "libpod", RUNROOT / "runtimes"):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def _runtime_flags(self) -> tuple[list[str], list[str]]:
+        """Podman takes the runtime as a global --runtime PATH. It records the path with the
+        container, but later commands find a runtime only among those they know, so every
+        command of this instance gets the same flag (the instance's cli). A small wrapper
+        carries flags (runsc's platform, crun's cgroup workaround)."""
+        before, run = self._runtime_choice()
+        self.cli = EngineCli("podman", [*podman_flags(), *before])
+        return [], run
+
+    def _runtime_choice(self) -> tuple[list[str], list[str]]:
+        rt = self.choices.runtime
+        wrappers = RUNROOT / "runtimes"
+        if rt == "kata":
+            raise Unavailable(Availability.no(
+                "podman cannot run Kata Containers 2 or later: Kata ships only a containerd "
+                "shim v2 (containerd-shim-kata-v2), no OCI command-line runtime for conmon",
+                'use kind "docker" (Docker 23+) with options.runtime = "kata"'))
+        if rt == "runc":
+            path = shutil.which("runc")
+            if path is None:
+                raise Unavailable(Availability.no("runc is not installed", "apt-get install runc"))
+            self._runtime_words = f"runc {OciRuntime('runc').version()} via conmon"
+            return ["--runtime", path], []
+        if rt == "crun":
+            crun = shutil.which("crun")
+            if crun is None:
+                raise Unavailable(Availability.no("crun is not installed", "apt-get install crun"))
+            self._runtime_words = f"crun {OciRuntime('crun').version()} via conmon"
+            if not _needs_unified_detached():
+                return ["--runtime", crun], []
+            w = wrappers / "crun-unified-detached"
+            w.write_text(crun_wrapper_text(crun))
+            w.chmod(0o755)
+            self._runtime_words += " (wrapped: private mount ns without /sys/fs/cgroup/unified)"
+            return ["--runtime", str(w)], []
+        if not RUNSC.exists():
+            raise Unavailable(Availability.no(
+                f"no current runsc at {RUNSC}", "scripts/setup.sh installs one there"))
+        platform = runsc_platform(RUNSC)
+        net = " --network=host" if self.choices.network == "host" else ""
+        w = wrappers / f"runsc-{platform}{'-host' if net else ''}"
+        w.write_text(runsc_wrapper_text(platform, bool(net)))
+        w.chmod(0o755)
+        p = subprocess.run([str(RUNSC), "--version"], capture_output=True, text=True,
+                           timeout=10, check=False)
+        first = (p.stdout.splitlines() or ["runsc"])[0]
+        self._runtime_words = f"runsc {parse_version(first)} ({platform}) via conmon"
+        return ["--runtime", str(w)], []
+
+    def _network_flags(self) -> tuple[str | None, list[str]]:
+        if not any(Path(d, "bridge").exists() for d in CNI_PLUGIN_DIRS):
+            raise Unavailable(Availability.no(
+                "the CNI plugins are not installed (podman's bridge network needs them)",
+                "apt-get install containernetworking-plugins"))
+        tag = self.name.rsplit("-", 1)[1]
+        self._bridge = Bridge(name=f"itx-brp{tag}")
+        self._bridge.up()
+        self.bridge_name = self._bridge.name
+        net = self._bridge.name
+        self._net_file = NET_DIR / f"{net}.conflist"
+        with IPRoute() as ipr:
+            mtu = uplink_mtu(ipr)
+        self._net_file.write_text(json.dumps(cni_conflist(
+            net, self._bridge.name, str(self._bridge.network), self._bridge.gateway, mtu),
+            indent=1))
+        return (self._bridge.gateway if self.publish else None), ["--network", net]
+
+    def _rm_flags(self) -> list[str]:
+        # --time 0: kill at once, as `docker rm -f` does (podman would wait 10 s for a stop).
+        return ["--force", "--volumes", "--time", "0"]
+
+    def _log_path(self, container_id: str) -> Path | None:
+        # k8s-file, Podman's default log driver, in the container's userdata directory.
+        return ROOT / "overlay-containers" / container_id / "userdata" / "ctr.log"
+
+    def _engine_pids(self) -> list[int]:
+        return pids_matching("conmon", ["-c", self.container_id]) if self.container_id else []
+
+    def _engine_version(self) -> str:
+        p = self.cli.call("version", "--format", "{{.Client.Version}}", timeout=20)
+        return f"podman {p.stdout.strip()}" if p.returncode == 0 else "podman"
+
+    def _engine_words(self) -> dict[str, str]:
+        d = {"daemon": "none (podman is daemonless; conmon per container)",
+             "storage_root": str(ROOT)}
+        if self.import_s:
+            d["image_import_s"] = f"{self.import_s:.1f}"
+        return d
+
+    def _release_engine(self) -> None:
+        if self._net_file is not None:
+            self._net_file.unlink(missing_ok=True)
+            self._net_file = None
+        if self._bridge is not None:
+            b, self._bridge = self._bridge, None
+            try:
+                b.down()
+            except Exception as e:
+                self.release_errors.append(f"bridge {b.name}: {e}")
+        if self._acquired:
+            self._acquired = False
+            self.release_errors += _release(self.cli)
+
+
+@register
+class Podman:
+    kind: ClassVar[str] = "podman"
+    description: ClassVar[str] = ("Podman (rootful, own storage): the image imported; "
+                                  "bridge+ports (CNI) or host net; runc/crun/runsc")
+    # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
+    supports_numa: ClassVar[bool] = True
+
+    def available(self) -> Availability:
+        if os.geteuid() != 0:
+            return Availability.no("podman needs root here (rootless is not supported)",
+                                   "run isotax as root")
+        for tool, pkg in (("podman", "podman"), ("conmon", "conmon"),
+                          ("iptables", "iptables"), ("unshare", "util-linux")):
+            if shutil.which(tool) is None:
+                return Availability.no(f"{tool} is not installed", f"apt-get install {pkg}")
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return PodmanInstance(spec)
+
+
+
+def podman_leaks() -> list[str]:
+    """isotax-labelled Podman containers and volumes in isotax's own storage, CNI networks
+    left in its network directory, conmon processes of its containers."""
+    out = []
+    if not RUNROOT.is_dir():
+        # No podman of isotax's is live (asking podman would set up its run root and storage
+        # mounts): its storage's own container list says what a crashed run left.
+        with contextlib.suppress(OSError, ValueError):
+            listed = json.loads((ROOT / "overlay-containers" / "containers.json").read_text())
+            for c in listed:
+                name = next(iter(c.get("names") or []), c.get("id", "?"))
+                out.append(f"podman container {name} in {ROOT} (podman --root {ROOT} "
+                           f"--runroot {RUNROOT} rm -f {name})")
+    elif shutil.which("podman") is not None:
+        cli = EngineCli("podman", podman_flags())
+        for name in cli.call("ps", "-a", "--filter", f"label={LABEL}", "--format",
+                             "{{.Names}}", timeout=30).stdout.split():
+            out.append(f"podman container {name} (podman --root {ROOT} --runroot {RUNROOT} "
+                       f"rm -f {name})")
+        for name in cli.call("volume", "ls", "-q", "--filter", f"label={LABEL}",
+                             timeout=30).stdout.split():
+            out.append(f"podman volume {name} (podman --root {ROOT} --runroot {RUNROOT} "
+                       f"volume rm {name})")
+    if NET_DIR.is_dir():
+        for f in sorted(NET_DIR.glob("*.conflist")):
+            out.append(f"podman CNI network {f} (rm {f})")
+    return out

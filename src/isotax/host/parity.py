@@ -1,0 +1,248 @@
+"""Parity: the environments a run compares must get equal resources, or the report must say
+they did not. A VM with half the host's memory, a container with a smaller cpuset, THP on in a
+guest and off on the host, or a NIC without segmentation offload all move results by
+themselves; the studies' own lesson (the untuned VM) is exactly such a difference.
+
+Before the first cell each environment is probed from inside (one small shell script, the same
+in every environment): the CPUs it may run on (`nproc`: affinity, cpuset or vCPUs), the memory
+it may use (MemTotal, capped by its memory cgroup's limit), transparent hugepages, the MTU and
+the offloads (ethtool -k) of the interface its default route leaves by, plus hugepage backing
+where the environment's describe() reports it (a VM's guest cannot see that). Every difference
+from the baseline is a problem: the plan's `parity = "refuse"` (default) stops the run before it
+measures anything; `parity = "flag"` runs and lists them in the report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from isotax.environments.base import Instance
+
+PROBE = r"""
+echo "cpus=$(nproc)"
+awk '/^MemTotal:/ {print "mem_total_kib=" $2}' /proc/meminfo
+for f in /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max; do
+  [ -r "$f" ] && { echo "mem_limit=$(cat "$f")"; break; }
+done
+echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+dev=$(ip route show default 2>/dev/null |
+      awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+echo "dev=$dev"
+if [ -n "$dev" ]; then
+  echo "mtu=$(cat "/sys/class/net/$dev/mtu" 2>/dev/null)"
+  command -v ethtool >/dev/null 2>&1 && ethtool -k "$dev" 2>/dev/null | sed 's/^/ethtool /'
+fi
+true
+"""
+
+# The offloads that change what a byte costs on the network path (the rest rarely differ).
+OFFLOADS = ("rx-checksumming", "tx-checksumming", "scatter-gather", "tcp-segmentation-offload",
+            "generic-segmentation-offload", "generic-receive-offload", "large-receive-offload")
+MEMORY_TOLERANCE = 0.05  # a VM's guest kernel keeps some of its RAM: MemTotal < -m
+
+
+def parse_ethtool_features(text: str) -> dict[str, str]:
+    """Top-level features of `ethtool -k`: name -> "on"/"off" ("[fixed]" dropped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0].isspace() or ":" not in line:
+            continue  # sub-features are indented; the header has no value
+        name, _, rest = line.partition(":")
+        value = rest.split()
+        if value and value[0] in ("on", "off"):
+            out[name.strip()] = value[0]
+    return out
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: int
+    memory_mib: int  # what the environment may use: MemTotal, capped by its cgroup limit
+    thp: str  # the selected transparent hugepage mode, e.g. "madvise"
+    mtu: int | None  # of the default route's interface; None without a network
+    offloads: Mapping[str, str] = field(default_factory=dict)  # empty: unknown (no ethtool)
+    hugepages: str = "none"  # hugepage backing of the environment's memory
+
+    def as_describe(self) -> dict[str, str]:
+        d = {"parity.cpus": str(self.cpus), "parity.memory_mib": str(self.memory_mib),
+             "parity.thp": self.thp, "parity.mtu": str(self.mtu or "none"),
+             "parity.hugepages": self.hugepages}
+        if self.offloads:
+            d["parity.offloads"] = ",".join(f"{k}={v}" for k, v in sorted(self.offloads.items()))
+        return d
+
+    @classmethod
+    def from_describe(cls, d: Mapping[str, str]) -> Resources | None:
+        if "parity.cpus" not in d:
+            return None
+        offloads = dict(kv.split("=", 1) for kv in d.get("parity.offloads", "").split(",")
+                        if "=" in kv)
+        mtu = d.get("parity.mtu", "none")
+        return cls(int(d["parity.cpus"]), int(d["parity.memory_mib"]), d.get("parity.thp", "?"),
+                   None if mtu == "none" else int(mtu), offloads,
+                   d.get("parity.hugepages", "none"))
+
+
+def parse_probe(text: str, hugepages: str = "none") -> Resources:
+    """The probe script's output -> Resources. Raises ValueError on anything else."""
+    kv: dict[str, str] = {}
+    ethtool = []
+    for line in text.splitlines():
+        if line.startswith("ethtool "):
+            ethtool.append(line[len("ethtool "):])
+        elif "=" in line:
+            k, _, v = line.partition("=")
+            kv[k.strip()] = v.strip()
+    if "cpus" not in kv or "mem_total_kib" not in kv:
+        raise ValueError(f"not the parity probe's output: {text.strip()[:200]!r}")
+    mem = int(kv["mem_total_kib"]) * 1024
+    limit = kv.get("mem_limit", "max")
+    if limit.isdigit():
+        mem = min(mem, int(limit))  # an unlimited v1 group reads as ~2^63
+    thp = kv.get("thp", "")
+    selected = thp[thp.find("[") + 1:thp.find("]")] if "[" in thp else (thp or "unknown")
+    mtu = kv.get("mtu", "")
+    features = parse_ethtool_features("\n".join(ethtool))
+    return Resources(int(kv["cpus"]), mem // (1024 * 1024), selected,
+                     int(mtu) if mtu.isdigit() else None,
+                     {k: features[k] for k in OFFLOADS if k in features}, hugepages)
+
+
+def probe(inst: Instance) -> Resources:
+    done = inst.exec(["sh", "-c", PROBE], 60)
+    if done.returncode != 0:
+        raise ValueError(f"the parity probe failed ({done.returncode}): {done.stderr.strip()}")
+    return parse_probe(done.stdout, str(inst.describe().get("hugepages", "none")))
+
+
+# What works when no setting in the plan can make two environments equal; worded to be true
+# whether the plan already says parity = "flag" (a report's warning) or not (a refusal).
+FLAG = 'with parity = "flag" the run goes on and its report lists this'
+
+
+@dataclass(frozen=True)
+class Memory:
+    """An environment's memory as the plan set it and as it is seen inside: what parity
+    compares (a VM's memory_mib, not its guest's MemTotal, which its kernel's share lowers)
+    and the words that say it."""
+
+    how: str  # "vm" (memory_mib), "limited" (a cgroup limit), "host" (all of the host's:
+    #           a container without a limit), "native" (cannot be limited), "unknown"
+    seen_mib: int  # MemTotal inside, capped by its memory cgroup's limit (the probe's)
+    given_mib: int | None = None  # the plan's memory_mib where it applies
+
+    @classmethod
+    def of(cls, res: Resources, d: Mapping[str, str]) -> Memory:
+        """From the probe's resources and the environment's describe(): a VM's "memory_mib",
+        a container's "memory" ("2048 MiB (limit)" or "no limit"), native's "kind"."""
+        vm = str(d.get("memory_mib", ""))
+        if vm.isdigit():
+            return cls("vm", res.memory_mib, int(vm))
+        limit = re.match(r"(\d+) MiB \(limit\)", str(d.get("memory", "")))
+        if limit:
+            return cls("limited", res.memory_mib, int(limit.group(1)))
+        if d.get("memory") == "no limit":
+            return cls("host", res.memory_mib)
+        if d.get("kind") == "native":
+            return cls("native", res.memory_mib)
+        return cls("unknown", res.memory_mib)
+
+    @property
+    def compared_mib(self) -> int:
+        """What parity compares: what a VM was given; what anything else may use (a limit
+        above the host's memory leaves the host's)."""
+        return self.given_mib if self.how == "vm" and self.given_mib else self.seen_mib
+
+    def words(self, name: str) -> str:
+        if self.how == "vm":
+            return (f"{name} was given memory_mib = {self.given_mib} (its guest sees "
+                    f"{self.seen_mib} MiB)")
+        if self.how == "limited":
+            return f"{name} is limited to {self.seen_mib} MiB (memory_mib = {self.given_mib})"
+        if self.how == "native":
+            return f"{name} has all of the host's {self.seen_mib} MiB"
+        if self.how == "host":
+            return f"{name} has no memory limit and sees {self.seen_mib} MiB"
+        return f"{name} has {self.seen_mib} MiB of memory"
+
+
+def memory_problem(name: str, env: Memory, base_name: str, base: Memory) -> str | None:
+    """The memory difference from the baseline, if any, and a change that would remove it:
+    never "set memory_mib" to what it already is, nor to all of the host for a VM."""
+    want = base.compared_mib
+    if abs(env.compared_mib - want) <= MEMORY_TOLERANCE * want:
+        return None
+    said = f"{env.words(name)}, {base.words(base_name)}: "
+    if env.how == "native":
+        if base.how == "limited":
+            return said + f"native runs as host processes and cannot be limited; remove " \
+                f"memory_mib from {base_name}"
+        return said + f"native runs as host processes and cannot be limited; {FLAG}"
+    if base.how in ("host", "native") and env.how == "vm":
+        return (said + f"a VM cannot be given all of its host's memory ({FLAG}); or make the "
+                "baseline an environment limited to the same memory (e.g. kind = \"runc\" "
+                f"with memory_mib = {env.given_mib}, named in baseline)")
+    if base.how in ("host", "native") and env.how == "limited":
+        return said + (f"remove memory_mib from {name} (a container without a limit has all "
+                       "of the host's memory)")
+    if base.how in ("host", "native") and env.how == "host":
+        # Unlimited too, yet it sees less: a cgroup above it or a sandbox's own accounting.
+        return said + f"the plan limits neither, so no setting in it equalises them; {FLAG}"
+    return said + f"set memory_mib = {want} for {name}"
+
+
+def problems(name: str, env: Resources, base_name: str, base: Resources,
+             env_describe: Mapping[str, str] | None = None,
+             base_describe: Mapping[str, str] | None = None) -> list[str]:
+    """Each difference from the baseline, in words, with a plan change that would remove it.
+    The describe() dicts say how memory was set (a VM's memory_mib, a container's limit):
+    without them, memory is compared as seen inside."""
+    out = []
+    mem_env, mem_base = Memory.of(env, env_describe or {}), Memory.of(base, base_describe or {})
+    if env.cpus != base.cpus:
+        fix = (f"native runs on every CPU it may use; set vcpus = {env.cpus} for {base_name}"
+               if mem_env.how == "native" else f"set vcpus = {base.cpus} for {name}")
+        out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: {fix}")
+    mem = memory_problem(name, mem_env, base_name, mem_base)
+    if mem:
+        out.append(mem)
+    # A sandbox may not show the setting at all (gVisor's /sys): unknown is not a difference.
+    if env.thp != base.thp and "unknown" not in (env.thp, base.thp):
+        out.append(f"transparent hugepages are {env.thp!r} in {name}, {base.thp!r} in "
+                   f"{base_name}: set the same mode in both")
+    if env.hugepages != base.hugepages:
+        out.append(f"{name}'s memory is backed by {env.hugepages} hugepages, {base_name}'s by "
+                   f"{base.hugepages}")
+    if env.mtu is not None and base.mtu is not None and env.mtu != base.mtu:
+        out.append(f"{name}'s interface has MTU {env.mtu}, {base_name}'s {base.mtu}")
+    both = sorted(set(env.offloads) & set(base.offloads))
+    differ = [k for k in both if env.offloads[k] != base.offloads[k]]
+    if differ:
+        out.append(f"NIC offloads differ between {name} and {base_name}: " + ", ".join(
+            f"{k} {env.offloads[k]} vs {base.offloads[k]}" for k in differ))
+    return out
+
+
+def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline: str
+                            ) -> list[tuple[str, str]]:
+    """(environment, problem) for every difference from the baseline's resources."""
+    base_d = described.get(baseline, {})
+    base = Resources.from_describe(base_d)
+    out: list[tuple[str, str]] = []
+    for name, d in described.items():
+        if name == baseline:
+            continue
+        if "parity.error" in d:
+            out.append((name, f"{name}: resources could not be probed: {d['parity.error']}"))
+            continue
+        res = Resources.from_describe(d)
+        if base is not None and res is not None:
+            out += [(name, p) for p in problems(name, res, baseline, base, d, base_d)]
+    return out
+
+
+def all_problems(described: Mapping[str, Mapping[str, str]], baseline: str) -> list[str]:
+    """Every environment's differences from the baseline's resources (isotax.host.parity)."""
+    return [p for _, p in problems_by_environment(described, baseline)]

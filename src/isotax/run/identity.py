@@ -1,0 +1,133 @@
+"""Detected vs declared: every environment proves what it is before its numbers count.
+
+A plan says "runc" or "qemu", but a misconfigured host can give something else: an engine
+whose default runtime is not the one asked for, a "VM" that is a container, a sandbox whose
+runtime fell back to runc. isotax asks each instance, from inside, for facts that only the
+real thing can show, and compares them with the host's:
+
+  kernel    uname -r and -v: a container shares the host's kernel; gVisor reports its own
+            ("4.19.0-gvisor", dmesg "Starting gVisor..."); a VM boots its own.
+  boot      /proc/sys/kernel/random/boot_id: a VM's kernel booted separately (a new id).
+            systemd-nspawn fakes the id, so it decides nothing for containers.
+  pid ns    /proc/self/ns/pid: the host and a VM's guest are in their kernel's initial PID
+            namespace (inode 0xEFFFFFFC, a constant); a container is not.
+  dmesg     a VM's guest kernel prints "Hypervisor detected: KVM" under KVM, nothing under TCG.
+
+A mismatch fails the run (the runner refuses it), with one line per environment naming what
+was declared and what was found.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from isotax.environments.base import Instance
+from isotax.environments.oci.gvisor import runs_gvisor
+
+# What the instance prints about itself; plain sh and coreutils, the same in every kind.
+PROBE = (
+    'echo "boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
+    'echo "pidns=$(readlink /proc/self/ns/pid 2>/dev/null)"; '
+    'echo "release=$(uname -r)"; echo "version=$(uname -v)"; '
+    'echo "dmesg=$(dmesg 2>/dev/null | grep -m1 -E "Starting gVisor|Hypervisor detected")"; '
+    'echo "cgroup=$(head -1 /proc/self/cgroup 2>/dev/null)"'
+)
+INIT_PID_NS = "pid:[4026531836]"  # PROC_PID_INIT_INO: the initial PID namespace of a kernel
+
+# What each declared kind is, by its describe(): the kinds, and an engine's runtime words.
+CLASSES = {"native": "host", "runc": "container", "crun": "container", "docker": "container",
+           "podman": "container", "nspawn": "container", "gvisor": "sandbox", "qemu": "vm",
+           "microvm": "vm", "vm9p": "vm"}
+
+
+@dataclass(frozen=True)
+class Facts:
+    boot_id: str
+    pidns: str
+    release: str
+    version: str
+    dmesg: str  # the first gVisor or hypervisor line of the kernel log ("" if none or refused)
+    cgroup: str  # the first line of /proc/self/cgroup: evidence, not a rule
+
+    def words(self) -> str:
+        return (f"kernel {self.release} {self.version}, boot {self.boot_id[:8]}, {self.pidns}"
+                + (f", dmesg {self.dmesg!r}" if self.dmesg else ""))
+
+
+def parse_facts(text: str) -> Facts:
+    """The PROBE's output -> Facts. Pure; raises ValueError on output that is not it."""
+    kv: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in ("boot_id", "pidns", "release", "version", "dmesg", "cgroup"):
+            kv.setdefault(key, value.strip())
+    if "release" not in kv or "pidns" not in kv:
+        raise ValueError(f"not the identity probe's output: {text[:120]!r}")
+    return Facts(kv.get("boot_id", ""), kv["pidns"], kv["release"], kv.get("version", ""),
+                 kv.get("dmesg", ""), kv.get("cgroup", ""))
+
+
+def host_facts(root: Path = Path("/")) -> Facts:
+    """The same facts of the host itself, read directly."""
+    def read(p: str) -> str:
+        try:
+            return (root / p).read_text().strip()
+        except OSError:
+            return ""
+
+    return Facts(read("proc/sys/kernel/random/boot_id"), os.readlink(root / "proc/self/ns/pid"),
+                 read("proc/sys/kernel/osrelease"), read("proc/sys/kernel/version"), "", "")
+
+
+def detected(env: Facts, host: Facts) -> str:
+    """What the facts say the instance is: host, container, sandbox or vm. Pure."""
+    if "gvisor" in env.release.lower() or "Starting gVisor" in env.dmesg:
+        return "sandbox"
+    same_kernel = (env.release, env.version) == (host.release, host.version)
+    if same_kernel and env.boot_id == host.boot_id and env.pidns == host.pidns:
+        return "host"
+    if env.pidns == INIT_PID_NS and env.boot_id != host.boot_id:
+        return "vm"  # a kernel's own first namespace, in a kernel that booted on its own
+    return "container" if same_kernel else "vm"
+
+
+def declared(describe: Mapping[str, str]) -> str | None:
+    """What the plan's environment claims to be, from its describe(); None for kinds isotax
+    has no rule for."""
+    kind = str(describe.get("kind", ""))
+    if runs_gvisor(describe):  # gVisor itself, or an engine whose runtime is runsc
+        return "sandbox"
+    if kind in ("docker", "podman") and str(describe.get("runtime", "")).startswith("kata"):
+        return "vm"
+    return CLASSES.get(kind)
+
+
+def mismatch(describe: Mapping[str, str], env: Facts, host: Facts) -> str | None:
+    """Why the instance is not what it says it is, in one line; None when it is. Pure."""
+    claim = declared(describe)
+    if claim is None:
+        return None
+    found = detected(env, host)
+    if found != claim:
+        return (f"declared {describe.get('kind')} (a {claim}) but it is a {found}: "
+                f"{env.words()}")
+    accel = str(describe.get("accelerator", ""))
+    if claim == "vm" and accel:
+        kvm_seen = "Hypervisor detected: KVM" in env.dmesg
+        if accel == "kvm" and not kvm_seen:
+            return ("declared accelerator kvm but the guest kernel saw no KVM hypervisor "
+                    f"(dmesg has no 'Hypervisor detected: KVM'): {env.words()}")
+        if accel == "tcg" and kvm_seen:
+            return f"declared accelerator tcg but the guest kernel runs on KVM: {env.words()}"
+    return None
+
+
+def probe(inst: Instance) -> Facts:
+    """Ask the instance (raises ValueError when it cannot say)."""
+    done = inst.exec(["sh", "-c", PROBE], timeout=60)
+    if done.returncode != 0:
+        raise ValueError(f"identity probe exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return parse_facts(done.stdout)

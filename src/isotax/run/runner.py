@@ -1,0 +1,535 @@
+"""The runner: start every environment once, run the matrix in a seeded interleaved order,
+commit each cell the moment it ends, and tear everything down whatever happens.
+
+Order: first the warm-ups (every environment x workload x parameters, `warmups` times, in a
+seeded random order), then `repetitions` rounds; each round runs every environment x workload
+x parameters once, in its own seeded random order. Interleaving spreads slow drifts of the host
+(other tenants, thermal, page cache) over every environment instead of loading them onto one.
+While one environment is measured the others are paused (cgroup freezer, QMP stop), so an idle
+VM's timer ticks don't steal CPU from the measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from isotax.analysis import adaptive
+from isotax.environments.base import (
+    Availability,
+    Completed,
+    Environment,
+    EnvSpec,
+    ExecError,
+    Instance,
+    Unavailable,
+)
+from isotax.host import numa, parity
+from isotax.host.fingerprint import fingerprint
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
+from isotax.plan import EnvironmentEntry, Plan
+from isotax.run import identity, registry
+from isotax.run.applicability import why_not_applicable
+from isotax.run.launcher import EnvLauncher
+from isotax.store.base import EnvRecord, Store
+from isotax.telemetry import envcpu, footprint, observe
+from isotax.workloads import work
+from isotax.workloads.base import LaunchingWorkload, LoadGen
+
+Log = Callable[[str], None]
+
+
+def new_run_id(plan_name: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{plan_name}-{secrets.token_hex(2)}"
+
+
+def schedule(plan: Plan, environments: Sequence[str]) -> list[CellKey]:
+    """Every cell of the run in execution order; a pure function of the plan and its seed."""
+    points = [
+        (env, w.name, params)
+        for env in environments
+        for w in plan.workloads
+        for params in w.combinations()
+    ]
+    out: list[CellKey] = []
+    for i in range(plan.warmups):
+        order = list(points)
+        random.Random(f"{plan.seed}:warmup:{i}").shuffle(order)
+        out += [CellKey(e, w, p, i + 1, warmup=True) for e, w, p in order]
+    for rep in range(plan.repetitions):
+        order = list(points)
+        random.Random(f"{plan.seed}:round:{rep}").shuffle(order)
+        out += [CellKey(e, w, p, rep + 1) for e, w, p in order]
+    return out
+
+
+class _Deadline:
+    """An Instance whose exec never runs past the plan's per-run timeout."""
+
+    def __init__(self, inst: Instance, seconds: float) -> None:
+        self._inst = inst
+        self._end = time.monotonic() + seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inst, name)
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        left = self._end - time.monotonic()
+        if left <= 0:
+            return Completed(tuple(argv), 124, "", "the plan's timeout_s ran out", 0.0)
+        return self._inst.exec(argv, min(timeout, left))
+
+
+@dataclass
+class _Started:
+    instance: Instance
+    # workload|params_key -> None once prepared, or why every cell of that point ends at once
+    # (its preparation failed, or the point does not apply to this environment)
+    prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
+
+
+def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
+    """Each workload tool's version inside the environment (same bits => same versions)."""
+    versions: dict[str, str] = {}
+    wls = registry.workloads()
+    for w in plan.workloads:
+        for tool, argv in wls[w.name].tools.items():
+            if tool in versions:
+                continue
+            done = inst.exec(list(argv), timeout=60)
+            first = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
+            versions[tool] = first if done.returncode == 0 else f"unavailable ({done.returncode})"
+    return versions
+
+
+@contextlib.contextmanager
+def _interrupts_for_this_process_only() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop a run through its teardown, in this process only.
+
+    Libraries fork helpers that run on in a copy of this process (pyroute2 forks to create a
+    network namespace). Python's default SIGINT handler, or a SIGTERM turned into an
+    exception, would make such a child unwind through the runner's teardown and remove the
+    parent's namespaces, links and containers while the parent still uses them. A child just
+    exits; the process that started the run raises KeyboardInterrupt.
+    """
+    owner = os.getpid()
+
+    def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt
+
+    old_int = signal.signal(signal.SIGINT, handler)
+    old_term = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+@contextlib.contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Teardown must finish: a second Ctrl-C must not leave a VM or a netns behind."""
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+class Runner:
+    def __init__(self, plan: Plan, plan_text: str, store: Store, image: ImageArtifacts,
+                 log: Log, progress: Any = None) -> None:
+        self.plan = plan
+        self.plan_text = plan_text
+        self.store = store
+        self.image = image
+        self.log = log
+        self.progress = progress  # a rich Progress, or None
+        self.started: dict[str, _Started] = {}
+        self.loadgen: LoadGen | None = None
+        self.workdir = Path("/nonexistent")  # set by run()
+        self.described: dict[str, dict[str, str]] = {}
+        self.multi_node = len(numa.nodes()) > 1
+        # Environments that are not what the plan declares (identity.py): they fail the run.
+        self.mislabelled: list[str] = []
+        self.host_identity = identity.host_facts()  # what every instance is compared with
+        self.refusal = ""  # why a refused run was refused, in one line with the fix
+        # (summary, series) of the cell that just ran, when it was watched (telemetry.observe)
+        self.telemetry: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    # -- environments ------------------------------------------------------------------
+    def _start_environments(self, run_id: str, workdir: Path) -> None:
+        kinds = registry.environments()
+        envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
+        avail = {name: env.available() for name, env in envs.items()}
+        # Before anything starts, what an environment available here has to say in advance
+        # (a VM's accelerator: "TCG here, because ..."), one line each.
+        for name, a in avail.items():
+            if a.ok and a.reason:
+                self.log(f"{name}: {a.reason}")
+        for entry in self.plan.run_environments:
+            started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
+            if isinstance(started, str):
+                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
+                self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
+                                                     started, {}, {}, {}))
+                continue
+            self.started[entry.name] = _Started(started)
+            ready = started.milestones.get("ready", float("nan"))
+            self.log(f"{entry.name}: ready in {ready:.2f} s")
+            describe = dict(started.describe())
+            emulated = emulation_notice(entry.name, describe)
+            if emulated:
+                self.log(f"[yellow]{emulated}[/]")
+            if self.loadgen is not None:
+                describe["loadgen_path"] = self.loadgen.path(started)
+            try:
+                describe.update(parity.probe(started).as_describe())
+            except (ValueError, ExecError) as e:
+                describe["parity.error"] = str(e)
+            describe["host_memory"] = _idle_footprint(started)
+            self._prove_identity(entry.name, started, describe)
+            self.described[entry.name] = describe
+            self.store.put_environment(EnvRecord(
+                run_id, entry.name, entry.kind, True, "", describe,
+                _tool_versions(started, self.plan), dict(started.milestones)))
+            started.pause()
+
+    def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
+        """Record what the instance shows it is; a mismatch with what it declares is kept in
+        self.mislabelled and refuses the run."""
+        host = self.host_identity
+        try:
+            facts = identity.probe(inst)
+        except (ValueError, ExecError) as e:
+            self.mislabelled.append(f"{name}: could not show what it is ({e})")
+            return
+        describe["identity"] = f"{identity.detected(facts, host)}: {facts.words()}"
+        wrong = identity.mismatch(describe, facts, host)
+        if wrong:
+            self.mislabelled.append(f"{name}: {wrong}")
+
+    def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
+        return EnvSpec(
+            name=entry.name, kind=entry.kind, image=self.image,
+            workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
+            network=entry.network, storage=entry.storage, numa_node=entry.numa_node,
+            options=dict(entry.options),
+        )
+
+    def _start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
+                   workdir: Path) -> Instance | str:
+        """A started instance of env (whose availability here is avail), or why the
+        environment cannot run here."""
+        if not avail.ok:
+            return f"unavailable: {avail}"
+        if entry.numa_node is not None:
+            host_nodes = numa.nodes()
+            if entry.numa_node not in host_nodes:
+                return (f"unavailable: NUMA node {entry.numa_node} does not exist here (nodes: "
+                        f"{', '.join(map(str, host_nodes)) or 'none'}); fix numa_node")
+            if not getattr(env, "supports_numa", False):
+                return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
+                        "node yet; remove numa_node for it")
+        spec = self._spec(entry, workdir / entry.name)
+        spec.workdir.mkdir(parents=True, exist_ok=True)
+        self.log(f"starting {entry.name} ({entry.kind}) ...")
+        try:
+            return env.start(spec)
+        except Unavailable as e:
+            return f"unavailable: {e.availability}"
+        except Exception as e:
+            # One environment that fails to start must not cost the others their results;
+            # start() removes what it made before raising.
+            return f"failed to start: {type(e).__name__}: {e}"
+
+    def _stop_environments(self) -> None:
+        with _no_interrupts():
+            for name, st in list(self.started.items()):
+                # Teardown goes on whatever one step of it says.
+                with contextlib.suppress(Exception):
+                    st.instance.resume()
+                try:
+                    st.instance.stop()
+                except Exception as e:
+                    self.log(f"[red]{name}: stop failed: {e}[/]")
+            self.started.clear()
+
+    # -- cells ---------------------------------------------------------------------------
+    def _run_cell(self, key: CellKey) -> tuple[CellStatus, str, list[Sample]]:
+        st = self.started[key.environment]
+        self.telemetry = None  # set below when a measured run was watched
+        workload = registry.workloads()[key.workload]()
+        inst = _Deadline(st.instance, self.plan.timeout_s)
+        pkey = f"{key.workload}|{key.params_key}"
+        if pkey not in st.prepared:
+            st.prepared[pkey] = self._prepare(workload, inst, key)
+        ended = st.prepared[pkey]
+        if ended is not None:
+            return ended[0], ended[1], []
+        # Node-local share of the cell's allocations, where there is more than one node.
+        numastat_before = numa.counters() if self.multi_node else None
+        try:
+            launching = isinstance(workload, LaunchingWorkload)
+            # The long-lived instance is paused while a launching workload runs: its guest is
+            # not asked, and what the fresh instances cost the host shows as hidden work.
+            watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
+                st.instance, self.described.get(key.environment, {}), self.loadgen,
+                observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
+                read_guest=not launching)
+            if isinstance(workload, LaunchingWorkload):
+                with watch as obs:
+                    samples = self._launching(workload, key)
+            else:
+                cpu_before = envcpu.snapshot(st.instance)
+                with watch as obs:
+                    samples = workload.run(inst, key.params, self.loadgen)
+                if samples:
+                    samples.append(_env_cpu_sample(cpu_before, envcpu.snapshot(st.instance)))
+            if samples:
+                if obs is not None and obs.summary:
+                    obs.summary["work"] = work.done(workload, key.params, samples)
+                    self.telemetry = (obs.summary, obs.series)
+                elif obs is not None and obs.error:
+                    self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
+        except NotApplicable as e:
+            # Found out while running (an emulated CPU refusing an instruction): the other
+            # repetitions of this point would find the same, so they end at once too.
+            st.prepared[pkey] = (CellStatus.NOT_APPLICABLE, str(e))
+            return CellStatus.NOT_APPLICABLE, str(e), []
+        except (SanityError, ExecError, OSError, TimeoutError, ValueError, Unavailable,
+                RuntimeError) as e:
+            return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
+        if not samples:
+            return CellStatus.FAILED, "the workload returned no samples", []
+        if numastat_before is not None:
+            share = numa.local_share(numastat_before, numa.counters())
+            if share is not None:
+                samples = [replace(s, labels={**s.labels, "numa_local_share": round(share, 4)})
+                           for s in samples]
+        return CellStatus.OK, "", samples
+
+    def _prepare(self, workload: Any, inst: Instance, key: CellKey
+                 ) -> tuple[CellStatus, str] | None:
+        """Prepare a workload point once per instance: None when it is ready to run, else
+        the status and reason every cell of the point gets."""
+        why = why_not_applicable(workload, inst, key.params)
+        if why:
+            return CellStatus.NOT_APPLICABLE, why
+        try:
+            workload.prepare(inst, key.params, self.loadgen)
+        except NotApplicable as e:
+            return CellStatus.NOT_APPLICABLE, str(e)
+        except (SanityError, ExecError, OSError, TimeoutError) as e:
+            return CellStatus.FAILED, f"prepare failed: {e}"
+        return None
+
+    def _launching(self, workload: LaunchingWorkload, key: CellKey) -> list[Sample]:
+        """A workload that starts its own instances of the cell's environment (the runner's
+        long-lived one stays paused); every one it leaves running is stopped here."""
+        entry = next(e for e in self.plan.run_environments if e.name == key.environment)
+        env = registry.environments()[entry.kind]()
+        spec = self._spec(entry, self.workdir / entry.name / "launched")
+        launcher = EnvLauncher(env, spec, time.monotonic() + self.plan.timeout_s)
+        main = self.started[key.environment].instance
+        main.pause()  # fresh instances are the subject: the long-lived one stays out of it
+        try:
+            return workload.launch_and_measure(launcher, key.params, self.loadgen)
+        finally:
+            with _no_interrupts():
+                launcher.close()
+                shutil.rmtree(spec.workdir, ignore_errors=True)
+                main.resume()
+
+    def run(self, run_id: str) -> str:
+        """Run (or finish) run_id. Returns the final status."""
+        done = self.store.done_cells(run_id)
+        host = dict(self.store.get_run(run_id).host) or fingerprint()
+        self.store.update_host(run_id, host)
+        workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
+        self.workdir = workdir
+        status = "failed"
+        owner = os.getpid()
+        try:
+            with _interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
+                wls = registry.workloads()
+                if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
+                    from isotax.loadgen.local import open_loadgen
+
+                    self.loadgen = stack.enter_context(open_loadgen())
+                # Unwinds first (LIFO): environments stop before the load generator goes.
+                stack.callback(self._stop_environments)
+                self._start_environments(run_id, workdir)
+                if self.plan.baseline not in self.started:
+                    self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
+                             "nothing to compare against[/]")
+                    return "failed"
+                for m in self.mislabelled:
+                    self.log(f"[red]identity: {m}[/]")
+                if self.mislabelled:
+                    self.refusal = ("refused: an environment is not what the plan declares "
+                                    "(listed above); fix its kind or runtime in the plan, or "
+                                    "the host's runtime setup")
+                    status = "refused"
+                    return status
+                unequal = parity.all_problems(self.described, self.plan.baseline)
+                for p in unequal:
+                    self.log(f"[yellow]parity: {p}[/]")
+                if unequal and self.plan.parity == "refuse":
+                    self.refusal = ("refused: the environments do not get equal resources "
+                                    "(listed above, each with the plan change that makes it "
+                                    "equal where there is one); make those changes, or set "
+                                    "parity = \"flag\" to run and have the report list the "
+                                    "differences")
+                    status = "refused"
+                    return status
+                cells = [k for k in schedule(self.plan, list(self.started))
+                         if k.ident not in done]
+                self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
+                self._run_cells(run_id, cells)
+                if self.plan.adaptive is not None:
+                    self._run_adaptive(run_id, list(self.started))
+                status = "complete"
+        except KeyboardInterrupt:
+            if os.getpid() != owner:  # a forked helper of a library: never tear down for it
+                os._exit(1)
+            status = "interrupted"
+            self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
+        finally:
+            self._stop_environments()  # idempotent: whatever the stack did not reach
+            self.loadgen = None
+            shutil.rmtree(workdir, ignore_errors=True)
+            self.store.set_run_status(run_id, status, time.time())
+        return status
+
+    def _run_cells(self, run_id: str, cells: Sequence[CellKey],
+                   may_start: Callable[[], bool] | None = None, phase: str = "fixed") -> None:
+        """Run and commit cells in order; `may_start` (asked before each) ends the list early
+        when it says no (adaptive repetitions: the time budget is spent). `phase` names the
+        list for the progress display ("fixed", "adaptive round 2")."""
+        task = (self.progress.add_task("cells", total=len(cells), phase=phase)
+                if self.progress else None)
+        active: str | None = None
+        wversions = {n: c.version for n, c in registry.workloads().items()}
+        for key in cells:
+            if may_start is not None and not may_start():
+                break
+            if active != key.environment:
+                if active is not None:
+                    self.started[active].instance.pause()
+                self.started[key.environment].instance.resume()
+                active = key.environment
+            if self.progress is not None:
+                self.progress.update(task, description=f"{key.environment} {key.workload}")
+            t0 = time.time()
+            status, reason, samples = self._run_cell(key)
+            self.store.commit_cell(run_id, key, wversions[key.workload], status, reason, t0,
+                                   time.time(), samples,
+                                   self.telemetry if status is CellStatus.OK else None)
+            self.log(_describe_cell(key, status, reason, samples))
+            if self.progress is not None:
+                self.progress.advance(task)
+        if active is not None:
+            self.started[active].instance.pause()
+        if task is not None and may_start is not None:  # an added round's bar: not kept
+            self.progress.remove_task(task)
+
+    def _run_adaptive(self, run_id: str, environments: Sequence[str]) -> None:
+        """After the fixed rounds: more interleaved rounds for the points whose ratios are not
+        yet as tight as the plan's [adaptive] target, until they are or the budget is spent
+        (isotax.analysis.adaptive decides). Each round is decided from the store, so a resumed run
+        goes on from what it holds; repetition numbers continue where each point stopped."""
+        ad = self.plan.adaptive
+        assert ad is not None
+        fixed, base = self.plan.repetitions, self.plan.baseline
+        params = {(w.name, CellKey("", w.name, p, 0).params_key): p
+                  for w in self.plan.workloads for p in w.combinations()}
+        rounds = int(self.store.run_meta(run_id).get("adaptive", {}).get("rounds", 0))
+        while True:
+            # Only environments that run now (one that did not start on --resume is left as
+            # it stands)
+            committed = [c for c in self.store.cells(run_id) if c.key.environment in environments]
+            progress = adaptive.assess(committed, base, ad.target, fixed, self.plan.seed,
+                                       ad.min_repetitions, ad.metrics == "headline")
+            decision = adaptive.next_round(progress, base, ad)
+            self.store.put_run_meta(run_id, "adaptive",
+                                    adaptive.to_meta(ad, fixed, progress, decision.ended, rounds))
+            met = f"{sum(w.met for w in progress.widths)}/{len(progress.widths)} ratios"
+            if decision.ended is not None:
+                self.log(f"adaptive repetitions: {decision.ended} ({met} within "
+                         f"±{ad.target:.1%}; {progress.added_cells} cells added in "
+                         f"{progress.spent_s:.0f} s)")
+                return
+            rounds += 1
+            order = adaptive.round_order(decision.points, self.plan.seed, rounds)
+            self.log(f"adaptive round {rounds}: {len(order)} cells ({met} within "
+                     f"±{ad.target:.1%})")
+            cells = [CellKey(env, wl, params[(wl, pkey)], progress.repetitions[(env, wl, pkey)]
+                             + 1) for env, wl, pkey in order]
+            self._run_cells(run_id, cells, adaptive.budget_gate(progress.spent_s, ad.budget_s),
+                            phase=f"adaptive round {rounds}")
+
+
+def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
+    """"" unless the started environment says it is emulated (describe key "emulated", as
+    analysis.ReportData.emulated reads it): then one line saying so, with its accelerator and
+    the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
+    if str(describe.get("emulated", "")).lower() not in ("yes", "true", "1"):
+        return ""
+    accel = str(describe.get("accelerator", "")).strip()
+    how = f"{accel.upper()} software emulation" if accel else "software emulation"
+    reason = str(describe.get("accelerator_reason", "")).strip()
+    return (f"{name}: runs under {how} (emulated)" + (f": {reason}" if reason else "")
+            + "; its ratios will measure the emulator, not the overhead of hardware "
+              "virtualisation")
+
+
+def _idle_footprint(inst: Instance) -> str:
+    """What the started instance holds on the host before any workload, in words: its total
+    and the programs it comes from (a sandbox's Sentry and Gofer, QEMU, an engine's shim)."""
+    fp = footprint.measure(inst)
+    mib = 1024 * 1024
+    parts = [f"{name} {b / mib:.1f}" for name, b in
+             sorted(fp.by_program().items(), key=lambda kv: -kv[1])[:4]]
+    if fp.kernel_bytes:
+        parts.append(f"cgroup kernel memory {fp.kernel_bytes / mib:.1f}")
+    return f"{fp.total_bytes / mib:.1f} MiB" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _env_cpu_sample(before: envcpu.Snapshot, after: envcpu.Snapshot) -> Sample:
+    """The CPU the instance's own host processes (Sentry, Gofer, shim, QEMU, ...) used during
+    the run, with the split by program."""
+    by_program = envcpu.delta_by_program(before, after)
+    return Sample(envcpu.METRIC, round(sum(by_program.values()), 4), envcpu.UNIT,
+                  higher_is_better=False, labels={"by_program": by_program})
+
+
+def _describe_cell(key: CellKey, status: CellStatus, reason: str,
+                   samples: Sequence[Sample]) -> str:
+    what = f"{key.environment:>12} {key.workload} {key.params_key} " + (
+        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
+    if status is CellStatus.FAILED:
+        return f"[red]{what}: FAILED: {reason}[/]"
+    if status is CellStatus.NOT_APPLICABLE:
+        return f"[yellow]{what}: not applicable: {reason}[/]"
+    first = samples[0]
+    return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
+
+
+def host_summary(host: Mapping[str, Any]) -> str:
+    return f"{host.get('hostname')} {host.get('kernel')} {host.get('cpu_model')}"

@@ -1,0 +1,288 @@
+"""Watching one measured run: the sampler in the background, exact counters at both ends.
+
+`observed(...)` wraps a workload's run. Before and after it, it reads what counts exactly:
+  - the environment's own work, from where the environment itself accounts it:
+      container, native  its CPU-accounting group (isotax.telemetry.cpuacct): every process that ran
+                         in it, the exited ones included;
+      VM, gVisor         the guest's (the Sentry's) own /proc/stat, read with an exec: the
+                         host sees only QEMU or the Sentry, not which part of their time was
+                         the guest's work;
+  - the load generator's clients, from their group;
+  - host-wide CPU by kind, from /proc/stat (the sampler's first and last tick);
+  - where perf can count on this host, software events host-wide (context switches, CPU
+    migrations, page faults). Hardware events (cycles, instructions) need a PMU; this
+    Firecracker guest has none, and the summary says so.
+Between the ends the sampler (isotax.telemetry.sampler) records per-tick telemetry.
+The result is (summary, series), stored with the cell (store.commit_cell's telemetry).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isotax.environments.base import ExecError, Instance
+from isotax.model import SanityError
+from isotax.telemetry import cpuacct
+from isotax.telemetry.counters import PMU_DIR, perf_counting
+from isotax.telemetry.sampler import (
+    CPU_COLS,
+    Classifier,
+    Sampler,
+    StatReading,
+    busy_seconds,
+    parse_stat,
+    summarize,
+)
+
+PERF_SOFTWARE_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
+GUEST_KINDS = ("vm", "sandbox")  # identity classes whose work the host cannot see
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The plan's [telemetry] table."""
+
+    interval_s: float = 0.5
+    perf: bool = True
+
+
+@dataclass
+class Observation:
+    """Filled in when the `with observed(...)` block ends: (summary, series), or why not."""
+
+    summary: dict[str, Any] = field(default_factory=dict)
+    series: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+def kind_class(describe: Mapping[str, Any]) -> str:
+    """The identity class the runner proved for the instance (host, container, sandbox, vm);
+    from identity.py's "identity" describe entry, "<class>: <facts>"."""
+    ident = str(describe.get("identity", ""))
+    cls = ident.split(":", 1)[0].strip()
+    if cls in ("host", "container", "sandbox", "vm"):
+        return cls
+    return "host" if describe.get("kind") == "native" else "container"
+
+
+def inside_group(inst: Instance, cls: str) -> Path | None:
+    """The CPU-accounting group that holds the environment's own processes, or None."""
+    own = getattr(inst, "cpu_group", None)
+    if isinstance(own, cpuacct.CpuGroup):
+        return own.dir
+    if cls != "container":
+        return None
+    return cpuacct.common_group(list(inst.host_pids()))
+
+
+def guest_stat(inst: Instance) -> StatReading | None:
+    """The guest's /proc/stat (USER_HZ is 100 in every Linux and in gVisor), or None."""
+    try:
+        done = inst.exec(["cat", "/proc/stat"], 30)
+    except ExecError:
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        return parse_stat(done.stdout, 100.0)
+    except ValueError:
+        return None
+
+
+def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
+    """CPU seconds the guest accounted by kind between two readings, and its busy total. Pure."""
+    cols = CPU_COLS
+    out = dict.fromkeys(cols, 0.0)
+    per_cpu: list[float] = []  # each guest CPU's busy seconds
+    for name in sorted(after.cpus, key=lambda n: int(n[3:])):
+        a, b = before.cpus.get(name), after.cpus[name]
+        if a is None:
+            continue
+        d = {col: max(0.0, y - x) for col, x, y in zip(cols, a, b, strict=True)}
+        for col in cols:
+            out[col] += d[col]
+        per_cpu.append(round(busy_seconds([d[col] for col in cols]), 4))
+    out["busy"] = busy_seconds([out[col] for col in cols])
+    return {k: round(v, 4) for k, v in out.items()} | {"cpus": len(per_cpu),
+                                                        "cpu_busy_s": per_cpu}
+
+
+# A sampler inside the guest: the agent answers one request at a time, so the guest's
+# /proc/stat cannot be read from outside while the workload's exec runs. This loop writes a
+# marked reading (with the guest's uptime as its clock) every interval into the guest's
+# scratch; isotax stops it by PID and reads the file after the run.
+_GUEST_LOOP = ('( while :; do echo "itx-tick $(cut -d" " -f1 /proc/uptime)"; cat /proc/stat; '
+               'sleep "$1"; done ) > "$2" 2>/dev/null & echo $!')
+_TICK = "itx-tick "
+
+
+def start_guest_sampler(inst: Instance, interval_s: float) -> tuple[int, str] | None:
+    """(pid, file) of a sampling loop started in the guest, or None where it cannot start."""
+    path = f"{inst.scratch}/itx-guest-stat"
+    try:
+        done = inst.exec(["sh", "-c", _GUEST_LOOP, "sh", f"{interval_s:g}", path], 30)
+    except ExecError:
+        return None
+    pid = done.stdout.strip()
+    return (int(pid), path) if done.returncode == 0 and pid.isdigit() else None
+
+
+def stop_guest_sampler(inst: Instance, started: tuple[int, str]) -> str:
+    """Stop the guest's loop and return what it wrote ("" when nothing came back)."""
+    pid, path = started
+    try:
+        done = inst.exec(["sh", "-c", f'kill {pid} 2>/dev/null; cat "$0"; rm -f "$0"', path],
+                         60)
+    except ExecError:
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def guest_series(text: str) -> dict[str, Any]:
+    """The guest's per-tick busy share of each of its CPUs from the loop's output. Pure."""
+    readings: list[tuple[float, StatReading]] = []
+    for chunk in text.split(_TICK)[1:]:
+        head, _, body = chunk.partition("\n")
+        if "\nctxt " not in body:
+            continue  # cut off by the kill before /proc/stat was whole
+        try:
+            readings.append((float(head.strip()), parse_stat(body, 100.0)))
+        except ValueError:
+            continue
+    t: list[float] = []
+    busy: list[list[float]] = []
+    for (t0, a), (t1, b) in itertools.pairwise(readings):
+        dt = t1 - t0
+        if dt <= 0:
+            continue
+        row = []
+        for name in sorted(b.cpus, key=lambda n: int(n[3:])):
+            if name in a.cpus:
+                d = [y - x for x, y in zip(a.cpus[name], b.cpus[name], strict=True)]
+                row.append(round(min(1.0, busy_seconds(d) / dt), 3))
+        t.append(round(t1 - readings[0][0], 3))
+        busy.append(row)
+    return {"t": t, "cpu_busy": busy}
+
+
+def _perf_counts(raw: str) -> dict[str, float | None]:
+    from isotax.parsers.perf_stat import parse_perf_stat
+
+    out: dict[str, float | None] = {}
+    for c in parse_perf_stat(raw):
+        out[c.base_event] = c.value
+    return out
+
+
+@contextlib.contextmanager
+def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
+             settings: Settings, read_guest: bool = True) -> Iterator[Observation]:
+    """Watch the body of the `with`: see the module docstring. Never raises for a
+    telemetry problem; the observation says what went wrong instead. `read_guest` False:
+    the instance is paused (a workload that launches fresh instances), so its guest is not
+    asked."""
+    obs = Observation()
+    cls = kind_class(describe)
+    group = inside_group(inst, cls)
+    lg_group = getattr(loadgen, "cpu_group", None)
+    lg_netns = None
+    if loadgen is not None:
+        from isotax.host.network import netns_path
+
+        with contextlib.suppress(OSError, AttributeError):
+            lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
+    guest0 = guest_stat(inst) if cls in GUEST_KINDS and read_guest else None
+    gloop = start_guest_sampler(inst, settings.interval_s) \
+        if guest0 is not None and settings.interval_s > 0 else None
+    inside0 = _usage(group)
+    lg0 = lg_group.usage_s() if lg_group is not None else None
+    classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)
+    perf_cm: Any = (perf_counting(",".join(PERF_SOFTWARE_EVENTS)) if settings.perf
+                    else contextlib.nullcontext(None))
+    sampler = Sampler(settings.interval_s, classifier)
+    with perf_cm as perf:
+        if perf is not None and getattr(perf, "pid", None):
+            classifier.own_pids.add(perf.pid)
+        sampler.start()
+        try:
+            yield obs
+        finally:
+            rec = sampler.stop()
+    inside1 = _usage(group)
+    lg1 = lg_group.usage_s() if lg_group is not None else None
+    gtext = stop_guest_sampler(inst, gloop) if gloop is not None else ""
+    guest1 = guest_stat(inst) if guest0 is not None else None
+    try:
+        obs.summary, obs.series = summarize(rec)
+    except ValueError as e:
+        obs.error = f"telemetry: {e}"
+        return
+    s = obs.summary
+    s["kind_class"] = cls
+    link_speeds(s["links"])
+    if inside0 is not None and inside1 is not None:
+        s["inside"] = {"cpu_s": round(inside1 - inside0, 4),
+                       "source": f"cgroup CPU accounting ({group})"}
+    elif guest0 is not None and guest1 is not None:
+        g = guest_delta(guest0, guest1)
+        gs = guest_series(gtext)
+        if gs["t"]:
+            obs.series["guest_cpu_busy"], obs.series["guest_t"] = gs["cpu_busy"], gs["t"]
+            g["cpu_busy_peak"] = [max(col) for col in zip(*gs["cpu_busy"], strict=False)]
+        s["guest"] = g
+        what = "the Sentry's" if cls == "sandbox" else "the guest's"
+        s["inside"] = {"cpu_s": g["busy"], "source": f"{what} own /proc/stat"}
+    else:
+        s["inside"] = {"cpu_s": s["groups"]["inside"]["cpu_s"],
+                       "source": "sampled threads (misses a thread's last tick before it exits)"}
+    if lg0 is not None and lg1 is not None:
+        s["loadgen"] = {"cpu_s": round(lg1 - lg0, 4), "source": "cgroup CPU accounting"}
+    elif loadgen is not None:
+        s["loadgen"] = {"cpu_s": s["groups"]["loadgen"]["cpu_s"], "source": "sampled threads"}
+    s["perf"] = _perf_summary(perf)
+
+
+def _usage(group: Path | None) -> float | None:
+    if group is None:
+        return None
+    try:
+        return cpuacct.usage_s(group)
+    except (OSError, ValueError):
+        return None
+
+
+def _perf_summary(perf: Any) -> dict[str, Any]:
+    hardware = ("hardware events (cycles, instructions): not supported here, no PMU "
+                f"({PMU_DIR} is missing)") if not PMU_DIR.is_dir() else \
+        "hardware events: not collected per run (see the throughput workload's cycles)"
+    if perf is None:
+        return {"events": {}, "note": "perf off in the plan's [telemetry]", "hardware": hardware}
+    raw = getattr(perf, "raw", "")
+    if not raw:
+        return {"events": {}, "note": perf.reason, "hardware": hardware}
+    try:
+        counts = _perf_counts(raw)
+    except (ValueError, SanityError) as e:
+        return {"events": {}, "note": str(e), "hardware": hardware}
+    return {"events": counts, "note": "software events only, host-wide (perf stat -a)",
+            "hardware": hardware}
+
+
+def link_speeds(links: dict[str, dict[str, Any]], net: Path = Path("/sys/class/net")) -> None:
+    """Add each link's speed (Mb/s; None where the driver reports none: -1, absent, a bridge)
+    and whether it is virtual (under /sys/devices/virtual: veth, bridge, tap report 10000 Mb/s
+    or nothing, a number, not a ceiling) to the summary's links, for the limiter's network
+    rule. A link gone by now (an instance's veth) gets None and virtual None."""
+    for name, link in links.items():
+        d = net / name
+        try:
+            speed = int((d / "speed").read_text().strip())
+        except (OSError, ValueError):
+            speed = -1
+        link["speed_mbps"] = speed if speed > 0 else None
+        link["virtual"] = "/devices/virtual/" in str(d.resolve()) if d.exists() else None
