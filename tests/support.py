@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from isotax.environments.base import EnvSpec, Instance
+from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
-from isotax.run import registry
+from isotax.protocols import EnvSpec, Instance
 from isotax.run.runner import Runner, new_run_id
 from isotax.store.sqlite import SQLiteStore
 
@@ -48,7 +48,7 @@ def started(name: str, kind: str, network: str, image: ImageArtifacts,
             "nspawn": "systemd-nspawn"}.get(kind, kind)
     if tool is not None and shutil.which(tool) is None:
         pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
-    env = registry.environments()[kind]()
+    env = protocols.environments()[kind]()
     avail = env.available()
     if not avail.ok:
         pytest.skip(f"{kind} unavailable here: {avail}")

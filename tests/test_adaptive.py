@@ -13,21 +13,20 @@ from typing import ClassVar
 import pytest
 from support import ran
 
+from isotax import protocols
 from isotax.analysis import adaptive
 from isotax.analysis.adaptive import BUDGET_REACHED, CAP_REACHED, FAILING, TARGET_MET
 from isotax.analysis.report_data import analyze
 from isotax.analysis.stats import Ratio
-from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import Adaptive, PlanError, parse_plan
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
 from isotax.report import json_report, markdown
 from isotax.run.runner import Runner, new_run_id
 from isotax.store.base import CellRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry import envcpu
-from isotax.workloads import base as wl_base
-from isotax.workloads.base import LoadGen, Params, ParamSpec
 
 # -- pure decisions ----------------------------------------------------------------------------
 
@@ -204,7 +203,7 @@ class SpreadWorkload:
 
 @pytest.fixture
 def spread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(wl_base.REGISTRY, SpreadWorkload.name, SpreadWorkload)
+    monkeypatch.setitem(protocols.WORKLOADS, SpreadWorkload.name, SpreadWorkload)
     SpreadWorkload.rng = random.Random(7)
     SpreadWorkload.calls, SpreadWorkload.interrupt_at = 0, None
 

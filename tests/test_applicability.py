@@ -47,9 +47,9 @@ def test_network_workload_is_na_without_a_network(image: ImageArtifacts,
         envs = {e.name: e for e in store.environments(run_id)}
         offline = [n for n in ("runc-offline", "gvisor-offline") if envs[n].available]
         assert "runc-offline" in offline, envs["runc-offline"].reason
-        from isotax.run import registry
+        from isotax import protocols
 
-        if registry.environments()["gvisor"]().available().ok:
+        if protocols.environments()["gvisor"]().available().ok:
             assert "gvisor-offline" in offline, envs["gvisor-offline"].reason
         by = {(c.key.environment, c.key.workload): c for c in store.cells(run_id)}
         for env in offline:

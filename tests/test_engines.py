@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments.base import PHASES, EnvSpec, Instance, Unavailable
+from isotax import protocols
 from isotax.environments.engines.docker import (
     DATA_ROOT,
     EXEC_ROOT_PREFIX,
@@ -42,7 +42,7 @@ from isotax.environments.engines.podman import (
 )
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen, network_mode
-from isotax.run import registry
+from isotax.protocols import PHASES, EnvSpec, Instance, Unavailable
 from isotax.run.leaks import find_leaks
 from isotax.workloads.redis import Redis
 
@@ -237,7 +237,7 @@ def test_published_network_mode() -> None:
 
 
 def test_registered() -> None:
-    envs = registry.environments()
+    envs = protocols.environments()
     assert {"docker", "podman"} <= set(envs)
 
 
@@ -252,7 +252,7 @@ def _why_not(kind: str) -> str | None:
             return f"{tool} is not installed (scripts/setup.sh installs it)"
     if kind == "docker" and docker_cli() is None:
         return "docker's CLI is not installed (apt-get install docker.io)"
-    avail = registry.environments()[kind]().available()
+    avail = protocols.environments()[kind]().available()
     return None if avail.ok else f"{kind} unavailable here: {avail}"
 
 
@@ -270,7 +270,7 @@ def _start(kind: str, image: ImageArtifacts, workdir: Path, network: str,
         pytest.skip(why)
     s = EnvSpec(name=f"itx-eng-{kind}-{network}", kind=kind, image=image, workdir=workdir,
                 network=network, storage=storage, options=options or {})
-    return registry.environments()[kind]().start(s)
+    return protocols.environments()[kind]().start(s)
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments.base import EnvSpec, Instance
+from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import SanityError
 from isotax.parsers.fio import clat_cdf, fio_samples, parse_fio_json
-from isotax.run import registry
-from isotax.workloads.base import REGISTRY as WORKLOADS
+from isotax.protocols import EnvSpec, Instance
 from isotax.workloads.fio import Fio, direct_refused, fio_argv, layout_argv
+
+WORKLOADS = protocols.workloads()
 
 DATA = Path(__file__).parent / "data" / "fio"
 
@@ -196,7 +197,7 @@ def case(request: pytest.FixtureRequest, image: ImageArtifacts
     spec = EnvSpec(name=f"fio-{kind}", kind=kind, image=image, workdir=workdir, network=net,
                    storage=storage, vcpus=2 if kind == "qemu" else None,
                    memory_mib=1024 if kind == "qemu" else None)
-    inst = registry.environments()[kind]().start(spec)
+    inst = protocols.environments()[kind]().start(spec)
     try:
         yield inst, words, fs, before
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax.environments.base import PHASES, EnvSpec, Unavailable
+from isotax import protocols
 from isotax.environments.oci.gvisor import (
     INSTALL_FIX,
     RUNSC_PATH,
@@ -28,7 +28,7 @@ from isotax.environments.oci.gvisor import (
 from isotax.environments.oci.runtime import Runtime, exec_not_found, parse_version
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
-from isotax.run import registry
+from isotax.protocols import PHASES, EnvSpec, Unavailable
 from isotax.run.launcher import EnvLauncher
 from isotax.run.leaks import OCI_STATE_ROOT, find_leaks, runtime_state_containers
 from isotax.workloads.density import Density
@@ -63,7 +63,7 @@ def test_bad_platform_and_network_are_refused_with_the_choices() -> None:
 
 
 def test_unknown_option_is_refused(image_stub: ImageArtifacts, tmp_path: Path) -> None:
-    env = registry.environments()["gvisor"]()
+    env = protocols.environments()["gvisor"]()
     spec = EnvSpec(name="x", kind="gvisor", image=image_stub, workdir=tmp_path,
                    options={"platfrom": "ptrace"})
     with pytest.raises(ValueError, match=r"platfrom.*known are platform, overlay2"):
@@ -225,7 +225,7 @@ def _live(pid: int) -> bool:
 
 
 def _start(image: ImageArtifacts, tmp_path: Path, name: str, **kw: object) -> GvisorInstance:
-    env = registry.environments()["gvisor"]()
+    env = protocols.environments()["gvisor"]()
     a = env.available()
     if not a.ok:
         pytest.skip(f"gvisor unavailable here: {a}")
@@ -267,7 +267,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
 @pytest.mark.parametrize("platform", ["ptrace", "kvm"])
 def test_other_platforms_run_or_say_why(platform: str, image: ImageArtifacts,
                                         tmp_path: Path) -> None:
-    env = registry.environments()["gvisor"]()
+    env = protocols.environments()["gvisor"]()
     if not env.available().ok:
         pytest.skip(f"gvisor unavailable here: {env.available()}")
     spec = EnvSpec(name=f"test-gv-{platform}", kind="gvisor", image=image, workdir=tmp_path,
@@ -295,7 +295,7 @@ def test_density_counts_sentry_and_gofer(image: ImageArtifacts, tmp_path: Path) 
         pass
     spec = EnvSpec(name=name, kind="gvisor", image=image, workdir=tmp_path / "launched",
                    network="host")
-    lau = EnvLauncher(registry.environments()["gvisor"](), spec, deadline=float("inf"))
+    lau = EnvLauncher(protocols.environments()["gvisor"](), spec, deadline=float("inf"))
     try:
         params = {"max_instances": 2, "min_available_mib": 512, "settle_s": 0.5}
         samples = {s.metric: s for s in Density().launch_and_measure(lau, params, None)}
@@ -319,7 +319,7 @@ def test_state_root_is_isotax_private() -> None:
 # -- workloads for real --------------------------------------------------------------------
 
 def _params(workload: str, **over: object) -> dict[str, object]:
-    cls = registry.workloads()[workload]
+    cls = protocols.workloads()[workload]
     return {**{p.name: p.default for p in cls.params}, **over}
 
 
@@ -340,7 +340,7 @@ def test_compress_rr_and_fio_in_systrap(network: str, image: ImageArtifacts,
                 ("fio", _params("fio", pattern="randread", bs="4k", iodepth=16, size_mib=8,
                                 runtime_s=1, ramp_s=0))]
         for workload, params in runs:
-            w = registry.workloads()[workload]()
+            w = protocols.workloads()[workload]()
             w.prepare(inst, params, loadgen)
             samples = {s.metric: s for s in w.run(inst, params, loadgen)}
             assert samples, workload

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import started
 
-from isotax.environments.base import Instance
+from isotax import protocols
 from isotax.environments.oci.gvisor import (
     HOSTINET_MPI_REASON,
     PMIX_LISTENER_FAILED,
@@ -35,7 +35,7 @@ from isotax.loadgen.local import (
     socket_inodes,
 )
 from isotax.model import SanityError
-from isotax.run import registry
+from isotax.protocols import Instance
 from isotax.run.leaks import find_leaks, leaked_servers
 
 DATA = Path(__file__).parent / "data" / "gvisor"
@@ -123,7 +123,7 @@ def test_server_seen_listening_and_iperf3_runs(hostnet: GvisorInstance,
         assert Path(f"/proc/{sentry}/cmdline").read_bytes().startswith(b"runsc-sandbox")
         assert listen_s < 10, listen_s
     assert host_listener(hostnet, IPERF3) is None  # stopped: nothing of it listens
-    w = registry.workloads()["throughput"]()
+    w = protocols.workloads()["throughput"]()
     params = {"direction": "to_env", "seconds": 1, "streams": 1, "placement": "free"}
     w.prepare(hostnet, params, loadgen)
     samples = {s.metric: s for s in w.run(hostnet, params, loadgen)}
@@ -146,7 +146,7 @@ def test_a_host_listener_does_not_pass_for_the_sandboxs(hostnet: GvisorInstance)
 
 
 def _linpack(inst: Instance) -> float:
-    w = registry.workloads()["linpack"]()
+    w = protocols.workloads()["linpack"]()
     params = {"n": 400, "nb": 64, "processes": 2, "timeout_s": 120}
     w.prepare(inst, params, None)
     samples = {s.metric: s for s in w.run(inst, params, None)}
@@ -201,7 +201,7 @@ def test_sockperf_over_udp_runs_in_gvisor(image: ImageArtifacts, loadgen: Namesp
                                           tmp_path: Path) -> None:
     """What the n/a reason offers instead of TCP: the UDP tail, on gVisor's netstack."""
     with started("test-gv-udp", "gvisor", "bridge", image, tmp_path) as inst:
-        rr = registry.workloads()["rr"]()
+        rr = protocols.workloads()["rr"]()
         params = {"proto": "udp", "seconds": 1, "placement": "same-cpu", "tail": True}
         rr.prepare(inst, params, loadgen)
         got = {s.metric: s.value for s in rr.run(inst, params, loadgen)}

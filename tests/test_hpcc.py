@@ -248,9 +248,9 @@ def test_workloads_registered_with_params() -> None:
 
 
 def _native():
-    from isotax.environments.base import EnvSpec
     from isotax.environments.native import NativeInstance
     from isotax.image.artifacts import ImageArtifacts
+    from isotax.protocols import EnvSpec
 
     spec = EnvSpec(name="test-hpcc", kind="native",
                    image=ImageArtifacts("none", Path("/nonexistent")), workdir=Path("/tmp"))

@@ -11,8 +11,9 @@ from typing import ClassVar
 import pytest
 from support import requires_root_and
 
-from isotax.environments.base import EnvSpec, Instance, register
+from isotax.environments.base import register
 from isotax.environments.native import Native
+from isotax.protocols import EnvSpec, Instance
 from isotax.run import identity
 
 DATA = Path(__file__).parent / "data" / "identity"

@@ -15,7 +15,6 @@ import pytest
 from pyroute2 import IPRoute
 from support import running_in, started, why_not_root_and
 
-from isotax.environments.base import Instance
 from isotax.host.network import iptables, uplink_mtu
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import (
@@ -29,6 +28,7 @@ from isotax.loadgen.local import (
 )
 from isotax.model import SanityError
 from isotax.parsers import distributions
+from isotax.protocols import Instance
 from isotax.run.leaks import find_leaks, is_our_server, leaked_servers
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.throughput import Throughput
@@ -242,13 +242,13 @@ def test_rr(inst: Instance, loadgen: NamespaceLoadGen, proto: str) -> None:
 def test_split_placement_needs_two_cpus(image: ImageArtifacts, tmp_path: Path) -> None:
     """With one CPU, "split" would put the server on the client's CPU: same-cpu under another
     name. The point is not applicable there, with the reason."""
-    from isotax.environments.base import EnvSpec
+    from isotax import protocols
     from isotax.loadgen.local import pinning
     from isotax.model import NotApplicable
-    from isotax.run import registry
+    from isotax.protocols import EnvSpec
 
     for vcpus, want in ((1, None), (2, ["taskset", "-c", "1"])):
-        inst = registry.environments()["runc"]().start(EnvSpec(
+        inst = protocols.environments()["runc"]().start(EnvSpec(
             name=f"test-split{vcpus}", kind="runc", image=image, workdir=tmp_path / str(vcpus),
             vcpus=vcpus))
         try:

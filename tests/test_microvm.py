@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments.base import PHASES, EnvSpec, Unavailable
+from isotax import protocols
 from isotax.environments.vm.qemu import QemuInstance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.run import registry
+from isotax.protocols import PHASES, EnvSpec, Unavailable
 from isotax.workloads.compress import Compress
 from isotax.workloads.fio import Fio
 
@@ -25,7 +25,7 @@ NO_IMAGE = ImageArtifacts("none", Path("/nonexistent/itx-image"))
 
 
 def test_kinds_are_registered_and_available_never_raises() -> None:
-    envs = registry.environments()
+    envs = protocols.environments()
     for kind in ("qemu", "microvm", "vm9p", "firecracker", "cloud-hypervisor"):
         a = envs[kind]().available()
         assert a.ok or (a.reason and a.fix), kind
@@ -50,7 +50,7 @@ def test_bad_options_are_refused_before_anything_starts(kind: str, options: dict
     spec = EnvSpec(name="x", kind=kind, image=NO_IMAGE, workdir=Path("/nonexistent/itx-w"),
                    network="none", storage=storage, options=options)
     with pytest.raises(Unavailable, match=words) as e:
-        registry.environments()[kind]().start(spec)
+        protocols.environments()[kind]().start(spec)
     assert e.value.availability.fix
     assert not Path("/nonexistent/itx-w").exists()
 
@@ -87,7 +87,7 @@ def booted(image: ImageArtifacts, kind: str, network: str = "none", vcpus: int =
     spec = EnvSpec(name=f"test-{kind}", kind=kind, image=image, workdir=workdir,
                    network=network, vcpus=vcpus, memory_mib=memory_mib, options=options)
     try:
-        inst = registry.environments()[kind]().start(spec)
+        inst = protocols.environments()[kind]().start(spec)
     except BaseException:
         # A VM that did not boot: its console's tail is in the error; nothing stays behind.
         shutil.rmtree(workdir, ignore_errors=True)
@@ -222,7 +222,7 @@ def test_vm9p_over_virtiofs(image: ImageArtifacts) -> None:
 @pytest.mark.integration
 def test_tuned_vm_is_pinned_on_hugepages_with_the_hosts_topology(image: ImageArtifacts
                                                                   ) -> None:
-    from isotax.environments import qemu_tuning
+    from isotax.environments.vm import qemu_tuning
 
     before = int(qemu_tuning.NR_HUGEPAGES.read_text())
     try:

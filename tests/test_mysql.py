@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from support import running_in, started, why_not_root_and
 
-from isotax.environments.base import Instance
+from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import SanityError
 from isotax.parsers import distributions
 from isotax.parsers.sysbench import parse_sysbench
-from isotax.run import registry
+from isotax.protocols import Instance
 from isotax.run.leaks import find_leaks, is_our_server
 from isotax.telemetry.counters import CpuTimes
 from isotax.workloads.mysql import (
@@ -63,7 +63,7 @@ def test_paths_and_params() -> None:
     assert specs["flush_log_at_trx_commit"].problem(3) is not None
     assert specs["buffer_pool_mib"].problem(8) is not None
     assert specs["max_error_pct"].problem(0.5) is None
-    assert Mysql.needs_loadgen and "mysql" in registry.workloads()
+    assert Mysql.needs_loadgen and "mysql" in protocols.workloads()
 
 
 def test_latency_cdf_from_sysbench_histogram() -> None:

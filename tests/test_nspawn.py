@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import requires_root_and
 
-from isotax.environments.base import PHASES, EnvSpec
+from isotax import protocols
 from isotax.environments.nspawn import (
     MASKED,
     NspawnInstance,
@@ -18,7 +18,7 @@ from isotax.environments.nspawn import (
     parse_nspid_leader,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.run import registry
+from isotax.protocols import PHASES, EnvSpec
 from isotax.run.leaks import find_leaks
 from isotax.telemetry.footprint import measure
 
@@ -71,7 +71,7 @@ def test_cgroup_dirs_v1_and_v2(tmp_path: Path) -> None:
 @pytest.mark.parametrize("network", ["host", "bridge"])
 def test_boots_the_images_init_and_runs_a_workload(image: ImageArtifacts, tmp_path: Path,
                                                     network: str) -> None:
-    env = registry.environments()["nspawn"]()
+    env = protocols.environments()["nspawn"]()
     avail = env.available()
     if not avail.ok:
         pytest.skip(f"nspawn unavailable here: {avail}")

@@ -59,10 +59,10 @@ def test_nodes_from_a_sysfs_tree(tmp_path: Path) -> None:
 def test_native_bound_to_a_node_runs_under_numactl(image: ImageArtifacts, tmp_path: Path) -> None:
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed (scripts/setup.sh installs it)")
-    from isotax.environments.base import EnvSpec
-    from isotax.run import registry
+    from isotax import protocols
+    from isotax.protocols import EnvSpec
 
-    inst = registry.environments()["native"]().start(EnvSpec(
+    inst = protocols.environments()["native"]().start(EnvSpec(
         name="numa", kind="native", image=image, workdir=tmp_path, numa_node=0))
     try:
         done = inst.exec(["head", "-1", "/proc/self/numa_maps"], 10).check()

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support import why_not_root_and
 
-from isotax.environments.base import EnvSpec, Instance, Unavailable
+from isotax import protocols
 from isotax.environments.oci.runtime import bundle_config
 from isotax.environments.vm.qemu import QemuInstance
 from isotax.environments.vm.qemu_tuning import (
@@ -33,7 +33,7 @@ from isotax.environments.vm.qemu_vm import VmConfig, qemu_argv
 from isotax.host import numa
 from isotax.host.numa import format_cpulist, node_cpulist, node_cpuset, placement_words
 from isotax.image.artifacts import ImageArtifacts
-from isotax.run import registry
+from isotax.protocols import EnvSpec, Instance, Unavailable
 from isotax.run.leaks import find_leaks
 
 DATA = Path(__file__).parent / "data" / "numa"
@@ -75,7 +75,7 @@ def test_placement_words() -> None:
 
 
 def test_every_kind_that_binds_says_so() -> None:
-    kinds = registry.environments()
+    kinds = protocols.environments()
     for kind in ("native", "runc", "crun", "gvisor", "docker", "podman", "qemu", "microvm",
                  "vm9p", "nspawn"):
         assert getattr(kinds[kind], "supports_numa", False), kind
@@ -154,7 +154,7 @@ def start(kind: str, image: ImageArtifacts, workdir: Path, numa_node: int | None
             "nspawn": "systemd-nspawn", "gvisor": "numactl"}.get(kind, kind)
     if (why := why_not_root_and(tool, "numactl")) is not None:
         pytest.skip(why)
-    env = registry.environments()[kind]()
+    env = protocols.environments()[kind]()
     avail = env.available()
     if not avail.ok:
         pytest.skip(f"{kind} unavailable here: {avail}")

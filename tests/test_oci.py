@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments.base import REGISTRY, EnvSpec, parse_ready_marker
+from isotax import protocols
+from isotax.environments.base import parse_ready_marker
 from isotax.environments.oci.runtime import (
     SCRATCH,
     OciInstance,
@@ -24,7 +25,10 @@ from isotax.environments.oci.runtime import (
     start_times_ms,
 )
 from isotax.image.artifacts import ImageArtifacts
+from isotax.protocols import EnvSpec
 from isotax.run.leaks import find_leaks
+
+REGISTRY = protocols.environments()
 
 DATA = Path(__file__).parent / "data" / "oci"
 RUNTIMES = ["runc", "crun"]

@@ -19,11 +19,15 @@ from types import ModuleType
 
 import pytest
 
-from isotax.environments.base import GUEST_PATH, REGISTRY, EnvSpec
+from isotax import protocols
+from isotax.environments.base import GUEST_PATH
 from isotax.environments.vm.qemu import QemuInstance
 from isotax.environments.vm.qemu_initrd import _Cpio, _module_order
 from isotax.environments.vm.qemu_vm import VmConfig, host_thp_mode, kernel_cmdline, qemu_argv
 from isotax.image.artifacts import ImageArtifacts
+from isotax.protocols import EnvSpec
+
+REGISTRY = protocols.environments()
 
 AGENT = Path(__file__).resolve().parent.parent / "src/isotax/guest/itx-agent.py"
 INIT = AGENT.parent / "itx-init"
@@ -449,8 +453,8 @@ def test_bridge_vm_leaves_no_tap(vm: QemuInstance) -> None:
 @pytest.mark.integration
 def test_forcing_kvm_where_it_does_not_boot_is_unavailable(image: ImageArtifacts,
                                                            tmp_path: Path) -> None:
-    from isotax.environments.base import Unavailable
     from isotax.environments.vm.qemu_accel import probe_accelerator
+    from isotax.protocols import Unavailable
 
     probe = probe_accelerator(image)
     assert probe.accel in ("kvm", "tcg") and probe.reason

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from isotax.environments.base import Availability, EnvSpec, Instance, register
+from isotax.environments.base import register
 from isotax.environments.native import Native
 from isotax.environments.vm.qemu_accel import (
     PROBE_FORMAT,
@@ -27,9 +27,9 @@ from isotax.environments.vm.qemu_accel import (
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import Sample
 from isotax.plan import parse_plan
+from isotax.protocols import Availability, EnvSpec, Instance, LoadGen, Params, ParamSpec
 from isotax.run.runner import Runner, emulation_notice, new_run_id
 from isotax.store.sqlite import SQLiteStore
-from isotax.workloads.base import LoadGen, Params, ParamSpec
 from isotax.workloads.base import register as wl_register
 
 KERNEL, QEMU = "6.1.0-test", "7.2.22 (test)"
@@ -165,7 +165,7 @@ def test_proven_accelerator_without_a_built_image_gives_the_advance_words(
 
 
 def test_qemu_kinds_say_their_accelerator_in_available() -> None:
-    from isotax.run.registry import environments
+    from isotax.protocols import environments
 
     for kind in ("qemu", "microvm", "vm9p"):
         cls = environments()[kind]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.environments import qemu_tuning
+from isotax.environments.vm import qemu_tuning
 from isotax.environments.vm.qemu import guest_modules
 from isotax.environments.vm.qemu_initrd import EXTRA_MODULES, INIT, MODULES
 from isotax.environments.vm.qemu_share import Share, share_argv, virtiofsd_argv

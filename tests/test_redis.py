@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from support import running_in, started, why_not_root_and
 
-from isotax.environments.base import EnvSpec, Instance
+from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import SanityError
 from isotax.parsers.redis_benchmark import parse_redis_benchmark, parse_redis_version
-from isotax.run import registry
+from isotax.protocols import EnvSpec, Instance
 from isotax.run.leaks import find_leaks
 from isotax.workloads.redis import REDIS_PORT, Redis
 
@@ -78,7 +78,7 @@ def test_params() -> None:
     assert specs["connections"].problem(50) is None
     assert specs["requests"].problem(10) is not None
     assert (specs["pipeline"].default, specs["value_bytes"].default) == (10, 50)
-    assert Redis.needs_loadgen and "redis" in registry.workloads()
+    assert Redis.needs_loadgen and "redis" in protocols.workloads()
 
 
 # -- for real ----------------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def test_a_dead_server_is_a_sanity_failure(image: ImageArtifacts, loadgen: Names
     from isotax.workloads.redis import _ping
 
     spec = EnvSpec(name="test-redis-dead", kind="native", image=image, workdir=tmp_path)
-    inst = registry.environments()["native"]().start(spec)
+    inst = protocols.environments()["native"]().start(spec)
     try:
         host, port = loadgen.target(inst, REDIS_PORT, "tcp")
         with pytest.raises(SanityError, match="does not answer PING"):

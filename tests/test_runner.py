@@ -11,16 +11,16 @@ import pytest
 from support import ran
 
 from isotax.analysis.report_data import analyze
-from isotax.environments.base import Instance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import parse_plan
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
 from isotax.report import json_report, markdown
 from isotax.run.applicability import why_not_applicable
 from isotax.run.runner import Runner, new_run_id, schedule
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry import envcpu
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import register
 
 
 class _Counter:

@@ -12,14 +12,14 @@ from typing import ClassVar
 import pytest
 from support import ran, started, why_not_root_and
 
-from isotax.environments.base import PHASES, EnvSpec, Instance
+from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import CellStatus, Sample, SanityError
-from isotax.run import registry
+from isotax.protocols import PHASES, EnvSpec, Instance, Launcher, LoadGen, Params, ParamSpec
 from isotax.run.launcher import EnvLauncher
 from isotax.run.leaks import find_leaks
-from isotax.workloads.base import Launcher, LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import register
 from isotax.workloads.density import Density
 from isotax.workloads.startup import Startup, percentile
 
@@ -39,7 +39,7 @@ def test_params_are_checked() -> None:
     assert specs["starts"].problem(0) is not None
     dspecs = {p.name: p for p in Density.params}
     assert dspecs["max_instances"].problem(0) is not None
-    assert {"startup", "density"} <= registry.workloads().keys()
+    assert {"startup", "density"} <= protocols.workloads().keys()
 
 
 def _why_not() -> str | None:
@@ -62,7 +62,7 @@ def launcher(request: pytest.FixtureRequest, image: ImageArtifacts,
     # The environment must work here at all (skips with the reason where it does not).
     with started(name, kind, net, image, tmp_path / "probe"):
         pass
-    env = registry.environments()[kind]()
+    env = protocols.environments()[kind]()
     spec = EnvSpec(name=name, kind=kind, image=image, workdir=tmp_path / "launched",
                    network=net, memory_mib=1024 if kind == "qemu" else None)
     lau = EnvLauncher(env, spec, deadline=float("inf"))
@@ -128,7 +128,7 @@ def test_density_counts_every_instance_and_removes_them(launcher: EnvLauncher) -
 
 @pytest.mark.integration
 def test_memory_floor_stops_the_sweep(image: ImageArtifacts, tmp_path: Path) -> None:
-    env = registry.environments()["native"]()
+    env = protocols.environments()["native"]()
     spec = EnvSpec(name="test-floor", kind="native", image=image, workdir=tmp_path)
     lau = EnvLauncher(env, spec, deadline=float("inf"))
     # A floor above what the host has: not even one instance may start.
@@ -203,7 +203,7 @@ def test_launched_instances_leave_the_long_lived_ones_scratch_alone(
     # Same environment name, same process: a launched native instance once shared (and at
     # its stop removed) the runner's own instance's scratch directory.
     with started("native", "native", "host", image, tmp_path / "main") as main:
-        env = registry.environments()["native"]()
+        env = protocols.environments()["native"]()
         lau = EnvLauncher(env, EnvSpec(name="native", kind="native", image=image,
                                        workdir=tmp_path / "launched"), deadline=float("inf"))
         launched = lau.launch()

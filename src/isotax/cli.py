@@ -324,7 +324,7 @@ def runs_cmd(results_dir: Path) -> None:
 @main.command()
 def envs() -> None:
     """List every environment kind: available here, or why not and the fix."""
-    from isotax.run.registry import environments
+    from isotax.protocols import environments
 
     t = Table("environment", "available", "description / reason")
     for kind, cls in sorted(environments().items()):
@@ -339,7 +339,7 @@ def envs() -> None:
 @main.command()
 def workloads() -> None:
     """List every workload and its parameters."""
-    from isotax.run.registry import workloads as all_workloads
+    from isotax.protocols import workloads as all_workloads
 
     t = Table("workload", "parameter", "default", "meaning")
     for name, cls in sorted(all_workloads().items()):

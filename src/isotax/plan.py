@@ -69,7 +69,7 @@ class EnvironmentEntry(_Frozen):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        from isotax.run.registry import environment_kinds
+        from isotax.protocols import environment_kinds
 
         known = environment_kinds()
         if v not in known:
@@ -83,7 +83,7 @@ class WorkloadEntry(_Frozen):
 
     @model_validator(mode="after")
     def _known_workload(self) -> WorkloadEntry:
-        from isotax.run.registry import workloads
+        from isotax.protocols import workloads
 
         known = workloads()
         if self.name not in known:
@@ -107,7 +107,7 @@ class WorkloadEntry(_Frozen):
 
     def combinations(self) -> list[dict[str, Any]]:
         """Defaults overlaid with the plan's values, one dict per point of the sweep."""
-        from isotax.run.registry import workloads
+        from isotax.protocols import workloads
 
         base = {p.name: p.default for p in workloads()[self.name].params}
         axes = {k: (v if isinstance(v, list) else [v]) for k, v in self.params.items()}

@@ -1,4 +1,6 @@
-"""The environment protocol: how isotax starts, drives and stops an isolation environment.
+"""What every environment shares: its registration, the startup stopwatch, the guest helper's
+ready marker, the guest PATH, and NUMA binding. The contract itself (Environment, Instance,
+EnvSpec, Availability) is in isotax.protocols.
 
 An Environment is a *kind* of place to run (native, runc, crun, qemu, ...). `start()` gives an
 Instance: one running container or VM, from the shared workload image, that workloads drive
@@ -10,111 +12,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Protocol
 
 from isotax.host.numa import node_cpuset
-from isotax.image.artifacts import ImageArtifacts
-
-
-@dataclass(frozen=True)
-class Availability:
-    ok: bool
-    reason: str = ""  # why not, when not ok
-    fix: str = ""  # what the user can do about it
-
-    @classmethod
-    def yes(cls) -> Availability:
-        return cls(True)
-
-    @classmethod
-    def no(cls, reason: str, fix: str = "") -> Availability:
-        return cls(False, reason, fix)
-
-    def __str__(self) -> str:
-        if self.ok:
-            return "available"
-        return f"{self.reason}" + (f" (fix: {self.fix})" if self.fix else "")
-
-
-class Unavailable(Exception):
-    """Raised by start() when an environment turns out not to work; carries the Availability."""
-
-    def __init__(self, availability: Availability) -> None:
-        super().__init__(str(availability))
-        self.availability = availability
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """What the plan asks of one environment. `options` holds kind-specific settings."""
-
-    name: str  # the plan's label, e.g. "runc-bridge"
-    kind: str  # the registry key, e.g. "runc"
-    image: ImageArtifacts
-    workdir: Path  # private scratch directory for this instance (removed by the runner)
-    vcpus: int | None = None
-    memory_mib: int | None = None
-    network: str = "host"  # "host", "bridge" or "none"
-    storage: str = "volume"  # "volume" or "rootfs": where `Instance.data_dir` lives
-    numa_node: int | None = None  # CPUs and memory bound to this node; None: the scheduler's
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Completed:
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-    wall_s: float  # measured by the host around the exec, includes the environment's exec path
-
-    def check(self) -> Completed:
-        """Raise with the command's own words when it failed."""
-        if self.returncode != 0:
-            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
-            raise ExecError(
-                f"{' '.join(self.argv)!s} exited {self.returncode}: " + " | ".join(tail)
-            )
-        return self
-
-
-class ExecError(Exception):
-    pass
-
-
-class Instance(Protocol):
-    """One running environment."""
-
-    address: str  # IP reachable from the load generator ("127.0.0.1" for host networking)
-    scratch: str  # a writable, tmpfs-backed directory *inside* the environment for workload files
-    data_dir: str  # a writable directory inside the environment on the plan's storage path,
-    #                for disk workloads (fio); on the host's disk, never tmpfs
-    # Startup milestones, seconds since start() was called: every environment records the
-    # PHASES below; some add their own (the VM's "kernel", "storage").
-    milestones: Mapping[str, float]
-
-    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
-        """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
-        for a failing command (returncode 124 = timeout, 127 = not found)."""
-
-    def describe(self) -> Mapping[str, str]: ...
-
-    def pause(self) -> None:
-        """Stop consuming CPU while another environment is measured (no-op where impossible)."""
-
-    def resume(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def host_pids(self) -> Sequence[int]:
-        """The host processes that make up this instance (their descendants count too): what
-        its memory footprint and CPU cost are measured on."""
-
-    def kernel_memory_bytes(self) -> int | None:
-        """Kernel memory charged to the instance's own cgroup; None where it has none."""
+from isotax.protocols import ENVIRONMENTS, Availability, Environment, EnvSpec, Unavailable
 
 
 def bound_cpus(who: str, spec: EnvSpec) -> str | None:
@@ -127,26 +27,6 @@ def bound_cpus(who: str, spec: EnvSpec) -> str | None:
         return node_cpuset(spec.numa_node, spec.vcpus)
     except ValueError as e:
         raise Unavailable(Availability.no(f"{who}: {e}", "fix numa_node in the plan")) from e
-
-
-class Environment(Protocol):
-    kind: ClassVar[str]
-    description: ClassVar[str]
-
-    def available(self) -> Availability: ...
-
-    def start(self, spec: EnvSpec) -> Instance: ...
-
-
-# The startup phases every environment records, in seconds from start():
-#   create            - the runtime is asked (what came before is isotax's own preparation:
-#                       bundle, network namespace, disk overlay);
-#   started           - the runtime says the container's process or the VM runs;
-#   first_instruction - isotax's guest helper ran: its ITX-READY marker (user code in the
-#                       container, the guest's init in a VM, the first process natively);
-#   ready             - the instance takes commands (a workload may add its own readiness,
-#                       as the startup workload does with a server answering).
-PHASES = ("create", "started", "first_instruction", "ready")
 
 
 class Stopwatch:
@@ -177,9 +57,7 @@ GUEST_PATH = "/opt/isotax/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 GUEST_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
 
 
-REGISTRY: dict[str, type[Environment]] = {}
-
-
 def register(cls: type[Environment]) -> type[Environment]:
-    REGISTRY[cls.kind] = cls
+    """Class decorator: record an environment kind in the registry (isotax.protocols)."""
+    ENVIRONMENTS[cls.kind] = cls
     return cls

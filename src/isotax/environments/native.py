@@ -17,16 +17,12 @@ from typing import ClassVar
 from isotax.environments.base import (
     GUEST_PATH,
     READY_MARKER,
-    Availability,
-    Completed,
-    EnvSpec,
-    Instance,
     Stopwatch,
-    Unavailable,
     parse_ready_marker,
     register,
 )
 from isotax.host.numa import numactl_prefix
+from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
 from isotax.telemetry.cpuacct import CpuGroup
 
 

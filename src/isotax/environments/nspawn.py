@@ -42,17 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import (
-    GUEST_ENV,
-    Availability,
-    Completed,
-    EnvSpec,
-    Instance,
-    Stopwatch,
-    Unavailable,
-    bound_cpus,
-    register,
-)
+from isotax.environments.base import GUEST_ENV, Stopwatch, bound_cpus, register
 from isotax.environments.native import host_storage, run_host
 from isotax.environments.oci.runtime import (
     ROOTFS_DATA_DIR,
@@ -64,6 +54,7 @@ from isotax.environments.oci.runtime import (
 )
 from isotax.host.network import Bridge, Lease, netns_path
 from isotax.host.numa import numactl_prefix, placement_words
+from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 NSPAWN = "systemd-nspawn"

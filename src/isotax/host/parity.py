@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from isotax.environments.base import Instance
+from isotax.protocols import Instance
 
 PROBE = r"""
 echo "cpus=$(nproc)"

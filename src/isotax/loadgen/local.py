@@ -27,10 +27,11 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from isotax.environments.base import GUEST_PATH, Completed, ExecError, Instance
+from isotax.environments.base import GUEST_PATH
 from isotax.environments.native import run_host
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
+from isotax.protocols import Completed, ExecError, Instance
 from isotax.telemetry.cpuacct import CpuGroup
 from isotax.telemetry.footprint import process_parents, with_descendants
 

@@ -32,7 +32,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from isotax.analysis.report_data import CdfKey, ReportData, Row
 from isotax.analysis.stats import Ratio
-from isotax.environments.base import PHASES
+from isotax.protocols import PHASES
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from isotax.analysis.report_data import ReportData, Row
-from isotax.environments.base import PHASES
+from isotax.protocols import PHASES
 from isotax.report.table import Block, Grid, Heading, Text
 
 STARTUP_COLUMNS = (*PHASES, "stop")

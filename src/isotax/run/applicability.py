@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from isotax.environments.base import Instance
 from isotax.loadgen.local import network_mode
+from isotax.protocols import Instance
 
 
 def needs_network(workload: Any, params: Mapping[str, Any]) -> bool:

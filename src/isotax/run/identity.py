@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from isotax.environments.base import Instance
 from isotax.environments.oci.gvisor import runs_gvisor
+from isotax.protocols import Instance
 
 # What the instance prints about itself; plain sh and coreutils, the same in every kind.
 PROBE = (

@@ -10,9 +10,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from isotax.environments.base import Environment, EnvSpec
 from isotax.model import SanityError
-from isotax.workloads.base import Launched
+from isotax.protocols import Environment, EnvSpec, Launched
 
 
 class EnvLauncher:

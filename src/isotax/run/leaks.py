@@ -12,10 +12,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from isotax.environments.oci.runtime import OCI_STATE_ROOT
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
 
-# Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
-OCI_STATE_ROOT = Path("/run/isotax")
 OCI_RUNTIMES = ("runc", "crun", "runsc")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
 

@@ -24,28 +24,30 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from isotax import protocols
 from isotax.analysis import adaptive
-from isotax.environments.base import (
+from isotax.host import numa, parity
+from isotax.host.fingerprint import fingerprint
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
+from isotax.plan import EnvironmentEntry, Plan
+from isotax.protocols import (
     Availability,
     Completed,
     Environment,
     EnvSpec,
     ExecError,
     Instance,
+    LaunchingWorkload,
+    LoadGen,
     Unavailable,
 )
-from isotax.host import numa, parity
-from isotax.host.fingerprint import fingerprint
-from isotax.image.artifacts import ImageArtifacts
-from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
-from isotax.plan import EnvironmentEntry, Plan
-from isotax.run import identity, registry
+from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
 from isotax.run.launcher import EnvLauncher
 from isotax.store.base import EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
 from isotax.workloads import work
-from isotax.workloads.base import LaunchingWorkload, LoadGen
 
 Log = Callable[[str], None]
 
@@ -102,7 +104,7 @@ class _Started:
 def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
     """Each workload tool's version inside the environment (same bits => same versions)."""
     versions: dict[str, str] = {}
-    wls = registry.workloads()
+    wls = protocols.workloads()
     for w in plan.workloads:
         for tool, argv in wls[w.name].tools.items():
             if tool in versions:
@@ -174,7 +176,7 @@ class Runner:
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
-        kinds = registry.environments()
+        kinds = protocols.environments()
         envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
         avail = {name: env.available() for name, env in envs.items()}
         # Before anything starts, what an environment available here has to say in advance
@@ -274,7 +276,7 @@ class Runner:
     def _run_cell(self, key: CellKey) -> tuple[CellStatus, str, list[Sample]]:
         st = self.started[key.environment]
         self.telemetry = None  # set below when a measured run was watched
-        workload = registry.workloads()[key.workload]()
+        workload = protocols.workloads()[key.workload]()
         inst = _Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
         if pkey not in st.prepared:
@@ -343,7 +345,7 @@ class Runner:
         """A workload that starts its own instances of the cell's environment (the runner's
         long-lived one stays paused); every one it leaves running is stopped here."""
         entry = next(e for e in self.plan.run_environments if e.name == key.environment)
-        env = registry.environments()[entry.kind]()
+        env = protocols.environments()[entry.kind]()
         spec = self._spec(entry, self.workdir / entry.name / "launched")
         launcher = EnvLauncher(env, spec, time.monotonic() + self.plan.timeout_s)
         main = self.started[key.environment].instance
@@ -367,7 +369,7 @@ class Runner:
         owner = os.getpid()
         try:
             with _interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
-                wls = registry.workloads()
+                wls = protocols.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
                     from isotax.loadgen.local import open_loadgen
 
@@ -425,7 +427,7 @@ class Runner:
         task = (self.progress.add_task("cells", total=len(cells), phase=phase)
                 if self.progress else None)
         active: str | None = None
-        wversions = {n: c.version for n, c in registry.workloads().items()}
+        wversions = {n: c.version for n, c in protocols.workloads().items()}
         for key in cells:
             if may_start is not None and not may_start():
                 break

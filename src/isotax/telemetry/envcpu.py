@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from isotax.environments.base import Instance
+from isotax.protocols import Instance
 from isotax.telemetry.footprint import process_parents, program_names, with_descendants
 
 METRIC = "env_host_cpu_s"  # the sample every measured cell carries (see the runner)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from isotax.environments.base import Instance
+from isotax.protocols import Instance
 
 
 def parse_smaps_rollup(text: str) -> dict[str, int]:

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isotax.environments.base import ExecError, Instance
 from isotax.model import SanityError
+from isotax.protocols import ExecError, Instance
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, perf_counting
 from isotax.telemetry.sampler import (

@@ -14,10 +14,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.model import Sample, SanityError
 from isotax.parsers.itx_time import parse_itx_time
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
+from isotax.workloads.base import register
 
 MIB = 1024 * 1024
 

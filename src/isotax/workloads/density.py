@@ -25,10 +25,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from isotax.environments.base import Instance
 from isotax.model import Sample, SanityError
+from isotax.protocols import Instance, Launched, Launcher, LoadGen, Params, ParamSpec
 from isotax.telemetry.footprint import Footprint, measure
-from isotax.workloads.base import Launched, Launcher, LoadGen, Params, ParamSpec, register
+from isotax.workloads.base import register
 
 MIB = 1024 * 1024
 

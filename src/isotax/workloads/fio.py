@@ -29,10 +29,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from isotax.environments.base import Instance
 from isotax.model import Sample, SanityError
 from isotax.parsers.fio import PERCENTILE_LIST, fio_samples, job_error, parse_fio_json
-from isotax.workloads.base import LoadGen, Params, ParamSpec, register
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
+from isotax.workloads.base import register
 
 PATTERNS = ("read", "write", "randread", "randwrite", "randrw")
 BLOCK_SIZES = ("512", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k",

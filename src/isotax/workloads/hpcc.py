@@ -44,11 +44,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from isotax.environments.base import ExecError, Instance
 from isotax.environments.oci.gvisor import mpi_unsupported
 from isotax.model import NotApplicable, Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
-from isotax.workloads.base import LoadGen, Params, ParamSpec, put_text
+from isotax.protocols import ExecError, Instance, LoadGen, Params, ParamSpec
+from isotax.workloads.base import put_text
 
 # The versions that make a result: hpcc itself, the BLAS it really loads, and the MPI.
 TOOLS: dict[str, tuple[str, ...]] = {

@@ -52,21 +52,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
-from isotax.environments.base import Completed, Instance
 from isotax.loadgen.local import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
+from isotax.protocols import Completed, Instance, LoadGen, Params, ParamSpec
 from isotax.telemetry.counters import CpuTimes, read_cpu_times
-from isotax.workloads.base import (
-    LoadGen,
-    Params,
-    ParamSpec,
-    host_tool_version,
-    need_loadgen,
-    put_text,
-    register,
-)
+from isotax.workloads.base import host_tool_version, need_loadgen, put_text, register
 from isotax.workloads.work import first
 
 # An unusual port (the Debian service uses 3306), in the range of isotax's other servers.

@@ -28,18 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.loadgen.local import PORTS, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
-from isotax.workloads.base import (
-    LoadGen,
-    Params,
-    ParamSpec,
-    host_tool_version,
-    need_loadgen,
-    register,
-)
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
+from isotax.workloads.base import host_tool_version, need_loadgen, register
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 REDIS_PORT = PORTS["redis"]

@@ -25,21 +25,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.environments.oci.gvisor import sockperf_tcp_unsupported
 from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
-from isotax.workloads.base import (
-    LoadGen,
-    Params,
-    ParamSpec,
-    host_tool_version,
-    need_loadgen,
-    register,
-)
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
+from isotax.workloads.base import host_tool_version, need_loadgen, register
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200

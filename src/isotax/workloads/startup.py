@@ -29,10 +29,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from isotax.environments.base import PHASES, Instance
 from isotax.loadgen.local import PORTS, stop_server
 from isotax.model import Sample, SanityError
-from isotax.workloads.base import Launched, Launcher, LoadGen, Params, ParamSpec, register
+from isotax.protocols import PHASES, Instance, Launched, Launcher, LoadGen, Params, ParamSpec
+from isotax.workloads.base import register
 
 READY_PROBES = ("instance", "exec", "redis")
 REDIS_PORT = PORTS["redis"]

@@ -16,8 +16,9 @@ from typing import ClassVar
 
 from isotax.model import Sample
 from isotax.parsers.hpcc import STREAM_VARIANTS, stream_samples
+from isotax.protocols import Params, ParamSpec
 from isotax.workloads import hpcc
-from isotax.workloads.base import Params, ParamSpec, register
+from isotax.workloads.base import register
 
 
 @register

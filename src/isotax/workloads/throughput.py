@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.environments.base import Instance
 from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
+from isotax.protocols import Instance, LoadGen, Params, ParamSpec
 from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
-from isotax.workloads.base import LoadGen, Params, ParamSpec, need_loadgen, register
+from isotax.workloads.base import need_loadgen, register
 from isotax.workloads.work import first
 
 

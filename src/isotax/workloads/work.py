@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from isotax.model import Sample
-from isotax.workloads.base import Params
+from isotax.protocols import Params
 
 
 def done(workload: Any, params: Params, samples: Sequence[Sample]) -> dict[str, Any]:

@@ -42,14 +42,7 @@ from typing import IO, Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import (
-    Availability,
-    EnvSpec,
-    Instance,
-    Stopwatch,
-    Unavailable,
-    register,
-)
+from isotax.environments.base import Stopwatch, register
 from isotax.environments.engines.engine import (
     KATA_INSTALL,
     KATA_RUNTIME_TYPE,
@@ -64,6 +57,7 @@ from isotax.environments.engines.engine import (
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
 from isotax.host.network import Bridge, uplink_mtu
+from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
 
 SYSTEM_SOCKET = Path("/run/docker.sock")
 DATA_ROOT = Path("/var/lib/isotax/dockerd")

@@ -50,17 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from isotax.environments.base import (
-    GUEST_ENV,
-    READY_HELPER,
-    READY_MARKER,
-    Availability,
-    Completed,
-    EnvSpec,
-    Stopwatch,
-    Unavailable,
-    bound_cpus,
-)
+from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER, Stopwatch, bound_cpus
 from isotax.environments.native import host_storage
 from isotax.environments.oci.runtime import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, exec_not_found
 from isotax.host.locks import exclusive
@@ -68,6 +58,7 @@ from isotax.host.network import COMMENT, STATE_DIR, iptables
 from isotax.host.numa import placement_words
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import PORTS
+from isotax.protocols import Availability, Completed, EnvSpec, Unavailable
 from isotax.telemetry import cpuacct
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 

@@ -30,14 +30,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import (
-    Availability,
-    EnvSpec,
-    Instance,
-    Stopwatch,
-    Unavailable,
-    register,
-)
+from isotax.environments.base import Stopwatch, register
 from isotax.environments.engines.docker import (
     RUNSC,
     crun_wrapper_text,
@@ -55,6 +48,7 @@ from isotax.environments.engines.engine import (
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
 from isotax.host.network import Bridge, uplink_mtu
+from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
 
 ROOT = Path("/var/lib/isotax/podman")
 RUNROOT = Path("/run/itx-podman")

@@ -34,9 +34,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import Availability, EnvSpec, Instance, Unavailable, register
-from isotax.environments.oci.runtime import VOLUME_DIR, OciInstance, Runtime, probe
-from isotax.run.leaks import OCI_STATE_ROOT
+from isotax.environments.base import register
+from isotax.environments.oci.runtime import (
+    OCI_STATE_ROOT,
+    VOLUME_DIR,
+    OciInstance,
+    Runtime,
+    probe,
+)
+from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
 
 # Where scripts/setup.sh installs isotax's runsc (the version is pinned there, and only there).
 RUNSC_DIR = Path("/opt/isotax/runsc")

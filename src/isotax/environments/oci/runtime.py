@@ -41,12 +41,7 @@ from isotax.environments.base import (
     GUEST_ENV,
     READY_HELPER,
     READY_MARKER,
-    Availability,
-    Completed,
-    EnvSpec,
-    Instance,
     Stopwatch,
-    Unavailable,
     bound_cpus,
     parse_ready_marker,
     register,
@@ -55,7 +50,7 @@ from isotax.environments.native import host_storage
 from isotax.host.network import Bridge, Lease, netns_path
 from isotax.host.numa import placement_words
 from isotax.image.artifacts import ImageArtifacts
-from isotax.run.leaks import OCI_STATE_ROOT
+from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
@@ -82,6 +77,9 @@ MASKED_PATHS = [
 READONLY_PATHS = [
     "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 ]
+
+# Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
+OCI_STATE_ROOT = Path("/run/isotax")
 
 
 # -- crun's hybrid-cgroup workaround --------------------------------------------------------

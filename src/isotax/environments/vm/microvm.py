@@ -20,8 +20,9 @@ from __future__ import annotations
 import shutil
 from typing import Any, ClassVar
 
-from isotax.environments.base import Availability, EnvSpec, Instance, Unavailable, register
+from isotax.environments.base import register
 from isotax.environments.vm.qemu import Qemu, QemuInstance
+from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
 
 
 class MicrovmInstance(QemuInstance):

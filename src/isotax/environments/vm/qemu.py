@@ -45,16 +45,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import (
-    GUEST_ENV,
-    Availability,
-    Completed,
-    EnvSpec,
-    Instance,
-    Stopwatch,
-    Unavailable,
-    register,
-)
+from isotax.environments.base import GUEST_ENV, Stopwatch, register
 from isotax.environments.native import host_storage
 from isotax.environments.vm.qemu_accel import (
     Probe,
@@ -95,6 +86,7 @@ from isotax.environments.vm.qemu_vm import (
 )
 from isotax.host.network import Bridge, Lease, uplink_mtu
 from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
+from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
 
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from isotax.environments.base import Completed
+from isotax.protocols import Completed
 
 # Added to a command's own timeout before the host gives up on the agent: the guest enforces
 # the timeout itself (124), this only catches a hung or dead guest.

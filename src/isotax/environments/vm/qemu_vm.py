@@ -34,12 +34,13 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
-from isotax.environments.base import GUEST_ENV, Completed, Stopwatch
+from isotax.environments.base import GUEST_ENV, Stopwatch
 from isotax.environments.vm.qemu_agent import AgentClient, AgentError, short_socket_path
 from isotax.environments.vm.qemu_share import Share, share_argv
 from isotax.host.numa import numactl_prefix
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
+from isotax.protocols import Completed
 
 QEMU = "qemu-system-x86_64"
 QEMU_IMG = "qemu-img"

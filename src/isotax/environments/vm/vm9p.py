@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import Availability, Unavailable, register
+from isotax.environments.base import register
 from isotax.environments.vm.qemu import RUN_DIR, Qemu, QemuInstance
 from isotax.environments.vm.qemu_share import (
     KATA_MSIZE_9P,
@@ -35,6 +35,7 @@ from isotax.environments.vm.qemu_share import (
     Share,
     find_virtiofsd,
 )
+from isotax.protocols import Availability, Unavailable
 
 SHARES = ("9p", "virtiofs")
 VOLUMES = ("share", "disk")

@@ -1,0 +1,289 @@
+"""The shared contracts between the pipeline's stages: what an environment, an instance, a
+workload and a load generator are, and the registry of the plugins that implement them.
+
+Environments (isotax.environments) and workloads (isotax.workloads) implement these protocols,
+on top of the defaults in environments/base.py and workloads/base.py; the runner, the analysis
+and the report only ever talk to them through here. May import image and model only.
+
+The registry finds plugins the way entry points would: the first question walks the plugin
+packages by name and imports every module, whose @register decorator then records its class.
+That dynamic import is the one place this bottom layer reaches the plugins; nothing here imports
+them statically, so the import layers stay one-way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import Sample
+
+# ------------------------------------------------------------------------- environments
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""  # why not, when not ok
+    fix: str = ""  # what the user can do about it
+
+    @classmethod
+    def yes(cls) -> Availability:
+        return cls(True)
+
+    @classmethod
+    def no(cls, reason: str, fix: str = "") -> Availability:
+        return cls(False, reason, fix)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return "available"
+        return f"{self.reason}" + (f" (fix: {self.fix})" if self.fix else "")
+
+
+class Unavailable(Exception):
+    """Raised by start() when an environment turns out not to work; carries the Availability."""
+
+    def __init__(self, availability: Availability) -> None:
+        super().__init__(str(availability))
+        self.availability = availability
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the plan asks of one environment. `options` holds kind-specific settings."""
+
+    name: str  # the plan's label, e.g. "runc-bridge"
+    kind: str  # the registry key, e.g. "runc"
+    image: ImageArtifacts
+    workdir: Path  # private scratch directory for this instance (removed by the runner)
+    vcpus: int | None = None
+    memory_mib: int | None = None
+    network: str = "host"  # "host", "bridge" or "none"
+    storage: str = "volume"  # "volume" or "rootfs": where `Instance.data_dir` lives
+    numa_node: int | None = None  # CPUs and memory bound to this node; None: the scheduler's
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float  # measured by the host around the exec, includes the environment's exec path
+
+    def check(self) -> Completed:
+        """Raise with the command's own words when it failed."""
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-5:]
+            raise ExecError(
+                f"{' '.join(self.argv)!s} exited {self.returncode}: " + " | ".join(tail)
+            )
+        return self
+
+
+class ExecError(Exception):
+    pass
+
+
+class Instance(Protocol):
+    """One running environment."""
+
+    address: str  # IP reachable from the load generator ("127.0.0.1" for host networking)
+    scratch: str  # a writable, tmpfs-backed directory *inside* the environment for workload files
+    data_dir: str  # a writable directory inside the environment on the plan's storage path,
+    #                for disk workloads (fio); on the host's disk, never tmpfs
+    # Startup milestones, seconds since start() was called: every environment records the
+    # PHASES below; some add their own (the VM's "kernel", "storage").
+    milestones: Mapping[str, float]
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
+        for a failing command (returncode 124 = timeout, 127 = not found)."""
+
+    def describe(self) -> Mapping[str, str]: ...
+
+    def pause(self) -> None:
+        """Stop consuming CPU while another environment is measured (no-op where impossible)."""
+
+    def resume(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def host_pids(self) -> Sequence[int]:
+        """The host processes that make up this instance (their descendants count too): what
+        its memory footprint and CPU cost are measured on."""
+
+    def kernel_memory_bytes(self) -> int | None:
+        """Kernel memory charged to the instance's own cgroup; None where it has none."""
+
+
+class Environment(Protocol):
+    kind: ClassVar[str]
+    description: ClassVar[str]
+
+    def available(self) -> Availability: ...
+
+    def start(self, spec: EnvSpec) -> Instance: ...
+
+
+# The startup phases every environment records, in seconds from start():
+#   create            - the runtime is asked (what came before is isotax's own preparation:
+#                       bundle, network namespace, disk overlay);
+#   started           - the runtime says the container's process or the VM runs;
+#   first_instruction - isotax's guest helper ran: its ITX-READY marker (user code in the
+#                       container, the guest's init in a VM, the first process natively);
+#   ready             - the instance takes commands (a workload may add its own readiness,
+#                       as the startup workload does with a server answering).
+PHASES = ("create", "started", "first_instruction", "ready")
+
+
+# ---------------------------------------------------------------------------- workloads
+
+Params = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter a workload accepts: its type, default and meaning (shown by `workloads`)."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    choices: tuple[Any, ...] | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with a value for this parameter, in the user's words; None if fine."""
+        ok = isinstance(value, self.type) and not (self.type is int and isinstance(value, bool))
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            return f"{value!r} should be {self.type.__name__}"
+        if self.minimum is not None and value < self.minimum:
+            return f"{value!r} is below {self.minimum:g}"
+        if self.choices is not None and value not in self.choices:
+            return f"{value!r} is not one of: {', '.join(map(str, self.choices))}"
+        return None
+
+
+class LoadGen(Protocol):
+    """The studies' "other machine": a network namespace joined to the host by a veth pair.
+    Network clients run here, so every environment, native included, is reached over a real
+    network path and adds only its own layers (bridge, NAT, tap + virtio, ...)."""
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        """Run a client inside the load generator's namespace."""
+
+    def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
+        """Where a client reaches a server listening on `port` inside `inst` (installing the
+        port mapping a bridged container needs, as Docker's -p does; removed at close)."""
+
+    def path(self, inst: Instance) -> str:
+        """The layers between the load generator and `inst`, in words, for the report."""
+
+
+class Workload(Protocol):
+    """Runs in one long-lived instance of each environment, which the runner starts."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]  # version of isotax's driver for this workload (bump on change)
+    description: ClassVar[str]
+    params: ClassVar[Sequence[ParamSpec]]
+    tools: ClassVar[Mapping[str, Sequence[str]]]  # tool -> argv that prints its version
+    # True for workloads with a network client: the runner then creates the load generator
+    # and passes it; otherwise `loadgen` is None.
+    needs_loadgen: ClassVar[bool]
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        """Once per instance and parameter set, before warm-ups (e.g. make the corpus)."""
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]: ...
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A fresh instance from a Launcher, and when it was asked for (time.monotonic())."""
+
+    instance: Instance
+    t0: float  # just before the environment's start(): its milestones count from here
+
+    def since(self) -> float:
+        """Seconds from the request to now."""
+        return time.monotonic() - self.t0
+
+
+class Launcher(Protocol):
+    """Starts fresh instances of the cell's environment, exactly as the plan defines it (the
+    runner's own long-lived instance stays paused meanwhile)."""
+
+    def launch(self) -> Launched:
+        """Start one; raises Unavailable or another exception (after removing what it made)
+        when it does not start."""
+
+    def stop(self, launched: Launched) -> float:
+        """Stop it and remove everything it made; seconds the stop took. Idempotent."""
+
+
+@runtime_checkable
+class LaunchingWorkload(Protocol):
+    """A workload whose subject is the starting of instances (startup, density): it gets a
+    Launcher instead of running inside the environment's long-lived instance. The runner stops
+    whatever it leaves running, on failure and Ctrl-C too."""
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    params: ClassVar[Sequence[ParamSpec]]
+    tools: ClassVar[Mapping[str, Sequence[str]]]
+    needs_loadgen: ClassVar[bool]
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        """As Workload.prepare, on the runner's long-lived instance (e.g. check a tool)."""
+
+    def launch_and_measure(self, launcher: Launcher, params: Params,
+                           loadgen: LoadGen | None) -> list[Sample]: ...
+
+
+AnyWorkload = Workload | LaunchingWorkload
+
+
+# ---------------------------------------------------------------------------- the registry
+
+ENVIRONMENTS: dict[str, type[Environment]] = {}
+WORKLOADS: dict[str, type[AnyWorkload]] = {}
+PLUGIN_PACKAGES = ("isotax.environments", "isotax.workloads")
+
+
+@cache
+def _discover() -> None:
+    # Every module of the plugin packages (families included) registers what it defines; a new
+    # environment or workload is one new file, with no list to keep in step.
+    for name in PLUGIN_PACKAGES:
+        pkg = importlib.import_module(name)
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{name}."):
+            importlib.import_module(info.name)
+
+
+def environment_kinds() -> list[str]:
+    _discover()
+    return sorted(ENVIRONMENTS)
+
+
+def environments() -> dict[str, type[Environment]]:
+    _discover()
+    return dict(ENVIRONMENTS)
+
+
+def workloads() -> dict[str, type[AnyWorkload]]:
+    _discover()
+    return dict(WORKLOADS)
