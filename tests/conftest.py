@@ -1,54 +1,50 @@
-"""Suite-wide checks: after all tests, nothing isotax creates may be left on the host."""
+"""Fixtures both test rooms share, and the suite's order.
+
+tests/unit: no root, no runtime, no network namespace, nothing started; runs anywhere as an
+ordinary user. tests/integration (its own conftest.py has the image, the load generator and
+the leak check's baseline): real environments, root, runtimes, real tools. Every test in
+tests/integration is marked `integration`, so `-m "not integration"` still means the unit room.
+A run of both (`pytest tests`) runs the unit room first, then integration, and the leak check
+(integration/test_zz_leaks_after_suite.py) last of all. Plain helpers are in support.py."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
+import random
+from pathlib import Path
 
 import pytest
+from support import EchoCounter, EchoWorkload, SpreadWorkload
 
-from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import NamespaceLoadGen
+from isotax import protocols
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+def _integration(item: pytest.Item) -> bool:
+    return INTEGRATION in item.path.resolve().parents
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The leak check runs last, after every test that could have leaked.
-    items.sort(key=lambda item: item.name == "test_nothing_leaked_after_suite")
+    for item in items:
+        if _integration(item):
+            item.add_marker(pytest.mark.integration)
+    # The unit room first; the leak check last, after every test that could have leaked.
+    items.sort(key=lambda item: (item.name == "test_nothing_leaked_after_suite",
+                                 _integration(item)))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _leaks_before_suite() -> Iterator[list[str]]:
-    """What was already there before the suite (from an earlier crash) is reported separately."""
-    from isotax.run.leaks import find_leaks
-
-    yield find_leaks() if os.geteuid() == 0 else []
-
-
-@pytest.fixture(scope="session")
-def image() -> ImageArtifacts:
-    """The workload image, built once for the suite (a no-op when cached). Skips only where
-    this machine cannot build it; any other build failure fails the tests that need it."""
-    if os.geteuid() != 0:
-        pytest.skip("building and using the workload image needs root (debootstrap, chroot)")
-    for tool, package in (("debootstrap", "debootstrap"), ("gcc", "gcc libc6-dev"),
-                          ("mkfs.ext4", "e2fsprogs")):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (apt-get install {package}; "
-                        "scripts/setup.sh installs it)")
-    from isotax.image.build import ensure_image
-
-    return ensure_image(log=print)
+@pytest.fixture
+def echo_workload(monkeypatch: pytest.MonkeyPatch) -> type[EchoWorkload]:
+    """support.EchoWorkload registered for this test (plans may name "test-echo"), its
+    counters reset."""
+    monkeypatch.setitem(protocols.WORKLOADS, EchoWorkload.name, EchoWorkload)
+    EchoCounter.calls, EchoCounter.interrupt_at, EchoCounter.fail_at = 0, None, None
+    return EchoWorkload
 
 
-@pytest.fixture(scope="module")
-def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
-    """The load generator (its namespace and veth) for one module's network tests; removed
-    after the module, and nothing of it may be left."""
-    from isotax.loadgen.local import open_loadgen
-    from isotax.run.leaks import find_leaks
-
-    with open_loadgen() as lg:
-        tag = lg.netns
-        yield lg
-    assert [x for x in find_leaks() if tag in x] == []
+@pytest.fixture
+def spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """support.SpreadWorkload registered for this test ("test-spread"), seeded."""
+    monkeypatch.setitem(protocols.WORKLOADS, SpreadWorkload.name, SpreadWorkload)
+    SpreadWorkload.rng = random.Random(7)
+    SpreadWorkload.calls, SpreadWorkload.interrupt_at = 0, None

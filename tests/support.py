@@ -1,24 +1,38 @@
-"""Shared by the end-to-end tests: skips that name exactly what the machine lacks, and
-running instances of real environments."""
+"""Helpers both test rooms share (tests/unit and tests/integration); fixtures live in
+conftest.py. Skips that name exactly what the machine lacks, the leak lines a test may have
+left, running instances of real environments and real runs, the small test workloads and
+plans the runner tests register, and the stored runs the report tests render."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
+import re
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from isotax import protocols
 from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellKey, CellStatus, Sample, SanityError
+from isotax.parsers import distributions
+from isotax.parsers.fio import fio_samples
+from isotax.parsers.sockperf import parse_sockperf_full_log
 from isotax.plan import parse_plan
-from isotax.protocols import EnvSpec, Instance
+from isotax.protocols import EnvSpec, FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.run.runner import Runner, new_run_id
+from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
+from isotax.workloads.base import BaseWorkload
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+DATA = ROOT / "tests" / "data"  # real tool output and captures, shared by both rooms
+
+# -- skips: what this machine lacks ------------------------------------------------------------
 
 def why_not_root_and(*tools: str,
                      root_for: str = "containers, network namespaces and the VM's tap",
@@ -32,9 +46,36 @@ def why_not_root_and(*tools: str,
     return None
 
 
-def requires_root_and(*tools: str) -> pytest.MarkDecorator:
-    reason = why_not_root_and(*tools)
+def requires_root_and(*tools: str, root_for: str | None = None) -> pytest.MarkDecorator:
+    """Skips the test, saying why, where this host lacks root or one of `tools`."""
+    reason = (why_not_root_and(*tools) if root_for is None
+              else why_not_root_and(*tools, root_for=root_for))
     return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
+def image_where(why_not: Callable[[], str | None]) -> Any:
+    """A module's `image` fixture: the suite's image (integration/conftest.py), where the host
+    also has what the module needs; skips with `why_not()`'s reason where it does not. Use it as
+    `image = image_where(_why_not)` at the module's top level."""
+
+    @pytest.fixture(scope="module", name="image")
+    def image_fixture(image: ImageArtifacts) -> ImageArtifacts:
+        if (why := why_not()) is not None:
+            pytest.skip(why)
+        return image
+
+    return image_fixture
+
+
+def ours(*words: str) -> list[str]:
+    """The leftovers (run.leaks.find_leaks) that name any of `words`: one test's own, since
+    other test sessions may run beside this one on a shared host."""
+    from isotax.run.leaks import find_leaks
+
+    return [x for x in find_leaks() if any(w in x for w in words)]
+
+
+# -- real environments and real runs -----------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -83,3 +124,249 @@ def ran(plan_text: str, image: ImageArtifacts, tmp_path: Path,
         yield store, run_id
     finally:
         store.close()
+
+
+def snapshot(root: Path, rels: list[str]) -> dict[str, bytes | None]:
+    """The bytes of each file under root (None where there is none), to compare before/after."""
+    return {r: (root / r).read_bytes() if (root / r).exists() else None for r in rels}
+
+
+# -- test workloads and the plans that use them ------------------------------------------------
+# Registered only by the fixtures that need them (conftest.py: echo_workload, spread).
+
+class EchoCounter:
+    """What EchoWorkload has done, and when it should fail: reset by conftest's echo_workload."""
+
+    calls = 0
+    interrupt_at: int | None = None
+    fail_at: int | None = None
+
+
+class EchoWorkload(BaseWorkload):
+    """Runs a real command in the instance and reports its output as a number."""
+
+    name: ClassVar[str] = "test-echo"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "test only"
+    params: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("value", int, 7, "number to echo"),)
+    tools: ClassVar[dict[str, tuple[str, ...]]] = {"sh": ("sh", "-c", "echo dash")}
+    needs_loadgen: ClassVar[bool] = False
+    ports: ClassVar[dict[str, Port]] = {}
+    packages: ClassVar[tuple[str, ...]] = ()
+    figures: ClassVar[FigureHints] = FigureHints()
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        EchoCounter.calls += 1
+        if EchoCounter.interrupt_at == EchoCounter.calls:
+            raise KeyboardInterrupt
+        if EchoCounter.fail_at == EchoCounter.calls:
+            raise SanityError("checksum mismatch")
+        out = inst.exec(["sh", "-c", f"echo {params['value']}"], timeout=10).check()
+        return [Sample("value", float(out.stdout), "units")]
+
+
+RUNNER_PLAN = """
+name = "t"
+seed = 3
+repetitions = 3
+warmups = 1
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "native2"
+kind = "native"
+[[workloads]]
+name = "test-echo"
+params = { value = [1, 2] }
+"""
+
+
+class SpreadWorkload(BaseWorkload):
+    """A synthetic metric with a spread the test sets: a value drawn from a seeded normal
+    distribution (mean 100, sd = spread x 100) goes through a real command in the instance
+    (`sleep; echo`) and back. Not a benchmark: it controls the variance adaptive repetitions
+    see, which a real tool on this shared host cannot."""
+
+    name: ClassVar[str] = "test-spread"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "test only: a synthetic value with a set spread"
+    params: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("spread", float, 0.01, "relative sd of the value"),
+        ParamSpec("sleep_s", float, 0.0, "seconds each run takes"),
+    )
+    tools: ClassVar[dict[str, tuple[str, ...]]] = {}
+    needs_loadgen: ClassVar[bool] = False
+    ports: ClassVar[dict[str, Port]] = {}
+    packages: ClassVar[tuple[str, ...]] = ()
+    figures: ClassVar[FigureHints] = FigureHints()
+    rng = random.Random(0)
+    calls = 0
+    interrupt_at: int | None = None
+
+    def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
+        SpreadWorkload.calls += 1
+        if SpreadWorkload.calls == SpreadWorkload.interrupt_at:
+            raise KeyboardInterrupt
+        value = abs(SpreadWorkload.rng.gauss(100.0, 100.0 * params["spread"]))
+        out = inst.exec(["sh", "-c", f"sleep {params['sleep_s']}; echo {value!r}"],
+                        timeout=30).check()
+        return [Sample("value", float(out.stdout), "units")]
+
+
+ADAPTIVE_PLAN = """
+name = "adapt"
+seed = 5
+repetitions = 3
+warmups = 0
+{adaptive}
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "native2"
+kind = "native"
+[[workloads]]
+name = "test-spread"
+params = {params}
+"""
+
+AA_PLAN = """
+name = "t-aa"
+seed = 4
+repetitions = 3
+warmups = 0
+aa = true
+[[environments]]
+name = "native"
+kind = "native"
+[[workloads]]
+name = "compress"
+params = { corpus_mib = 2, threads = 1 }
+"""
+
+
+# -- stored runs the report tests render ------------------------------------------------------
+
+FIGURES_PLAN = """
+name = "figures"
+repetitions = 3
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+[[workloads]]
+name = "rr"
+params = { proto = "udp" }
+[[workloads]]
+name = "fio"
+params = { pattern = "randread" }
+[[workloads]]
+name = "redis"
+params = { connections = [1, 10] }
+[[workloads]]
+name = "mysql"
+params = { threads = [1, 8] }
+"""
+
+SLOWER = {"native": 1.0, "runc": 1.25}  # runc's latencies are 25% longer, its rates 20% lower
+
+
+def scaled_cdf(cdf: list[list[float]], k: float) -> list[list[float]]:
+    return [[round(v * k, 4), f] for v, f in cdf]
+
+
+def figure_samples(workload: str, params: Mapping[str, Any], k: float) -> list[Sample]:
+    """One repetition's samples: real fio and sockperf output, slowed by k; Redis and MySQL
+    points whose latency grows with concurrency (the knee the figures should show)."""
+    if workload == "fio":
+        real = fio_samples((DATA / "fio" / "randread-4k-qd16.json").read_text())
+        out = []
+        for s in real:
+            labels = dict(s.labels)
+            if "clat_cdf_us" in labels:
+                labels["clat_cdf_us"] = scaled_cdf(labels["clat_cdf_us"], k)
+            value = s.value / k if s.higher_is_better else s.value * k
+            out.append(Sample(s.metric, value, s.unit, s.higher_is_better, labels))
+        return out
+    if workload == "rr":
+        rtts = parse_sockperf_full_log((DATA / "sockperf" / "full-log-udp.csv").read_text())
+        cdf = scaled_cdf(distributions.from_values(rtts), k)
+        return [Sample("transactions_per_s", 12000 / k, "trans/s", True),
+                Sample("latency_p99_9_us", distributions.quantile(cdf, 0.999), "µs", False,
+                       {"rtt_cdf_us": cdf, "broken_cdf_us": [[2.0, 0.5], [1.0, 1.0]]})]
+    if workload == "redis":
+        c = int(params["connections"])
+        out = []
+        for op in ("set", "get"):
+            out += [Sample(f"{op}_requests_per_s", 50000 * c ** 0.5 / k, "req/s", True),
+                    Sample(f"{op}_latency_p50_ms", 0.1 * c * k, "ms", False),
+                    Sample(f"{op}_latency_p99_ms", 0.3 * c * k, "ms", False)]
+        return out
+    t = int(params["threads"])
+    return [Sample("transactions_per_s", 400 * t ** 0.6 / k, "tx/s", True),
+            Sample("latency_mean_ms", 2.5 * t ** 0.4 * k, "ms", False),
+            Sample("latency_p95_ms", 4.0 * t ** 0.5 * k, "ms", False),
+            Sample("host_cpu_utilization", min(95.0, 30.0 * t ** 0.5 * k), "%", False)]
+
+
+POINTS = [("rr", {"proto": "udp"}), ("fio", {"pattern": "randread"}),
+          ("redis", {"connections": 1}), ("redis", {"connections": 10}),
+          ("mysql", {"threads": 1}), ("mysql", {"threads": 8})]
+
+
+def figure_store(tmp_path: Path, run_id: str = "f1", slower: Mapping[str, float] = SLOWER,
+                 hostname: str = "h") -> tuple[SQLiteStore, str]:
+    """A stored run with every point the studies' figures need, in native and runc."""
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run(run_id, "figures", FIGURES_PLAN, 1, {"hostname": hostname, "cpus": 2})
+    for env in slower:
+        store.put_environment(EnvRecord(run_id, env, env, True, "", {}, {}, {}))
+    for rep in (1, 2, 3):
+        for workload, params in POINTS:
+            for env, k in slower.items():
+                store.commit_cell(run_id, CellKey(env, workload, params, rep), "1",
+                                  CellStatus.OK, "", 0, 1, figure_samples(workload, params, k))
+    store.set_run_status(run_id, "complete", 2)
+    return store, run_id
+
+
+HOSTILE_HOST = "<script>alert('host')</script>\x1b[31m\x07"
+HOSTILE_CPU = '"><img src=x onerror=alert(1)>'
+HOSTILE_PLAN = """
+name = "hostile"
+description = "</pre><script>alert('plan')</script>"
+repetitions = 2
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+[[workloads]]
+name = "compress"
+params = { corpus_mib = 1 }
+"""
+
+
+def hostile_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
+    """A stored run whose host name, CPU model and plan carry markup, with results."""
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("r1", "hostile", HOSTILE_PLAN, 1,
+                     {"hostname": HOSTILE_HOST, "cpu_model": HOSTILE_CPU, "cpus": 2})
+    params = {"corpus_mib": 1, "level": 2, "seed": 1, "threads": 0}
+    for rep, (a, b) in enumerate([(10.0, 9.0), (10.5, 9.2), (9.8, 9.1)], start=1):
+        for env, v in (("native", a), ("runc", b)):
+            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
+                              "", 0, 1, [Sample("throughput", v, "MB/s", True)])
+    store.set_run_status("r1", "complete", 2)
+    return store, "r1"
+
+
+def self_contained(page: str) -> None:
+    """The page fetches nothing from outside and runs no script."""
+    assert "<script" not in page.lower()
+    assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
+    assert "<link" not in page.lower() and "@import" not in page

@@ -41,7 +41,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from isotax import protocols
+
 BUILTIN_PLANS = ("quick", "full", "layers")
+# The baseline's default: a plan *label* (an environment's name), not a kind. The built-in
+# plans name their host environment so; a plan that names it otherwise sets `baseline`.
+DEFAULT_BASELINE = "native"
 
 
 class PlanError(Exception):
@@ -69,9 +74,7 @@ class EnvironmentEntry(_Frozen):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        from isotax.protocols import environment_kinds
-
-        known = environment_kinds()
+        known = protocols.environment_kinds()
         if v not in known:
             raise ValueError(f"unknown environment kind {v!r}; use one of: {', '.join(known)}")
         return v
@@ -83,9 +86,7 @@ class WorkloadEntry(_Frozen):
 
     @model_validator(mode="after")
     def _known_workload(self) -> WorkloadEntry:
-        from isotax.protocols import workloads
-
-        known = workloads()
+        known = protocols.workloads()
         if self.name not in known:
             raise ValueError(
                 f"unknown workload {self.name!r}; use one of: {', '.join(sorted(known))}"
@@ -107,9 +108,7 @@ class WorkloadEntry(_Frozen):
 
     def combinations(self) -> list[dict[str, Any]]:
         """Defaults overlaid with the plan's values, one dict per point of the sweep."""
-        from isotax.protocols import workloads
-
-        base = {p.name: p.default for p in workloads()[self.name].params}
+        base = {p.name: p.default for p in protocols.workloads()[self.name].params}
         axes = {k: (v if isinstance(v, list) else [v]) for k, v in self.params.items()}
         keys = sorted(axes)
         out = []
@@ -166,7 +165,7 @@ class Plan(_Frozen):
     repetitions: int = Field(default=3, ge=1, le=1000)
     warmups: int = Field(default=1, ge=0, le=100)
     timeout_s: float = Field(default=900, gt=0)
-    baseline: str = "native"
+    baseline: str = DEFAULT_BASELINE
     # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (host.parity):
     # "refuse" stops the run before it measures; "flag" runs and lists them in the report.
     parity: Literal["refuse", "flag"] = "refuse"
@@ -200,7 +199,8 @@ class Plan(_Frozen):
         if self.baseline not in names:
             raise ValueError(
                 f"the baseline {self.baseline!r} is not among the environments; add "
-                f'[[environments]] name = "{self.baseline}" kind = "native", or set baseline'
+                f'[[environments]] name = "{self.baseline}" kind = "{_host_kind()}", or set '
+                "baseline"
             )
         if self.aa and self.aa_name in names:
             raise ValueError(f"aa = true runs the baseline again as {self.aa_name!r}, which is "
@@ -228,6 +228,11 @@ class Plan(_Frozen):
                     )
                 seen.add(point)
         return self
+
+
+def _host_kind() -> str:
+    """The kind that runs on the host itself (isolation host), for the baseline's fix."""
+    return next(iter(protocols.kinds_with(protocols.Isolation.HOST)), "?")
 
 
 def _aa_entry(plan: Plan) -> EnvironmentEntry:

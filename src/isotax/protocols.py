@@ -16,8 +16,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -126,9 +127,62 @@ class Instance(Protocol):
         """Kernel memory charged to the instance's own cgroup; None where it has none."""
 
 
+class Isolation(StrEnum):
+    """What an environment is, as its instances can prove from inside (isotax.run.identity):
+    the values are the words the identity check and the report use."""
+
+    HOST = "host"  # the host itself: same kernel, same boot, the initial PID namespace
+    CONTAINER = "container"  # the host's kernel behind namespaces and cgroups
+    SANDBOX = "sandbox"  # a user-space kernel (gVisor's Sentry) serves the system calls
+    VM = "vm"  # a kernel of its own on virtual hardware
+
+
+@dataclass(frozen=True)
+class VersionCommand:
+    """How to ask an environment's runtime its version: the host fingerprint records the first
+    line argv prints under `name` (kinds that share a runtime share the name: every QEMU kind
+    is "qemu"), "not installed" where argv[0] is not found."""
+
+    name: str
+    argv: tuple[str, ...]
+
+
+# Finds what instances of a kind leave behind if isotax is killed: one line each, saying what
+# it is and the command that removes it ([] when clean). Several kinds may share one.
+LeakFinder = Callable[[], list[str]]
+
+
 class Environment(Protocol):
-    kind: ClassVar[str]
-    description: ClassVar[str]
+    """A kind of place to run. Its facts are declared on the class, with no silent default
+    (environments/base.py's EnvironmentBase names every hook; a unit test fails on a
+    registered kind that lacks one), so the runner, the leak check, the fingerprint and the
+    report ask the registry instead of naming kinds."""
+
+    kind: ClassVar[str]  # the registry key: the plan's `kind`
+    description: ClassVar[str]  # one line for `isotax envs`
+    # What it is (host, container, sandbox, VM): what the identity check expects an instance
+    # to show, and how the rest of isotax tells the baseline or a VM without naming a kind.
+    isolation: ClassVar[Isolation]
+    # Whether it places CPUs and memory on the plan's numa_node; the runner refuses a
+    # numa_node for a kind that does not.
+    supports_numa: ClassVar[bool]
+    # What its instances leave behind if isotax is killed (() where nothing of its own).
+    leak_finders: ClassVar[tuple[LeakFinder, ...]]
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        """How to ask its runtime's version for the fingerprint; None where it has no runtime
+        of its own to record (the host itself)."""
+
+    @classmethod
+    def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:
+        """What an instance of this kind declares it is, from its describe(): `isolation`,
+        unless the instance says otherwise (an engine running runsc is a sandbox)."""
+
+    @classmethod
+    def doctor_notes(cls) -> list[str]:
+        """Lines `isotax doctor` prints about the host for this kind beyond its availability
+        (a VM's accelerator, proven by a probe boot)."""
 
     def available(self) -> Availability: ...
 
@@ -192,8 +246,71 @@ class LoadGen(Protocol):
         """The layers between the load generator and `inst`, in words, for the report."""
 
 
-class Workload(Protocol):
-    """Runs in one long-lived instance of each environment, which the runner starts."""
+@dataclass(frozen=True)
+class Port:
+    """A port a workload's server listens on inside an environment: engines publish it on a
+    bridged container (as Docker's -p does), the leak finder recognises a server left on it."""
+
+    number: int
+    protocols: tuple[str, ...] = ("tcp",)  # "tcp" and/or "udp"
+    # The program that listens on it (its command name, e.g. "redis-server"): with the number,
+    # how the leak finder tells a server isotax left behind from someone else's.
+    server: str = ""
+
+
+@dataclass(frozen=True)
+class LatencyPanel:
+    """One panel of the latency-vs-throughput figure: the `throughput` metric against each of
+    the `latencies` (the first drawn solid, the second dashed) along a concurrency sweep."""
+
+    title: str  # e.g. "SET"
+    throughput: str  # a metric of the workload, e.g. "set_requests_per_s"
+    latencies: tuple[str, ...]  # metrics, e.g. ("set_latency_p50_ms", "set_latency_p99_ms")
+
+
+@dataclass(frozen=True)
+class CpuCurve:
+    """The throughput-vs-host-CPU-utilisation figure: `throughput` against `utilisation`
+    (both metrics of the workload), one point per value of the sweep parameter `axis`."""
+
+    throughput: str  # e.g. "transactions_per_s"
+    label: str  # its axis label, e.g. "transactions/s"
+    utilisation: str  # a metric in % of all host CPUs over the run
+    axis: str  # the parameter whose values label the points, e.g. "threads"
+    title: str  # how captions name the workload, e.g. "MySQL"
+    client: str  # the load generator's client its utilisation includes, e.g. "sysbench"
+
+
+@dataclass(frozen=True)
+class FigureHints:
+    """How the report draws a workload, beyond the tables every workload gets. The report
+    reads them by workload name (figure_hints below), for runs rendered from the store or a
+    bundle too; the defaults draw nothing extra, which is what a stored run of a workload no
+    longer registered gets."""
+
+    # Its headline metric among the mean ± sd bars ("CPU, memory, network and disk").
+    bars: bool = False
+    # Parameters whose sweep is drawn as headline throughput against it (the first also labels
+    # the points of the latency panels).
+    concurrency: tuple[str, ...] = ()
+    # Latency-vs-throughput panels along the first concurrency parameter's sweep.
+    latency_panels: tuple[LatencyPanel, ...] = ()
+    # Throughput against the host's CPU utilisation, where the workload measures it.
+    cpu_curve: CpuCurve | None = None
+    # A latency CDF's title names the metric's first word (fio's "read" or "write").
+    cdf_direction: bool = False
+    # Phases of a start, reported as `<phase>_ms` (median) and `<phase>_p95_ms`: a table per
+    # environment; those that are milestones (PHASES: times from the request) also as bars.
+    phases: tuple[str, ...] = ()
+    # (metric, column title) of a memory-footprint table per environment (density's).
+    footprint: tuple[tuple[str, str], ...] = ()
+    # The sample label that carries a memory-vs-instances curve (density's "curve").
+    curve: str = ""
+
+
+class WorkloadFacts(Protocol):
+    """What every workload declares about itself, whichever way it runs. Defaults for the
+    hooks are in isotax.workloads.base.BaseWorkload, whose docstring names each one."""
 
     name: ClassVar[str]
     version: ClassVar[str]  # version of isotax's driver for this workload (bump on change)
@@ -203,9 +320,32 @@ class Workload(Protocol):
     # True for workloads with a network client: the runner then creates the load generator
     # and passes it; otherwise `loadgen` is None.
     needs_loadgen: ClassVar[bool]
+    # The ports its servers listen on inside an environment, by name ({} without a server).
+    ports: ClassVar[Mapping[str, Port]]
+    # The Debian packages its image needs (the image gets every registered workload's).
+    packages: ClassVar[Sequence[str]]
+    # How the report draws it.
+    figures: ClassVar[FigureHints]
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        """How much work one run did, in the unit its cost is quoted in ((amount, unit), e.g.
+        (1.2, "GB")); None: the run is the unit."""
+
+    def in_flight(self, params: Params) -> int | None:
+        """How many requests it keeps outstanding at once by design; None: flat out."""
+
+    def needs_network(self, params: Params) -> bool:
+        """Whether this point needs a network path from the load generator."""
+
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        """Why this point does not apply to the instance, in one line; None when it does."""
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         """Once per instance and parameter set, before warm-ups (e.g. make the corpus)."""
+
+
+class Workload(WorkloadFacts, Protocol):
+    """Runs in one long-lived instance of each environment, which the runner starts."""
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]: ...
 
@@ -235,20 +375,11 @@ class Launcher(Protocol):
 
 
 @runtime_checkable
-class LaunchingWorkload(Protocol):
+class LaunchingWorkload(WorkloadFacts, Protocol):
     """A workload whose subject is the starting of instances (startup, density): it gets a
     Launcher instead of running inside the environment's long-lived instance. The runner stops
-    whatever it leaves running, on failure and Ctrl-C too."""
-
-    name: ClassVar[str]
-    version: ClassVar[str]
-    description: ClassVar[str]
-    params: ClassVar[Sequence[ParamSpec]]
-    tools: ClassVar[Mapping[str, Sequence[str]]]
-    needs_loadgen: ClassVar[bool]
-
-    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
-        """As Workload.prepare, on the runner's long-lived instance (e.g. check a tool)."""
+    whatever it leaves running, on failure and Ctrl-C too. Its prepare() runs on the runner's
+    long-lived instance (e.g. to check a tool)."""
 
     def launch_and_measure(self, launcher: Launcher, params: Params,
                            loadgen: LoadGen | None) -> list[Sample]: ...
@@ -284,6 +415,36 @@ def environments() -> dict[str, type[Environment]]:
     return dict(ENVIRONMENTS)
 
 
+def isolation_of(kind: str) -> Isolation | None:
+    """The isolation a registered kind declares; None for a kind not registered (a stored run
+    of a since-removed kind, or a describe() without one)."""
+    cls = environments().get(kind)
+    return cls.isolation if cls is not None else None
+
+
+def kinds_with(isolation: Isolation) -> list[str]:
+    """The registered kinds that declare `isolation`, sorted (e.g. the host's: the baseline's)."""
+    return sorted(k for k, cls in environments().items() if cls.isolation is isolation)
+
+
 def workloads() -> dict[str, type[AnyWorkload]]:
     _discover()
     return dict(WORKLOADS)
+
+
+def workload_packages() -> tuple[str, ...]:
+    """The Debian packages every registered workload needs, each once, in registry order:
+    what the image's caller passes to its recipe (isotax.image is below the registry)."""
+    return tuple(dict.fromkeys(p for cls in workloads().values() for p in cls.packages))
+
+
+def workload_ports() -> list[Port]:
+    """Every port a registered workload's server listens on, each once, in registry order."""
+    return list(dict.fromkeys(p for cls in workloads().values() for p in cls.ports.values()))
+
+
+def figure_hints(workload: str) -> FigureHints:
+    """How the report draws a workload, by name; the defaults (tables only) for a name no
+    registered workload has, as a stored run of a since-removed workload may bring."""
+    cls = workloads().get(workload)
+    return cls.figures if cls is not None else FigureHints()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isotax.analysis.stats import Ratio, ratio
+from isotax.plan import DEFAULT_BASELINE
 
 AXES = ("kind", "network", "storage", "vcpus", "memory_mib")
 
@@ -50,7 +51,7 @@ def settings(entry: Mapping[str, Any]) -> dict[str, str]:
 
 
 def single_layer_pairs(environments: Sequence[Mapping[str, Any]], available: Sequence[str],
-                       baseline: str = "native") -> list[Layer]:
+                       baseline: str = DEFAULT_BASELINE) -> list[Layer]:
     """Every pair of environments (both ran) whose settings differ in exactly one axis, in
     the plan's order; the first of the pair is the one before the change. Pairs with the
     baseline are left out: the ratios to the baseline already say what they would."""

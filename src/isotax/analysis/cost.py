@@ -18,9 +18,10 @@ Each is divided by the run's work (isotax.workloads.work: GB, request, transacti
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from isotax.telemetry.summary import TelemetrySummary
 
 
 @dataclass(frozen=True)
@@ -38,23 +39,21 @@ class Cost:
         return self.inside + self.hidden
 
 
-def split(summary: Mapping[str, Any]) -> Cost | None:
+def split(summary: TelemetrySummary) -> Cost | None:
     """The cost per unit of work of one run; None when its telemetry lacks the parts. Pure."""
-    work = summary.get("work") or {}
-    try:
-        amount = float(work.get("amount", 0.0))
-        inside = float(summary["inside"]["cpu_s"])
-        busy = float(summary["host_cpu_s"]["busy"])
-        groups = summary["groups"]
-        foreign = float(groups["other"]["cpu_s"]) + float(groups["isotax"]["cpu_s"])
-    except (KeyError, TypeError, ValueError):
+    work, groups = summary.work, summary.groups
+    if work is None or summary.inside is None or "other" not in groups \
+            or "isotax" not in groups:
         return None
+    amount = float(work.amount)
+    inside = float(summary.inside.cpu_s)
+    busy = float(summary.host_cpu_s.busy)
+    foreign = float(groups["other"].cpu_s) + float(groups["isotax"].cpu_s)
     if amount <= 0:
         return None
-    lg = summary.get("loadgen")
-    lg_s = float(lg["cpu_s"]) if lg else None
+    lg_s = float(summary.loadgen.cpu_s) if summary.loadgen is not None else None
     hidden = max(0.0, busy - inside - (lg_s or 0.0) - foreign)
-    return Cost(str(work["unit"]), inside / amount, hidden / amount,
+    return Cost(str(work.unit), inside / amount, hidden / amount,
                 None if lg_s is None else lg_s / amount)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from isotax.analysis import cost, limiter
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord
+from isotax.telemetry.summary import TelemetrySummary
 
 Point = tuple[str, str, str]  # (environment, workload, params_key)
 
@@ -22,10 +22,10 @@ class Explained:
     repetitions: int  # watched repetitions the verdict and the cost come from
 
 
-def explain(cells: Sequence[CellRecord], telemetry: Mapping[int, Mapping[str, Any]]
+def explain(cells: Sequence[CellRecord], telemetry: Mapping[int, TelemetrySummary]
             ) -> dict[Point, Explained]:
     """Every point with telemetry, from its OK measured repetitions. Pure."""
-    by_point: dict[Point, list[Mapping[str, Any]]] = defaultdict(list)
+    by_point: dict[Point, list[TelemetrySummary]] = defaultdict(list)
     for c in cells:
         if c.key.warmup or c.status is not CellStatus.OK or c.id not in telemetry:
             continue

@@ -2,9 +2,9 @@
 
 Brendan Gregg's active benchmarking: a benchmark number means little until you know what
 limited it, so every result gets a suspect, with the facts that point at it. `suspect`
-reads one measured run's telemetry summary (isotax.telemetry.sampler.summarize plus what
-telemetry.observe and the runner add: inside, loadgen, guest, kind_class, work) and applies the
-rules below, first match wins; `aggregate` folds the repetitions of one point.
+reads one measured run's telemetry summary (isotax.telemetry.summary.TelemetrySummary: what
+the sampler, telemetry.observe and the runner recorded) and applies the rules below, first
+match wins; `aggregate` folds the repetitions of one point.
 
 Words used by the rules (all from the summary):
   core share   a thread's CPU time over the run's length: the share of one core it used
@@ -82,10 +82,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from isotax.telemetry.summary import TelemetrySummary, ThreadUse
 
 SATURATED = 0.85  # core share at which a thread counts as saturated
 SATURATED_PEAK = 0.85  # ... or a busiest tick at least this
@@ -140,22 +141,22 @@ def _group(g: str) -> str:
     return _GROUP_WORDS.get(g, g)
 
 
-def _who(t: Mapping[str, Any]) -> str:
+def _who(t: ThreadUse) -> str:
     """'xz (inside)', 'qemu-system-x86_64 thread CPU 0/TCG (machinery)'."""
-    program, thread = str(t.get("program", "?")), str(t.get("thread", "?"))
+    program, thread = t.program, t.thread
     name = program if thread in (program, "?") else f"{program} thread {thread}"
-    return f"{name} ({_group(str(t.get('group', '?')))})"
+    return f"{name} ({_group(t.group)})"
 
 
-def _share(t: Mapping[str, Any]) -> str:
-    return (f"{_who(t)} at {_pct(float(t.get('core_share', 0)))} of a core "
-            f"(busiest tick {_pct(float(t.get('peak_core_share', 0)))})")
+def _share(t: ThreadUse) -> str:
+    return (f"{_who(t)} at {_pct(float(t.core_share))} of a core "
+            f"(busiest tick {_pct(float(t.peak_core_share))})")
 
 
-def saturated(t: Mapping[str, Any]) -> bool:
+def saturated(t: ThreadUse) -> bool:
     """Whether a thread of the summary ran one core flat out (see the module docstring)."""
-    mean = float(t.get("core_share", 0.0))
-    peak = float(t.get("peak_core_share", 0.0))
+    mean = float(t.core_share)
+    peak = float(t.peak_core_share)
     return mean >= SATURATED or (peak >= SATURATED_PEAK and mean >= SATURATED_SUSTAINED)
 
 
@@ -168,113 +169,104 @@ class _Facts:
     host_share: float  # every tenant's busy CPU / all CPUs
     own_cores: float  # host busy less other tenants', in cores
     other_cores: float
-    threads: list[Mapping[str, Any]]
+    threads: list[ThreadUse]
     context: list[str]  # evidence lines every verdict carries
 
 
-def _cpu_s(s: Mapping[str, Any], group: str) -> float:
-    return float(s.get("groups", {}).get(group, {}).get("cpu_s", 0.0))
-
-
-def own_cpu_s(s: Mapping[str, Any]) -> float:
+def own_cpu_s(s: TelemetrySummary) -> float:
     """The workload's own CPU seconds (see the module docstring): its groups' sampled threads,
     or the exact cgroup counts where larger (they include exited processes)."""
-    inside = _cpu_s(s, "inside")
-    exact = s.get("inside") or {}
-    if "cgroup" in str(exact.get("source", "")):  # a guest's own count is not host CPU
-        inside = max(inside, float(exact.get("cpu_s", 0.0)))
-    loadgen = max(_cpu_s(s, "loadgen"), float((s.get("loadgen") or {}).get("cpu_s", 0.0)))
-    return inside + loadgen + sum(_cpu_s(s, g) for g in ("machinery", "kernel", "isotax"))
+    inside = s.group_cpu_s("inside")
+    if s.inside is not None and "cgroup" in s.inside.source:  # a guest's own count is not
+        inside = max(inside, float(s.inside.cpu_s))  # host CPU
+    loadgen = max(s.group_cpu_s("loadgen"),
+                  float(s.loadgen.cpu_s) if s.loadgen is not None else 0.0)
+    return inside + loadgen + sum(s.group_cpu_s(g) for g in ("machinery", "kernel", "isotax"))
 
 
-def _facts(s: Mapping[str, Any]) -> _Facts:
-    dur = float(s.get("duration_s", 0.0))
-    cpus = int(s.get("cpus", 0)) or len(s.get("cpu_busy_share", ())) or 1
-    host = s.get("host_cpu_s", {})
-    busy = float(host.get("busy", 0.0))
-    groups = s.get("groups", {})
-    other = float(groups.get("other", {}).get("cpu_s", 0.0))
+def _facts(s: TelemetrySummary) -> _Facts:
+    dur = float(s.duration_s)
+    cpus = int(s.cpus) or len(s.cpu_busy_share) or 1
+    host = s.host_cpu_s
+    busy = float(host.busy)
+    other = s.group_cpu_s("other")
     own = min(busy, own_cpu_s(s)) / dur
-    threads = list(s.get("threads", []))
+    threads = list(s.threads)
     ctx = [f"host: {cpus} CPUs {_pct(busy / dur / cpus)} busy over {dur:.1f} s (user "
-           f"{_pct(host.get('user', 0) / dur / cpus)}, system "
-           f"{_pct(host.get('system', 0) / dur / cpus)}, softirq "
-           f"{_pct(host.get('softirq', 0) / dur / cpus)}, iowait "
-           f"{_pct(host.get('iowait', 0) / dur / cpus)}); per CPU "
-           + ", ".join(_pct(x) for x in s.get("cpu_busy_share", []))]
-    parts = [f"{_group(g)} {float(groups.get(g, {}).get('cpu_s', 0)) / dur:.2f}"
+           f"{_pct(host.user / dur / cpus)}, system "
+           f"{_pct(host.system / dur / cpus)}, softirq "
+           f"{_pct(host.softirq / dur / cpus)}, iowait "
+           f"{_pct(host.iowait / dur / cpus)}); per CPU "
+           + ", ".join(_pct(x) for x in s.cpu_busy_share)]
+    parts = [f"{_group(g)} {float(s.group_cpu_s(g)) / dur:.2f}"
              for g in ("inside", "machinery", "loadgen", "kernel", "isotax")
-             if float(groups.get(g, {}).get("cpu_s", 0)) > 0]
-    irq = (float(host.get("irq", 0)) + float(host.get("softirq", 0))) / dur
+             if float(s.group_cpu_s(g)) > 0]
+    irq = (float(host.irq) + float(host.softirq)) / dur
     ctx.append(f"own CPU: {own:.2f} of {cpus} cores (sampled threads, cores: "
                f"{', '.join(parts) or 'none'}; interrupts {irq:.2f})")
     if other / dur >= OTHER_NOTE:
-        top = [t for t in threads if t.get("group") == "other"][:2]
-        names = ", ".join(f"{t.get('program', '?')} {float(t.get('core_share', 0)):.2f}"
-                          for t in top)
+        top = [t for t in threads if t.group == "other"][:2]
+        names = ", ".join(f"{t.program} {float(t.core_share):.2f}" for t in top)
         ctx.append(f"other tenants used {other / dur:.2f} cores"
                    + (f" (busiest: {names})" if names else ""))
-    busiest = [t for t in threads if t.get("group") != "other"][:3]
+    busiest = [t for t in threads if t.group != "other"][:3]
     if busiest:
         ctx.append("busiest threads: " + "; ".join(
-            f"{_who(t)} {_pct(float(t.get('core_share', 0)))} "
-            f"(peak {_pct(float(t.get('peak_core_share', 0)))})" for t in busiest))
-    guest = s.get("guest")
-    if guest and guest.get("cpu_busy_s"):
+            f"{_who(t)} {_pct(float(t.core_share))} "
+            f"(peak {_pct(float(t.peak_core_share))})" for t in busiest))
+    if s.guest is not None and s.guest.cpu_busy_s:
         ctx.append("guest CPUs busy (its own /proc/stat): "
-                   + ", ".join(_pct(min(1.0, b / dur)) for b in guest["cpu_busy_s"]))
-    work = s.get("work") or {}
-    if work.get("in_flight") is not None:
-        ctx.append(f"in flight by design: {work['in_flight']} "
-                   f"(work counted per {work.get('unit', '?')})")
-    ticks = int(s.get("ticks", 0))
+                   + ", ".join(_pct(min(1.0, b / dur)) for b in s.guest.cpu_busy_s))
+    if s.work is not None and s.work.in_flight is not None:
+        ctx.append(f"in flight by design: {s.work.in_flight} "
+                   f"(work counted per {s.work.unit})")
+    ticks = int(s.ticks)
     if 0 < ticks < SHORT_TICKS:
-        ctx.append(f"a short run: {ticks} ticks of {s.get('interval_s', '?')} s, so shares "
+        ctx.append(f"a short run: {ticks} ticks of {s.interval_s} s, so shares "
                    "are coarse")
     return _Facts(dur, cpus, busy / dur / cpus, own, other / dur, threads, ctx)
 
 
-def _guest_shares(s: Mapping[str, Any], dur: float) -> list[float]:
-    guest = s.get("guest") or {}
-    return [min(1.0, float(b) / dur) for b in guest.get("cpu_busy_s", [])]
+def _guest_shares(s: TelemetrySummary, dur: float) -> list[float]:
+    if s.guest is None:
+        return []
+    return [min(1.0, float(b) / dur) for b in s.guest.cpu_busy_s]
 
 
-def _disk_lines(s: Mapping[str, Any], dur: float) -> tuple[str, float, str]:
+def _disk_lines(s: TelemetrySummary, dur: float) -> tuple[str, float, str]:
     """(busiest disk's name, busy share, its evidence line), ('', 0, '') without disks."""
-    disks = s.get("disks") or {}
-    if not disks:
+    if not s.disks:
         return "", 0.0, ""
-    name, d = max(disks.items(), key=lambda kv: float(kv[1].get("busy_share", 0)))
-    busy = float(d.get("busy_share", 0))
-    line = (f"disk {name}: {_pct(busy)} busy, {int(d.get('reads', 0)) / dur:.0f} reads/s "
-            f"{int(d.get('read_bytes', 0)) / dur / 1e6:.1f} MB/s, "
-            f"{int(d.get('writes', 0)) / dur:.0f} writes/s "
-            f"{int(d.get('write_bytes', 0)) / dur / 1e6:.1f} MB/s")
+    name, d = max(s.disks.items(), key=lambda kv: float(kv[1].busy_share))
+    busy = float(d.busy_share)
+    line = (f"disk {name}: {_pct(busy)} busy, {int(d.reads) / dur:.0f} reads/s "
+            f"{int(d.read_bytes) / dur / 1e6:.1f} MB/s, "
+            f"{int(d.writes) / dur:.0f} writes/s "
+            f"{int(d.write_bytes) / dur / 1e6:.1f} MB/s")
     return name, busy, line
 
 
-def _iowait_cores(s: Mapping[str, Any], dur: float) -> tuple[float, str]:
-    host = float(s.get("host_cpu_s", {}).get("iowait", 0.0)) / dur
-    guest = s.get("guest") or {}
-    inner = float(guest.get("iowait", 0.0)) / dur
+def _iowait_cores(s: TelemetrySummary, dur: float) -> tuple[float, str]:
+    host = float(s.host_cpu_s.iowait) / dur
+    inner = float(s.guest.iowait) / dur if s.guest is not None else 0.0
     if inner > host:
         return inner, f"the guest's iowait {inner:.2f} CPU-s/s (host's {host:.2f})"
     return host, f"iowait {host:.2f} CPU-s/s (CPUs idle with I/O pending)"
 
 
-def _link(s: Mapping[str, Any], dur: float) -> tuple[str, float, str]:
+def _link(s: TelemetrySummary, dur: float) -> tuple[str, float, str]:
     """(the physical link nearest its speed, that share, its line); without one, ('', 0,
     the busiest link's line) or ('', 0, '') when the run moved no packets."""
     rows = []  # (share of its speed or -1, bits/s, line, name)
-    for name, ln in (s.get("links") or {}).items():
-        bits = 8 * max(int(ln.get("rx_bytes", 0)), int(ln.get("tx_bytes", 0))) / dur
-        speed = ln.get("speed_mbps")
-        if speed and not ln.get("virtual"):
+    for name, ln in s.links.items():
+        bits = 8 * max(int(ln.rx_bytes), int(ln.tx_bytes)) / dur
+        speed = ln.speed_mbps
+        if speed and not ln.virtual:
             share = bits / (float(speed) * 1e6)
             rows.append((share, bits, f"link {name}: {bits / 1e9:.2f} Gbit/s of its "
                          f"{speed} Mb/s ({_pct(share)})", name))
         else:
-            why = "virtual" if ln.get("virtual") else "speed unknown"
+            why = "virtual" if ln.virtual else "speed unknown"
             rows.append((-1.0, bits, f"link {name}: {bits / 1e9:.2f} Gbit/s ({why}: no "
                          "ceiling known)", name))
     if not rows:
@@ -285,11 +277,11 @@ def _link(s: Mapping[str, Any], dur: float) -> tuple[str, float, str]:
     return "", 0.0, max(rows, key=lambda r: r[1])[2]
 
 
-def suspect(summary: Mapping[str, Any]) -> Verdict:
-    """The suspected limiter of one measured run, from its telemetry summary. Pure; the rules
-    and thresholds are in the module docstring."""
+def suspect(summary: TelemetrySummary | None) -> Verdict:
+    """The suspected limiter of one measured run, from its telemetry summary (None: the run
+    has none). Pure; the rules and thresholds are in the module docstring."""
     s = summary
-    if float(s.get("duration_s", 0.0)) <= 0 or not s.get("host_cpu_s"):
+    if s is None or float(s.duration_s) <= 0:
         return Verdict(Limiter.UNDETERMINED, "undetermined: no telemetry for this run",
                        ("the run has no telemetry summary",))
     f = _facts(s)
@@ -298,23 +290,23 @@ def suspect(summary: Mapping[str, Any]) -> Verdict:
 
     # 1. The load generator.
     for t in threads:
-        if t.get("group") == "loadgen" and saturated(t):
+        if t.group == "loadgen" and saturated(t):
             return Verdict(Limiter.LOADGEN,
                            f"load generator saturated: {_share(t)}: the result measures "
                            "the client", (f"load-generator thread saturated: {_share(t)} "
                                           f"(saturated: >= {_pct(SATURATED)}, or a tick >= "
                                           f"{_pct(SATURATED_PEAK)} with >= "
                                           f"{_pct(SATURATED_SUSTAINED)})", *ctx),
-                           float(t.get("core_share", 0)))
-    lg = s.get("loadgen")
-    if lg:
-        lg_share = float(lg.get("cpu_s", 0.0)) / f.dur / f.cpus
+                           float(t.core_share))
+    lg = s.loadgen
+    if lg is not None:
+        lg_share = float(lg.cpu_s) / f.dur / f.cpus
         if lg_share >= LOADGEN_ALL:
             return Verdict(Limiter.LOADGEN,
                            f"load generator saturated: it used {_pct(lg_share)} of the host's "
                            f"{f.cpus} CPUs: the result measures the client",
-                           (f"load generator CPU {float(lg['cpu_s']):.2f} s over "
-                            f"{f.dur:.1f} s on {f.cpus} CPUs ({lg.get('source', '?')}) >= "
+                           (f"load generator CPU {float(lg.cpu_s):.2f} s over "
+                            f"{f.dur:.1f} s on {f.cpus} CPUs ({lg.source}) >= "
                             f"{_pct(LOADGEN_ALL)}", *ctx), lg_share)
         ruled_out = [f"load generator: no thread saturated, {lg_share * f.cpus:.2f} cores "
                      "in all"]
@@ -322,17 +314,17 @@ def suspect(summary: Mapping[str, Any]) -> Verdict:
         ruled_out = []
 
     # 2. One core: the busiest saturated thread of the workload, with room elsewhere.
-    sat = [t for t in threads if t.get("group") in WORKLOAD_GROUPS and saturated(t)]
+    sat = [t for t in threads if t.group in WORKLOAD_GROUPS and saturated(t)]
     if sat:
         t = sat[0]
-        rest = f.own_cores - float(t.get("core_share", 0))
+        rest = f.own_cores - float(t.core_share)
         if f.cpus > 1 and rest < ONE_CORE_REST * (f.cpus - 1):
             gs = _guest_shares(s, f.dur)
             extra = (f"; the guest's busiest CPU {_pct(max(gs))}",) if gs else ()
             return Verdict(Limiter.ONE_CORE, f"one core saturated: {_share(t)}",
                            (f"saturated: {_share(t)}; the rest of the own CPU is {rest:.2f} "
                             f"cores < {ONE_CORE_REST} per other CPU" + "".join(extra), *ctx),
-                           float(t.get("core_share", 0)))
+                           float(t.core_share))
         ruled_out.append(f"one core: {_who(t)} saturated but the rest of the own CPU is "
                          f"{rest:.2f} cores")
     gs = _guest_shares(s, f.dur)
@@ -367,7 +359,7 @@ def suspect(summary: Mapping[str, Any]) -> Verdict:
     # 4. A device; 5. I/O wait.
     dname, dbusy, dline = _disk_lines(s, f.dur)
     if dbusy >= DISK_BUSY:
-        flight = (s.get("work") or {}).get("in_flight")
+        flight = s.work.in_flight if s.work is not None else None
         at = f" at {flight} in flight" if flight is not None else ""
         return Verdict(Limiter.DEVICE,
                        f"device busy: {dname} had I/O outstanding {_pct(dbusy)} of the run{at}",
@@ -394,15 +386,15 @@ def suspect(summary: Mapping[str, Any]) -> Verdict:
         ruled_out.append(lline)
 
     # 7. Latency: an in-flight limit and CPU to spare.
-    work = s.get("work") or {}
-    flight = work.get("in_flight")
-    if flight is not None and work.get("unit") not in BULK_UNITS and not sat and \
-            own_share <= LATENCY_OWN_MAX:
-        busiest = max(s.get("cpu_busy_share", [0.0]) or [0.0])
+    work = s.work
+    flight = work.in_flight if work is not None else None
+    if work is not None and flight is not None and work.unit not in BULK_UNITS and not sat \
+            and own_share <= LATENCY_OWN_MAX:
+        busiest = max(s.cpu_busy_share or [0.0])
         return Verdict(Limiter.LATENCY,
                        f"latency-bound: {flight} in flight, own CPU {_pct(own_share)} of the "
                        "host, no thread saturated",
-                       (f"in flight by design: {flight} (per {work.get('unit', '?')}); no "
+                       (f"in flight by design: {flight} (per {work.unit}); no "
                         f"thread saturated, own CPU {_pct(own_share)} <= {_pct(LATENCY_OWN_MAX)}; "
                         f"busiest CPU {_pct(busiest)}", *ruled_out, *ctx), own_share)
 

@@ -21,7 +21,8 @@ from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, rati
 from isotax.host.parity import problems_by_environment
 from isotax.model import CellKey, CellStatus
 from isotax.parsers import distributions
-from isotax.plan import PlanError, parse_plan
+from isotax.plan import DEFAULT_BASELINE, PlanError, parse_plan
+from isotax.protocols import figure_hints
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 from isotax.telemetry import envcpu
 
@@ -177,8 +178,8 @@ class ReportData:
     # from the telemetry stored with each measured repetition (isotax.analysis.explain).
     explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
     unwatched: int = 0  # measured OK cells without telemetry (older runs)
-    # environment -> the density workload's curve (instances, total MiB, ...) of its first
-    # measured run, for the memory-vs-instances figure.
+    # environment -> the memory-vs-instances curve (instances, total MiB, ...) of the first
+    # measured run of a workload that draws one (density: FigureHints.curve), for the figure.
     density_curves: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Latency CDFs the tools recorded (fio's histogram, sockperf's every round trip), pooled
     # over the repetitions: (workload, params_key, metric, label) -> environment -> CDF.
@@ -195,6 +196,10 @@ class ReportData:
     def na_reason(self, env: str, row: Row) -> str | None:
         """Why row's point does not apply to env, or None."""
         return self.not_applicable.get((env, row.workload, row.params_key))
+
+    def workloads(self) -> list[str]:
+        """The run's workloads with results, in row order (the plan's)."""
+        return list(dict.fromkeys(r.workload for r in self.rows))
 
     def headline_rows(self) -> list[Row]:
         """Each workload point's headline metric (its first row), in row order."""
@@ -228,7 +233,7 @@ class ReportData:
 def analyze(store: Store, run_id: str) -> ReportData:
     run = store.get_run(run_id)
     plan = tomllib.loads(run.plan_toml)
-    baseline = plan.get("baseline", "native")
+    baseline = plan.get("baseline", DEFAULT_BASELINE)
     envs = store.environments(run.id)
     records = store.cells(run.id)
     measured = [c for c in records if not c.key.warmup]
@@ -277,8 +282,10 @@ def analyze(store: Store, run_id: str) -> ReportData:
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
     data.run_meta = store.run_meta(run.id)
     for c in measured:
-        curve = next((s.labels.get("curve") for s in c.samples
-                      if c.key.workload == "density" and s.labels.get("curve")), None)
+        # A workload that draws a memory-vs-instances curve says which label carries it.
+        label = figure_hints(c.key.workload).curve
+        curve = next((s.labels.get(label) for s in c.samples
+                      if label and s.labels.get(label)), None)
         if c.status is CellStatus.OK and curve:
             data.density_curves.setdefault(c.key.environment, list(curve))
     _collect_cdfs(data, measured)

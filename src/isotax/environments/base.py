@@ -1,6 +1,7 @@
-"""What every environment shares: its registration, the startup stopwatch, the guest helper's
+"""What every environment shares: the base class of every kind (EnvironmentBase: the facts it
+declares and the hooks' defaults), its registration, the startup stopwatch, the guest helper's
 ready marker, the guest PATH, and NUMA binding. The contract itself (Environment, Instance,
-EnvSpec, Availability) is in isotax.protocols.
+EnvSpec, Availability, Isolation) is in isotax.protocols.
 
 An Environment is a *kind* of place to run (native, runc, crun, qemu, ...). `start()` gives an
 Instance: one running container or VM, from the shared workload image, that workloads drive
@@ -12,9 +13,21 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
+from typing import ClassVar
 
 from isotax.host.numa import node_cpuset
-from isotax.protocols import ENVIRONMENTS, Availability, Environment, EnvSpec, Unavailable
+from isotax.protocols import (
+    ENVIRONMENTS,
+    Availability,
+    Environment,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 
 
 def bound_cpus(who: str, spec: EnvSpec) -> str | None:
@@ -55,6 +68,101 @@ def parse_ready_marker(text: str) -> int | None:
 # PATH inside every environment: isotax's helpers first, then Debian's usual directories.
 GUEST_PATH = "/opt/isotax/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 GUEST_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
+
+
+class EnvironmentBase:
+    """The base class of every environment kind (directly, or through its family's base: OCI
+    runtimes, engines, QEMU). A new kind is one module: a subclass with its facts, registered
+    with @register.
+
+    Facts a kind must declare (no default here, so none is left out silently:
+    tests/unit/test_plugin_facts.py names a registered kind and the fact it lacks):
+
+      kind               the registry key, the plan's `kind` (e.g. "runc")
+      description        one line for `isotax envs`
+      isolation          Isolation.HOST, CONTAINER, SANDBOX or VM: what an instance must show
+                         it is (run/identity.py), and how the rest of isotax finds the baseline
+                         or a VM without naming a kind
+      supports_numa      whether it binds CPUs and memory to the plan's numa_node (the runner
+                         refuses numa_node for a kind that does not)
+      leak_finders       functions that find what its instances leave behind if isotax is
+                         killed (run/leaks.py calls each once, however many kinds share it);
+                         () where it leaves nothing of its own
+      version_command()  classmethod: how to ask its runtime's version (the fingerprint
+                         records each runtime once), or None where it has no runtime of its own
+      available()        whether it works here, or why not and the fix; never raises
+      start(spec)        a running Instance; raises Unavailable (after removing what it made)
+
+    Hooks with a default here:
+
+      declared_isolation(describe)  classmethod: what an instance declares it is, from its
+                                    describe(); default `isolation` (an engine overrides it:
+                                    its runtime may make a container a sandbox or a VM)
+      doctor_notes()                classmethod: lines `isotax doctor` prints for the kind
+                                    beyond its availability; default none
+    """
+
+    kind: ClassVar[str]
+    description: ClassVar[str]
+    isolation: ClassVar[Isolation]
+    supports_numa: ClassVar[bool]
+    leak_finders: ClassVar[tuple[LeakFinder, ...]]
+
+    # version_command() has no default either: a kind declares it (see undeclared_facts).
+
+    @classmethod
+    def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:
+        return cls.isolation
+
+    @classmethod
+    def doctor_notes(cls) -> list[str]:
+        return []
+
+    def available(self) -> Availability:
+        raise NotImplementedError(f"{type(self).__name__} declares no available()")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        raise NotImplementedError(f"{type(self).__name__} declares no start()")
+
+
+# The facts EnvironmentBase leaves to each kind, and what a declared value must be.
+REQUIRED_FACTS: dict[str, type | tuple[type, ...]] = {
+    "kind": str, "description": str, "isolation": Isolation, "supports_numa": bool,
+    "leak_finders": tuple,
+}
+
+
+def undeclared_facts(cls: type) -> list[str]:
+    """The facts a registered environment class lacks or declares wrongly, one phrase each
+    ("isolation: not declared"); empty when it declares them all. Runs nothing on the host:
+    version_command() only says how a runtime would be asked."""
+    out = []
+    for fact, kind in REQUIRED_FACTS.items():
+        value = getattr(cls, fact, None)
+        if value is None:
+            out.append(f"{fact}: not declared")
+        elif not isinstance(value, kind):
+            out.append(f"{fact}: {value!r} is not a {getattr(kind, '__name__', kind)}")
+        elif isinstance(value, str) and not value:
+            out.append(f"{fact}: empty")
+    finders = getattr(cls, "leak_finders", None)
+    if isinstance(finders, tuple):
+        out += [f"leak_finders: {f!r} is not callable" for f in finders if not callable(f)]
+    version = getattr(cls, "version_command", None)
+    if not callable(version):
+        out.append("version_command(): not declared")
+    else:
+        try:
+            v = version()
+        except Exception as e:
+            out.append(f"version_command(): raised {type(e).__name__}: {e}")
+        else:
+            if v is not None and not (isinstance(v, VersionCommand) and v.name and v.argv):
+                out.append(f"version_command(): {v!r} is neither a VersionCommand nor None")
+    for method in ("available", "start"):
+        if getattr(cls, method, None) is getattr(EnvironmentBase, method):
+            out.append(f"{method}(): not declared")
+    return out
 
 
 def register(cls: type[Environment]) -> type[Environment]:

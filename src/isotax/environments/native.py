@@ -8,7 +8,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,45 +16,44 @@ from typing import ClassVar
 from isotax.environments.base import (
     GUEST_PATH,
     READY_MARKER,
+    EnvironmentBase,
     Stopwatch,
     parse_ready_marker,
     register,
 )
+from isotax.host import command
 from isotax.host.numa import numactl_prefix
-from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
+from isotax.host.processes import leftover_processes
+from isotax.parsers import procfs
+from isotax.protocols import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 from isotax.telemetry.cpuacct import CpuGroup
 
 
 def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
              cwd: str | None = None) -> Completed:
-    """Run a host command; a timeout is reported as exit status 124 like coreutils' timeout."""
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                           env=dict(env) if env is not None else None, cwd=cwd, check=False)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc = 124
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = f"timed out after {timeout:.0f} s"
-    except FileNotFoundError as e:
-        rc, out, err = 127, "", str(e)
-    return Completed(tuple(argv), rc, out, err, time.monotonic() - t0)
+    """Run a host command (host.command.run: a timeout is exit status 124, its group killed)."""
+    return command.run(argv, timeout, env=env, cwd=cwd)
 
 
 def filesystem_of(path: str, mountinfo: str) -> tuple[str, str]:
     """(fstype, source) of the mount holding `path` (absolute, resolved), from mountinfo text:
     the longest mount point that is a prefix; the last one listed wins (it is on top)."""
     best: tuple[int, str, str] = (-1, "unknown", "unknown")
-    for line in mountinfo.splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 2:
+    for m in procfs.parse_mountinfo(mountinfo):
+        if not m.source:
             continue
-        point = fields[4].encode().decode("unicode_escape")
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= best[0]:
-            best = (len(point), tail[0], tail[1])
+        inside = path == m.point or path.startswith(m.point.rstrip("/") + "/")
+        if inside and len(m.point) >= best[0]:
+            best = (len(m.point), m.fstype, m.source)
     return best[1], best[2]
 
 
@@ -177,11 +175,23 @@ class NativeInstance:
             self.cpu_group.remove()
 
 
+def held_processes() -> list[str]:
+    """The native environment's holding process (`itx-ready --hold`) still running; a
+    container's PID 1 shows up here too, beside its container."""
+    return leftover_processes(lambda prog, args: prog == "itx-ready" and "--hold" in args[1:])
+
+
 @register
-class Native:
+class Native(EnvironmentBase):
     kind: ClassVar[str] = "native"
     description: ClassVar[str] = "the host itself: the baseline"
+    isolation: ClassVar[Isolation] = Isolation.HOST
     supports_numa: ClassVar[bool] = True  # numa_node: every command under numactl
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (held_processes,)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return None  # no runtime of its own: the kernel is in the fingerprint already
 
     def available(self) -> Availability:
         return Availability.yes()

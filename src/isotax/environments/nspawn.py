@@ -42,19 +42,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import GUEST_ENV, Stopwatch, bound_cpus, register
-from isotax.environments.native import host_storage, run_host
-from isotax.environments.oci.runtime import (
-    ROOTFS_DATA_DIR,
-    SCRATCH,
-    VOLUME_DIR,
-    OverlayRoot,
-    acquire_bridge_lease,
-    release_bridge_lease,
+from isotax.environments.base import (
+    GUEST_ENV,
+    EnvironmentBase,
+    Stopwatch,
+    bound_cpus,
+    register,
 )
+from isotax.environments.native import host_storage, run_host
+from isotax.environments.oci.bundle import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
+from isotax.environments.oci.instance import acquire_bridge_lease, release_bridge_lease
 from isotax.host.network import Bridge, Lease, netns_path
 from isotax.host.numa import numactl_prefix, placement_words
-from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
+from isotax.host.processes import leftover_processes, names_itx
+from isotax.parsers import procfs
+from isotax.protocols import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 NSPAWN = "systemd-nspawn"
@@ -317,11 +328,11 @@ class NspawnInstance:
         pids: set[int] = set()
         for d in self._cgroups:
             with contextlib.suppress(OSError, ValueError):
-                pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+                pids |= set(procfs.parse_pids((d / "cgroup.procs").read_text()))
             # nspawn and the container's own systemd make groups below this one.
             for sub in d.rglob("cgroup.procs") if d.is_dir() else ():
                 with contextlib.suppress(OSError, ValueError):
-                    pids |= {int(x) for x in sub.read_text().split()}
+                    pids |= set(procfs.parse_pids(sub.read_text()))
         return sorted(pids)
 
     def kernel_memory_bytes(self) -> int | None:
@@ -387,14 +398,26 @@ class NspawnInstance:
             shutil.rmtree(self._volume, ignore_errors=True)
 
 
+def nspawn_leaks() -> list[str]:
+    """systemd-nspawn processes still running a machine of isotax's (itx-...). Its cgroups,
+    overlay and bridge carry itx- names the host-wide finders see."""
+    return leftover_processes(lambda prog, args: prog == NSPAWN and names_itx(args))
+
+
 @register
-class Nspawn:
+class Nspawn(EnvironmentBase):
     kind: ClassVar[str] = "nspawn"
     description: ClassVar[str] = ("system container: systemd-nspawn boots the image's own init "
                                   "(systemd); host or bridge+NAT net")
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
     # numa_node: the node's CPUs and memory in the container's cpuset group (numactl around
     # nspawn and every exec where the host has no cpuset group).
     supports_numa: ClassVar[bool] = True
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (nspawn_leaks,)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return VersionCommand(NSPAWN, (NSPAWN, "--version"))
 
     def available(self) -> Availability:
         if shutil.which(NSPAWN) is None:

@@ -19,33 +19,41 @@ import os
 import platform
 import shutil
 import socket
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isotax import __version__
-from isotax.host.numa import nodes, parse_cpulist
+from isotax import __version__, protocols
+from isotax.host import command
+from isotax.host.numa import nodes
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
+from isotax.parsers import procfs
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
+from isotax.parsers.procfs import parse_cpulist
 
-_RUNTIME_VERSION_ARGV = {
-    "runc": ["runc", "--version"],
-    "crun": ["crun", "--version"],
-    "qemu": ["qemu-system-x86_64", "--version"],
-}
 # A command's output, or None where it could not run (not installed, or root is a capture).
 Tool = Callable[[Sequence[str]], "str | None"]
+
+
+def runtime_version_commands() -> dict[str, list[str]]:
+    """How to ask each environment runtime its version, by runtime name, from what every
+    registered kind declares (its version_command; kinds that share a runtime, such as the
+    QEMU ones, share the name and are asked once)."""
+    out: dict[str, list[str]] = {}
+    for _, cls in sorted(protocols.environments().items()):
+        v = cls.version_command()
+        if v is not None:
+            out.setdefault(v.name, list(v.argv))
+    return out
 
 
 def _first_line(argv: list[str]) -> str:
     if shutil.which(argv[0]) is None:
         return "not installed"
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"unknown ({e})"
+    out = command.run(argv, 10)
+    if out.returncode in (command.TIMED_OUT, command.NOT_FOUND):
+        return f"unknown ({out.stderr.strip()})"
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else ""
 
 
@@ -54,9 +62,8 @@ def run_tool(argv: Sequence[str]) -> str | None:
     status 1); None where it is not installed or does not answer."""
     if shutil.which(argv[0]) is None:
         return None
-    try:
-        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+    out = command.run(argv, 10)
+    if out.returncode in (command.TIMED_OUT, command.NOT_FOUND):
         return None
     return out.stdout or None
 
@@ -80,6 +87,13 @@ def _field(text: str | None, prefix: str, sep: str) -> str | None:
         if line.startswith(prefix):
             return line.split(sep, 1)[1].strip()
     return None
+
+
+def _mem_total_bytes(meminfo: str | None) -> int | None:
+    try:
+        return procfs.parse_meminfo(meminfo or "").get("MemTotal")
+    except ValueError:
+        return None
 
 
 def parse_cpuinfo(text: str) -> dict[str, Any]:
@@ -112,10 +126,9 @@ def parse_smt(control: str | None, threads_per_core: int) -> str:
 
 
 def parse_selected(text: str) -> str:
-    """The bracketed choice of a sysfs selector: "always [madvise] never" -> "madvise"."""
-    if "[" in text and "]" in text:
-        return text[text.index("[") + 1:text.index("]")]
-    return text.strip() or "unknown"
+    """The bracketed choice of a sysfs selector: "always [madvise] never" -> "madvise"; the
+    text itself where nothing is bracketed."""
+    return procfs.parse_selected(text) or text.strip() or "unknown"
 
 
 def summarize_per_cpu(values: Mapping[str, str]) -> str:
@@ -308,7 +321,7 @@ def fingerprint(root: str | Path = "/", tool: Tool | None = None) -> dict[str, A
     cpuinfo = parse_cpuinfo(_read(r, "proc/cpuinfo") or "")
     virt = read_virtualization(r, cpuinfo["hypervisor"], run)
     vm = virt.startswith("VM")
-    mem = _field(_read(r, "proc/meminfo"), "MemTotal:", ":")
+    mem = _mem_total_bytes(_read(r, "proc/meminfo"))
     distro = _field(_read(r, "etc/os-release"), "PRETTY_NAME=", "=")
     online = _read(r, "sys/devices/system/cpu/online")
     numa = nodes(r / "sys/devices/system/node")
@@ -324,13 +337,13 @@ def fingerprint(root: str | Path = "/", tool: Tool | None = None) -> dict[str, A
         "cpu_model": cpuinfo["model"] if cpuinfo["model"] != "unknown"
         else (live and platform.processor()) or "unknown",
         "cpus": len(parse_cpulist(online)) if online else (os.cpu_count() or 0),
-        "memory_mib": int(mem.split()[0]) // 1024 if mem else 0,
+        "memory_mib": mem // (1024 * 1024) if mem else 0,
         "cgroup": "v2" if (r / "sys/fs/cgroup/cgroup.controllers").exists() else "v1",
         "numa_nodes": len(numa) or 1,
         "python": sys.version.split()[0],
         "isotax": __version__,
-        "runtimes": {k: _first_line(v) for k, v in _RUNTIME_VERSION_ARGV.items()} if live
-        else {k: "not recorded (captured tree)" for k in _RUNTIME_VERSION_ARGV},
+        "runtimes": {k: _first_line(v) for k, v in runtime_version_commands().items()} if live
+        else {k: "not recorded (captured tree)" for k in runtime_version_commands()},
         **read_topology(r),
         "numa_cpus": {str(n): ",".join(map(str, cpus)) for n, cpus in numa.items()},
         "governor": read_governor(r, vm),

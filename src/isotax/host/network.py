@@ -16,14 +16,16 @@ import ipaddress
 import re
 import shutil
 import socket
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from pyroute2 import IPRoute, netns
 
+from isotax.host import command
 from isotax.host.locks import exclusive
+from isotax.host.parity import parse_ethtool_features
+from isotax.protocols import Completed
 
 COMMENT = "isotax"
 SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
@@ -35,6 +37,8 @@ _LOCK = STATE_DIR / "network.lock"
 IP_FORWARD_SAVED = STATE_DIR / "ip_forward.saved"
 _IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
 _TAG = re.compile(r"^[a-z0-9]{1,8}$")  # "itx-v" + tag + "c" must fit in 15 characters
+# iptables waits up to 10 s for the xtables lock (-w 10); past this it is stuck.
+_IPTABLES_TIMEOUT_S = 60.0
 
 
 class NetworkError(Exception):
@@ -50,14 +54,13 @@ class Lease:
     netns: str | None  # "itx-ns3" for containers; None for taps
 
 
-def iptables(*args: str) -> subprocess.CompletedProcess[str]:
+def iptables(*args: str) -> Completed:
     """Run iptables; -w waits for the xtables lock that other software may hold."""
     argv = ["iptables", "-w", "10", *args]
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        return subprocess.CompletedProcess(argv, 127, "", "iptables not found: apt-get install "
-                                           "iptables")
+    if shutil.which("iptables") is None:
+        return Completed(tuple(argv), command.NOT_FOUND, "", "iptables not found: apt-get "
+                         "install iptables", 0.0)
+    return command.run(argv, _IPTABLES_TIMEOUT_S)
 
 
 def _check_tag(tag: str) -> None:
@@ -121,11 +124,9 @@ _OFFLOAD_SHORT = {"rx-checksumming": "rx", "tx-checksumming": "tx", "scatter-gat
 
 
 def _ethtool_k(dev: str, netns: str | None) -> dict[str, str]:
-    from isotax.host.parity import parse_ethtool_features
 
     pre = ["nsenter", f"--net={netns_path(netns)}"] if netns else []
-    p = subprocess.run([*pre, "ethtool", "-k", dev], capture_output=True, text=True,
-                       check=False, timeout=10)
+    p = command.run([*pre, "ethtool", "-k", dev], 10)
     return parse_ethtool_features(p.stdout) if p.returncode == 0 else {}
 
 
@@ -148,8 +149,7 @@ def match_uplink_offloads(ipr: IPRoute, dev: str, netns: str | None = None) -> N
             for a in (short, want[name])]
     if args:
         pre = ["nsenter", f"--net={netns_path(netns)}"] if netns else []
-        subprocess.run([*pre, "ethtool", "-K", dev, *args], capture_output=True, check=False,
-                       timeout=10)
+        command.run([*pre, "ethtool", "-K", dev, *args], 10)
 
 
 def add_tagged_rule(table: str, chain: str, *spec: str, insert: bool = False) -> _Rule:

@@ -15,18 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from isotax.parsers.procfs import parse_cpulist
+
 NODE_ROOT = Path("/sys/devices/system/node")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """A kernel CPU list ("0-3,8,10-11") -> [0, 1, 2, 3, 8, 10, 11]."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def parse_numastat(text: str) -> dict[str, int]:

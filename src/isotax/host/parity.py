@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from isotax.protocols import Instance
+from isotax.protocols import Instance, Isolation, isolation_of
 
 PROBE = r"""
 echo "cpus=$(nproc)"
@@ -129,14 +129,15 @@ class Memory:
     and the words that say it."""
 
     how: str  # "vm" (memory_mib), "limited" (a cgroup limit), "host" (all of the host's:
-    #           a container without a limit), "native" (cannot be limited), "unknown"
+    #           a container without a limit), "processes" (the host's own processes, a kind
+    #           whose isolation is host: cannot be limited), "unknown"
     seen_mib: int  # MemTotal inside, capped by its memory cgroup's limit (the probe's)
     given_mib: int | None = None  # the plan's memory_mib where it applies
 
     @classmethod
     def of(cls, res: Resources, d: Mapping[str, str]) -> Memory:
         """From the probe's resources and the environment's describe(): a VM's "memory_mib",
-        a container's "memory" ("2048 MiB (limit)" or "no limit"), native's "kind"."""
+        a container's "memory" ("2048 MiB (limit)" or "no limit"), the host kind's "kind"."""
         vm = str(d.get("memory_mib", ""))
         if vm.isdigit():
             return cls("vm", res.memory_mib, int(vm))
@@ -145,8 +146,8 @@ class Memory:
             return cls("limited", res.memory_mib, int(limit.group(1)))
         if d.get("memory") == "no limit":
             return cls("host", res.memory_mib)
-        if d.get("kind") == "native":
-            return cls("native", res.memory_mib)
+        if isolation_of(str(d.get("kind", ""))) is Isolation.HOST:
+            return cls("processes", res.memory_mib)
         return cls("unknown", res.memory_mib)
 
     @property
@@ -161,7 +162,7 @@ class Memory:
                     f"{self.seen_mib} MiB)")
         if self.how == "limited":
             return f"{name} is limited to {self.seen_mib} MiB (memory_mib = {self.given_mib})"
-        if self.how == "native":
+        if self.how == "processes":
             return f"{name} has all of the host's {self.seen_mib} MiB"
         if self.how == "host":
             return f"{name} has no memory limit and sees {self.seen_mib} MiB"
@@ -175,19 +176,19 @@ def memory_problem(name: str, env: Memory, base_name: str, base: Memory) -> str 
     if abs(env.compared_mib - want) <= MEMORY_TOLERANCE * want:
         return None
     said = f"{env.words(name)}, {base.words(base_name)}: "
-    if env.how == "native":
+    if env.how == "processes":
         if base.how == "limited":
             return said + f"native runs as host processes and cannot be limited; remove " \
                 f"memory_mib from {base_name}"
         return said + f"native runs as host processes and cannot be limited; {FLAG}"
-    if base.how in ("host", "native") and env.how == "vm":
+    if base.how in ("host", "processes") and env.how == "vm":
         return (said + f"a VM cannot be given all of its host's memory ({FLAG}); or make the "
-                "baseline an environment limited to the same memory (e.g. kind = \"runc\" "
+                "baseline an environment limited to the same memory (e.g. a container "
                 f"with memory_mib = {env.given_mib}, named in baseline)")
-    if base.how in ("host", "native") and env.how == "limited":
+    if base.how in ("host", "processes") and env.how == "limited":
         return said + (f"remove memory_mib from {name} (a container without a limit has all "
                        "of the host's memory)")
-    if base.how in ("host", "native") and env.how == "host":
+    if base.how in ("host", "processes") and env.how == "host":
         # Unlimited too, yet it sees less: a cgroup above it or a sandbox's own accounting.
         return said + f"the plan limits neither, so no setting in it equalises them; {FLAG}"
     return said + f"set memory_mib = {want} for {name}"
@@ -203,7 +204,7 @@ def problems(name: str, env: Resources, base_name: str, base: Resources,
     mem_env, mem_base = Memory.of(env, env_describe or {}), Memory.of(base, base_describe or {})
     if env.cpus != base.cpus:
         fix = (f"native runs on every CPU it may use; set vcpus = {env.cpus} for {base_name}"
-               if mem_env.how == "native" else f"set vcpus = {base.cpus} for {name}")
+               if mem_env.how == "processes" else f"set vcpus = {base.cpus} for {name}")
         out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: {fix}")
     mem = memory_problem(name, mem_env, base_name, mem_base)
     if mem:

@@ -45,7 +45,8 @@ from pathlib import Path
 
 from isotax.host.fingerprint import parse_cpuinfo, parse_selected
 from isotax.host.locks import exclusive
-from isotax.host.numa import parse_cpulist
+from isotax.host.numa import format_cpulist
+from isotax.parsers.procfs import parse_cpulist
 
 DEFAULT_STATE = Path("/var/lib/isotax/tune-state.json")
 STATE_FORMAT = 1
@@ -115,20 +116,6 @@ class TuneReport:
 
 
 # --- pure parts: the profile's knobs, the plan from current values, the rows ----------------
-
-def cpulist(cpus: Sequence[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2,5" (the kernel's CPU list form)."""
-    out: list[str] = []
-    nums = sorted(cpus)
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    return ",".join(out)
-
 
 def profile(cpus: Sequence[int], vm: bool, turbo_file: str | None) -> list[Knob]:
     """The benchmarking profile's knobs for a host with these online CPUs; vm: the host is a
@@ -207,7 +194,7 @@ def display_rows(results: Sequence[Result]) -> list[tuple[str, str, str, str]]:
             merged[key].append(int(r.knob.member[3:]))
         else:
             rows.append((r.knob.name, *cells))
-    named = {key: (f"{key[0]} cpu{cpulist(merged[key])}", *key[1:]) for key in order}
+    named = {key: (f"{key[0]} cpu{format_cpulist(merged[key])}", *key[1:]) for key in order}
     return [named.get(row, row) for row in rows]
 
 

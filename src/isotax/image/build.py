@@ -1,7 +1,7 @@
 """Build and cache the workload image: debootstrap base layer + isotax helpers layer.
 
-    ensure_image()  -> ImageArtifacts   (builds what is missing, else returns the cached image)
-    show_images()   -> list of dicts    (`isotax image show`)
+    ensure_image(recipe) -> ImageArtifacts  (builds what is missing, else the cached image)
+    show_images(recipe)  -> list of dicts   (`isotax image show`)
     remove_image()                      (`isotax image rm`)
 
 Cache layout (default $ISOTAX_CACHE or /var/cache/isotax):
@@ -37,6 +37,7 @@ from isotax.image.recipe import (
     guest_files,
     image_hash,
 )
+from isotax.parsers import procfs
 
 Log = Callable[[str], None]
 
@@ -61,12 +62,13 @@ def default_cache_dir() -> Path:
 # ---------------------------------------------------------------------------------- public API
 
 
-def ensure_image(cache_dir: Path | None = None, log: Log | None = None,
-                 recipe: Recipe | None = None, guest_dir: Path | None = None) -> ImageArtifacts:
-    """Return the image for the current recipe and guest helpers, building what is missing."""
+def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None = None,
+                 guest_dir: Path | None = None) -> ImageArtifacts:
+    """Return the image for the recipe and the guest helpers, building what is missing. The
+    caller makes the recipe with the registered workloads' packages:
+    Recipe.for_workloads(isotax.protocols.workload_packages())."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     say: Log = log or (lambda _msg: None)
-    recipe = recipe or Recipe()
     guest = guest_files(guest_dir or default_guest_dir())
     ihash = image_hash(recipe, guest)
     final = cache / "images" / ihash
@@ -90,10 +92,10 @@ def ensure_image(cache_dir: Path | None = None, log: Log | None = None,
     return art
 
 
-def show_images(cache_dir: Path | None = None) -> list[dict[str, object]]:
-    """One dict per cached layer (images first, then bases), for `isotax image show`."""
+def show_images(recipe: Recipe, cache_dir: Path | None = None) -> list[dict[str, object]]:
+    """One dict per cached layer (images first, then bases), for `isotax image show`; the
+    recipe (as for ensure_image) tells which layers are current."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    recipe = Recipe()
     current = {"image": image_hash(recipe, guest_files(default_guest_dir())),
                "base": recipe.base_hash()}  # what the next build of this isotax would use
     out: list[dict[str, object]] = []
@@ -420,15 +422,11 @@ def _chroot_mounts(root: Path) -> Iterator[None]:
 def _mounts_under(path: Path) -> list[str]:
     """Mount points at or below path, deepest first (from /proc/self/mountinfo)."""
     prefix = str(path.resolve())
-    found = []
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        mounts = procfs.parse_mountinfo(Path("/proc/self/mountinfo").read_text())
     except OSError:
         return []
-    for line in lines:
-        mp = line.split()[4].encode().decode("unicode_escape")  # octal escapes like \040
-        if mp == prefix or mp.startswith(prefix + "/"):
-            found.append(mp)
+    found = [m.point for m in mounts if m.point == prefix or m.point.startswith(prefix + "/")]
     return sorted(found, key=len, reverse=True)
 
 

@@ -12,40 +12,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 # Bump when the post-debootstrap steps in build.py change what the base contains.
 BASE_STEPS_VERSION = 2
 # Bump when the helpers layer / exports change (compiler flags, export formats, layout).
 IMAGE_STEPS_VERSION = 1
 
-# Packages the workloads need, plus what a VM needs to boot the image's own kernel.
-PACKAGES: tuple[str, ...] = (
-    "xz-utils",
-    "hpcc",
-    "libopenblas0-pthread",
-    "openmpi-bin",
+# What the image needs whatever runs in it: a VM boots the image's own kernel. The workloads'
+# own packages are each workload's `packages`; the caller passes them (Recipe.for_workloads:
+# isotax.image is below the plugin registry, so it cannot ask it).
+BASE_PACKAGES: tuple[str, ...] = (
     "python3",  # the VM's command agent (itx-agent.py) uses the standard library's json
     "procps",
     "iproute2",
     "kmod",
     "busybox",
     "linux-image-amd64",
-    # I/O workloads: block I/O, bulk network throughput, request/response latency.
-    "fio",
-    "iperf3",
-    "nuttcp",
-    "netperf",  # non-free
-    "sockperf",
-    # Real applications: the key-value server and its benchmark client.
-    "redis-server",
-    "redis-tools",
-    # The OLTP database and its benchmark (sysbench drives it from the load generator on the
-    # host; in the image for the version record and for runs without a load generator).
-    "mariadb-server",
-    "sysbench",
     # The system container (nspawn) boots the image's own init; VMs and OCI containers start
     # isotax's helpers instead (init=itx-init, itx-ready), so systemd never runs there.
     "systemd-sysv",
@@ -95,12 +81,21 @@ class Recipe:
     update_suites: tuple[str, ...] = ("bookworm-updates",)
     security: str = "http://deb.debian.org/debian-security bookworm-security"
     variant: str = "minbase"
-    packages: tuple[str, ...] = PACKAGES
+    # Every package debootstrap installs: BASE_PACKAGES and the workloads' (for_workloads).
+    # No default: a recipe without the workloads' packages would name another image.
+    packages: tuple[str, ...] = field(kw_only=True)
     initrd_modules: tuple[str, ...] = INITRD_MODULES
     cflags: tuple[str, ...] = CFLAGS
     base_steps: int = BASE_STEPS_VERSION
     image_steps: int = IMAGE_STEPS_VERSION
     extra: Mapping[str, str] = field(default_factory=dict)  # reserved; part of the base hash
+
+    @classmethod
+    def for_workloads(cls, workload_packages: Iterable[str], **settings: Any) -> Recipe:
+        """The recipe for an image that runs these workloads: BASE_PACKAGES and theirs, each
+        once (the callers pass isotax.protocols.workload_packages())."""
+        return cls(packages=tuple(dict.fromkeys((*BASE_PACKAGES, *workload_packages))),
+                   **settings)
 
     def base_inputs(self) -> dict[str, object]:
         """Everything the base layer depends on (the package list in a canonical order)."""

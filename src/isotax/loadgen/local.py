@@ -12,7 +12,9 @@ reached over a real network path, and each environment adds only its own layers:
   no mapping can shadow a server of the host's own;
 - a VM on a tap: the guest's address on its bridge, routed by the host.
 
-Servers run inside the environment (`serve`), started in the background and stopped by PID.
+Servers run inside the environment (`serving`), on the ports their workload declares
+(its `ports`: unusual numbers, so they do not clash with a service of the host's when the
+environment shares the host's network), started in the background and stopped by PID.
 Both ends share this host's CPUs: the client's cost is the same for every environment, so
 differences between environments are the environments' own.
 """
@@ -31,22 +33,9 @@ from isotax.environments.base import GUEST_PATH
 from isotax.environments.native import run_host
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
-from isotax.protocols import Completed, ExecError, Instance
+from isotax.protocols import Completed, ExecError, Instance, Isolation, isolation_of
 from isotax.telemetry.cpuacct import CpuGroup
 from isotax.telemetry.footprint import process_parents, with_descendants
-
-# The ports isotax's servers listen on inside an environment: unusual numbers, so they do not
-# clash with a service of the host's when the environment shares the host's network (and so
-# leaks.py can recognise a server isotax left behind).
-PORTS: Mapping[str, int] = {
-    "iperf3": 45201,
-    "netperf": 42865,  # netserver's control connection
-    "netperf-data": 42866,  # the test's data connection (netperf -P)
-    "sockperf": 41111,
-    "redis": 46379,
-    "mysql": 43306,
-}
-SERVER_PROGRAMS = ("iperf3", "netserver", "sockperf", "redis-server", "mariadbd")
 
 # A clean, defined environment for clients: nothing inherited from the caller's shell.
 _CLIENT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
@@ -146,7 +135,8 @@ class NamespaceLoadGen:
         kind, mode = _network_of(inst)
         head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self._mtu})"
         if mode == "host":
-            where = "native" if kind == "native" else f"{kind} container sharing the host's netns"
+            where = kind if isolation_of(kind) is Isolation.HOST \
+                else f"{kind} container sharing the host's netns"
             return f"{head} -> host network stack ({where})"
         if mode == "bridge":
             try:

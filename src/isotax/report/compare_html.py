@@ -53,9 +53,10 @@ def _overlays(a: ReportData, b: ReportData) -> list[str]:
                    f"{knob}; A solid, B dashed.") for wl, knob in figures.sweep_knobs(a)]
     out += [_figure(figures.throughput_latency(a, wl, b, names), f"{wl}: latency against "
                     "throughput along the sweep; A solid, B dashed (thin: the second "
-                    "latency).") for wl in figures.THROUGHPUT_LATENCY]
-    out.append(_figure(figures.mysql_cpu(a, b, names), "MySQL: transactions/s against the "
-                       "host's CPU utilisation; A solid, B dashed."))
+                    "latency).") for wl in figures.latency_workloads(a)]
+    out += [_figure(figures.cpu_curve(a, wl, b, names), f"{c.title}: {c.label} against the "
+                    "host's CPU utilisation; A solid, B dashed.")
+            for wl, c in figures.cpu_curves(a)]
     out += [_figure(figures.latency_cdf(a, key, b, names), "Latency CDF and tail, pooled over "
                     "each run's repetitions; A solid, B dashed.")
             for key in a.latency_cdfs if key in b.latency_cdfs]

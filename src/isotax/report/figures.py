@@ -10,6 +10,9 @@ for that figure. Where a figure fixes an axis range (the log axis of the CPU per
 the 0-100% of CPU utilisation), a bar or interval the range cuts off is marked at the axis
 edge (▲ ▼ ▶ ◀, pointing where it lies) with its value written beside it, and the figure says
 so: a clipped value is never silently a shorter bar.
+Which workload gets which figure is the workload's own word: its FigureHints
+(isotax.protocols), read by name, so a stored run of an unknown workload gets tables only.
+Figures of several workloads follow the run's order of workloads, as the tables do.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -32,17 +35,15 @@ from matplotlib.ticker import EngFormatter, MaxNLocator
 
 from isotax.analysis.report_data import CdfKey, ReportData, Row
 from isotax.analysis.stats import Ratio
-from isotax.protocols import PHASES
+from isotax.protocols import PHASES, CpuCurve, FigureHints, figure_hints
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
 
-# Concurrency sweeps drawn as throughput vs concurrency: workload -> its concurrency
-# parameters; each one the plan sweeps gets a figure, a panel per combination of the others.
-CONCURRENCY: dict[str, tuple[str, ...]] = {
-    "redis": ("connections",), "mysql": ("threads",), "fio": ("numjobs", "iodepth"),
-    "throughput": ("streams",)}
-BARS = ("compress", "linpack", "stream", "randomaccess", "fio", "throughput", "rr")
+
+def hinted(d: ReportData, wants: Callable[[FigureHints], object]) -> list[str]:
+    """The run's workloads, in row order, whose figure hints `wants` something of."""
+    return [wl for wl in d.workloads() if wants(figure_hints(wl))]
 
 
 def to_svg(fig: Figure) -> str:
@@ -166,7 +167,7 @@ def summary(d: ReportData) -> str:
 
 def bars(d: ReportData) -> str:
     """Mean ± sd of each CPU, memory, network and disk point's headline metric."""
-    rows = [r for r in d.headline_rows() if r.workload in BARS]
+    rows = [r for r in d.headline_rows() if figure_hints(r.workload).bars]
     if not rows:
         return ""
     cols = 3
@@ -246,8 +247,10 @@ def sweeps(d: ReportData, workload: str, knob: str, metric: str | None = None) -
 
 
 def sweep_knobs(d: ReportData) -> list[tuple[str, str]]:
-    """(workload, knob) of every concurrency sweep the run has, in CONCURRENCY's order."""
-    return [(wl, k) for wl, knobs in CONCURRENCY.items() for k in knobs if sweeps(d, wl, k)]
+    """(workload, knob) of every concurrency sweep the run has (each workload's hinted
+    `concurrency` parameters, in that order), a figure each."""
+    return [(wl, k) for wl in hinted(d, lambda h: h.concurrency)
+            for k in figure_hints(wl).concurrency if sweeps(d, wl, k)]
 
 
 def _panels(n: int, width: float, height: float) -> tuple[Figure, list[Any]]:
@@ -305,23 +308,22 @@ def concurrency(d: ReportData, workload: str, knob: str, other: ReportData | Non
     return to_svg(fig)
 
 
-# Throughput vs latency: workload -> panels of (title, throughput metric, latency metrics);
-# the first latency is drawn solid, the second dashed (one run) or thin (two runs).
-THROUGHPUT_LATENCY: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
-    "redis": (("SET", "set_requests_per_s", ("set_latency_p50_ms", "set_latency_p99_ms")),
-              ("GET", "get_requests_per_s", ("get_latency_p50_ms", "get_latency_p99_ms"))),
-    "mysql": (("OLTP read/write", "transactions_per_s", ("latency_mean_ms", "latency_p95_ms")),),
-}
+def latency_workloads(d: ReportData) -> list[str]:
+    """The run's workloads with latency panels (a throughput-vs-latency figure each)."""
+    return hinted(d, lambda h: h.latency_panels)
 
 
 def throughput_latency(d: ReportData, workload: str, other: ReportData | None = None,
                        names: Sequence[str] = ("A", "B")) -> str:
     """Latency against throughput as the concurrency sweep climbs, per environment: where
-    the curve turns up is the point past which more load only queues."""
-    knob = CONCURRENCY.get(workload, ("",))[0]
-    panels = [(title, tput, lats, label, pts)
-              for title, tput, lats in THROUGHPUT_LATENCY.get(workload, ())
-              for label, pts in sweeps(d, workload, knob, tput)]
+    the curve turns up is the point past which more load only queues. Panels: the
+    workload's hinted latency panels, along its first concurrency parameter; the first
+    latency is drawn solid, the second dashed (one run) or thin (two runs)."""
+    hints = figure_hints(workload)
+    knob = (*hints.concurrency, "")[0]
+    panels = [(lp.title, lp.throughput, lp.latencies, label, pts)
+              for lp in hints.latency_panels
+              for label, pts in sweeps(d, workload, knob, lp.throughput)]
     if not panels:
         return ""
     runs = _runs(d, other, names)
@@ -366,25 +368,34 @@ def throughput_latency(d: ReportData, workload: str, other: ReportData | None = 
     return to_svg(fig)
 
 
-def mysql_cpu(d: ReportData, other: ReportData | None = None,
+def cpu_curves(d: ReportData) -> list[tuple[str, CpuCurve]]:
+    """(workload, its hint) of the run's workloads with a throughput-vs-CPU figure."""
+    return [(wl, c) for wl in hinted(d, lambda h: h.cpu_curve)
+            if (c := figure_hints(wl).cpu_curve) is not None]
+
+
+def cpu_curve(d: ReportData, workload: str, other: ReportData | None = None,
               names: Sequence[str] = ("A", "B")) -> str:
-    """MySQL throughput against the host's CPU utilisation during sysbench's window (the
-    workload's own /proc/stat reading), per thread count: a curve to the right of native's
-    pays for the same transactions with more of the host."""
+    """A workload's throughput against the host's CPU utilisation during its client's window
+    (the workload's own /proc/stat reading, e.g. MySQL's per thread count): a curve to the
+    right of native's pays for the same work with more of the host."""
+    c = figure_hints(workload).cpu_curve
+    if c is None:
+        return ""
     runs = _runs(d, other, names)
     palette = _palette(runs)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     drawn = False
     ends: list[tuple[float, float, str]] = []  # (tps, utilisation) a 0-100% axis may cut
     points = [(x, pk) for x, pk, _ in sorted(
-        p for _, pts in sweeps(d, "mysql", "threads", "transactions_per_s") for p in pts)] or [
-        (_sweep_value(r.params_key, "threads") or 0.0, r.params_key) for r in d.rows
-        if r.workload == "mysql" and r.metric == "transactions_per_s"]
+        p for _, pts in sweeps(d, workload, c.axis, c.throughput) for p in pts)] or [
+        (_sweep_value(r.params_key, c.axis) or 0.0, r.params_key) for r in d.rows
+        if r.workload == workload and r.metric == c.throughput]
     for data, suffix, ls, marker in runs:
         for env in data.columns:
             pts = [(x, u.summary, t.summary) for x, pk in points
-                   if (t := data.cell(env, "mysql", pk, "transactions_per_s")) is not None
-                   and (u := data.cell(env, "mysql", pk, "host_cpu_utilization")) is not None]
+                   if (t := data.cell(env, workload, pk, c.throughput)) is not None
+                   and (u := data.cell(env, workload, pk, c.utilisation)) is not None]
             if not pts:
                 continue
             drawn = True
@@ -407,9 +418,9 @@ def mysql_cpu(d: ReportData, other: ReportData | None = None,
     ax.set_xlim(0, 100)
     _clip_note(fig, mark_clipped(ax, ends, axis="x"))
     ax.set_xlabel("host CPU utilisation during the run, % of all CPUs (the load generator's "
-                  "sysbench included)")
-    ax.set_ylabel("transactions/s")
-    ax.set_title("mysql: throughput vs CPU utilisation (labels: threads)", fontsize=9)
+                  f"{c.client} included)")
+    ax.set_ylabel(c.label)
+    ax.set_title(f"{workload}: throughput vs CPU utilisation (labels: {c.axis})", fontsize=9)
     _legend(ax)
     return to_svg(fig)
 
@@ -462,7 +473,7 @@ def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
     wl, pk, metric, label = key
     sweep = d.sweep_label.get((wl, pk), "")
     what = CDF_TITLES.get(label, label.removesuffix("_cdf_us"))
-    direction = metric.split("_", 1)[0] if wl == "fio" else ""
+    direction = metric.split("_", 1)[0] if figure_hints(wl).cdf_direction else ""
     body.set_title(" ".join(p for p in (wl, sweep, direction, what) if p) + ": CDF",
                    fontsize=9)
     tail.set_title("tail: 1 - F", fontsize=9)
@@ -472,17 +483,24 @@ def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
     return to_svg(fig)
 
 
-def startup(d: ReportData) -> str:
-    """Stacked bars: the time from the request to each phase, per environment."""
-    phases = [p for p in PHASES if any(r.workload == "startup" and r.metric == f"{p}_ms"
-                                       for r in d.rows)]
+def phase_workloads(d: ReportData) -> list[str]:
+    """The run's workloads that report the phases of a start (a startup figure each)."""
+    return hinted(d, lambda h: h.phases)
+
+
+def startup(d: ReportData, workload: str) -> str:
+    """Stacked bars: the time from the request to each phase, per environment (the
+    workload's hinted phases that are milestones, PHASES)."""
+    hinted_phases = figure_hints(workload).phases
+    phases = [p for p in PHASES if p in hinted_phases and any(
+        r.workload == workload and r.metric == f"{p}_ms" for r in d.rows)]
     if not phases:
         return ""
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(d.columns) + 1.2))
     for i, env in enumerate(d.columns):
         left = 0.0
         for phase, color in zip(phases, colors(len(phases)), strict=True):
-            row = next((r for r in d.rows if r.workload == "startup"
+            row = next((r for r in d.rows if r.workload == workload
                         and r.metric == f"{phase}_ms"), None)
             cell = d.cells.get((row, env)) if row else None
             if cell is None:

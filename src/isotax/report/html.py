@@ -203,17 +203,19 @@ def _figures(d: ReportData) -> list[tuple[str, list[str]]]:
             _figure(figures.throughput_latency(d, wl), f"{wl}: latency against throughput "
                     "along the concurrency sweep (each point labelled with its concurrency), "
                     "means over the repetitions.")
-            for wl in figures.THROUGHPUT_LATENCY]),
+            for wl in figures.latency_workloads(d)]),
         ("Throughput vs CPU utilisation", [
-            _figure(figures.mysql_cpu(d), "MySQL: transactions/s against the host's CPU "
-                    "utilisation during sysbench's run (means over the repetitions, ± sd).")]),
+            _figure(figures.cpu_curve(d, wl), f"{c.title}: {c.label} against the host's CPU "
+                    f"utilisation during {c.client}'s run (means over the repetitions, ± sd).")
+            for wl, c in figures.cpu_curves(d)]),
         ("Latency distributions", [
             _figure(figures.latency_cdf(d, key), "Every latency the tool recorded, pooled over "
                     "the repetitions (each weighs the same): the CDF, and its tail on a log "
                     "axis.")
             for key in d.latency_cdfs]),
-        ("Startup", [_figure(figures.startup(d), "Startup phases: time from the request to "
-                                                 "each milestone.")]),
+        ("Startup", [_figure(figures.startup(d, wl), "Startup phases: time from the request "
+                                                     "to each milestone.")
+                     for wl in figures.phase_workloads(d)]),
         ("Density", [_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
                              "Host memory of N idle instances side by side.")]),
     ]

@@ -2,22 +2,16 @@
 a start (and what an idle instance costs) read across like the studies' claims ("containers
 start in under a second, VMs in 11 s"). Values are the means over repetitions of each cell's
 own median and p95; Table 1 has the same numbers with their deviations. Blocks, rendered by
-the Markdown and HTML reports alike."""
+the Markdown and HTML reports alike. Which workloads get which section is their own word:
+the `phases` and `footprint` of their FigureHints (isotax.protocols)."""
 
 from __future__ import annotations
 
 import math
 
 from isotax.analysis.report_data import ReportData, Row
-from isotax.protocols import PHASES
+from isotax.protocols import figure_hints
 from isotax.report.table import Block, Grid, Heading, Text
-
-STARTUP_COLUMNS = (*PHASES, "stop")
-DENSITY_METRICS = (("idle_instance_mib", "idle instance (MiB)"),
-                   ("mean_instance_mib", "per instance with all up (MiB)"),
-                   ("instances", "instances"),
-                   ("first_start_s", "first start (s)"),
-                   ("last_start_s", "last start (s)"))
 
 
 def _points(d: ReportData, workload: str) -> list[str]:
@@ -44,9 +38,12 @@ def _ms(x: float | None) -> str:
 
 
 def startup_blocks(d: ReportData) -> list[Block]:
+    """A table of the phases of a start per point of each workload that reports them."""
     out: list[Block] = []
-    for key in _points(d, "startup"):
-        sweep = d.sweep_label.get(("startup", key), "")
+    for workload, key in [(wl, key) for wl in d.workloads()
+                          if figure_hints(wl).phases for key in _points(d, wl)]:
+        columns = figure_hints(workload).phases
+        sweep = d.sweep_label.get((workload, key), "")
         out += [Heading(3, "Startup phases" + (f" ({sweep})" if sweep else "")),
                 Text("Median (p95) from the request; `ready` is the plan's readiness probe. "
                      "`first_instruction` can precede `started`: a runtime reports the container "
@@ -54,28 +51,31 @@ def startup_blocks(d: ReportData) -> list[Block]:
         rows = []
         for env in d.columns:
             line = [d.label(env)]
-            for phase in STARTUP_COLUMNS:
-                med = _mean(d, "startup", key, f"{phase}_ms", env)
-                p95 = _mean(d, "startup", key, f"{phase}_p95_ms", env)
+            for phase in columns:
+                med = _mean(d, workload, key, f"{phase}_ms", env)
+                p95 = _mean(d, workload, key, f"{phase}_p95_ms", env)
                 line.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
             rows.append(line)
-        out.append(Grid(["environment", *STARTUP_COLUMNS], rows))
+        out.append(Grid(["environment", *columns], rows))
     return out
 
 
 def density_blocks(d: ReportData) -> list[Block]:
+    """A table of the memory footprint per point of each workload that measures it."""
     out: list[Block] = []
-    for key in _points(d, "density"):
-        sweep = d.sweep_label.get(("density", key), "")
+    for workload, key in [(wl, key) for wl in d.workloads()
+                          if figure_hints(wl).footprint for key in _points(d, wl)]:
+        metrics = figure_hints(workload).footprint
+        sweep = d.sweep_label.get((workload, key), "")
         out += [Heading(3, "Memory footprint and density" + (f" ({sweep})" if sweep else "")),
                 Text("Host memory per idle instance: the PSS of its host processes plus its "
                      "cgroup's kernel memory (isotax.telemetry.footprint).")]
         rows = []
         for env in d.columns:
             line = [d.label(env)]
-            for metric, _ in DENSITY_METRICS:
-                v = _mean(d, "density", key, metric, env)
+            for metric, _ in metrics:
+                v = _mean(d, workload, key, metric, env)
                 line.append("—" if v is None else f"{v:.3g}")
             rows.append(line)
-        out.append(Grid(["environment", *(title for _, title in DENSITY_METRICS)], rows))
+        out.append(Grid(["environment", *(title for _, title in metrics)], rows))
     return out

@@ -14,30 +14,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from isotax.loadgen.local import network_mode
-from isotax.protocols import Instance
+from isotax.protocols import AnyWorkload, Instance
 
 
-def needs_network(workload: Any, params: Mapping[str, Any]) -> bool:
-    """Whether this point of the workload needs a network path from the load generator: a
-    workload may narrow its class-wide `needs_loadgen` per point with `needs_network(params)`
-    (startup needs one only for its redis probe)."""
-    hook = getattr(workload, "needs_network", None)
-    return bool(hook(params)) if callable(hook) else bool(workload.needs_loadgen)
-
-
-def why_not_applicable(workload: Any, inst: Instance, params: Mapping[str, Any]) -> str | None:
+def why_not_applicable(workload: AnyWorkload, inst: Instance, params: Mapping[str, Any]
+                       ) -> str | None:
     """Why this workload point does not apply to the instance, in one line; None when it does.
-    The workload's own `not_applicable(inst, params)` hook, where it has one, comes after the
-    rules every workload shares."""
-    if needs_network(workload, params):
+    The rules every workload shares come first: a point that needs a network path from the
+    load generator (its `needs_network(params)` hook: by default its class-wide
+    `needs_loadgen`; startup needs one only for its redis probe) has none in an environment
+    without network. Then the workload's own `not_applicable(inst, params)` hook."""
+    if workload.needs_network(params):
         mode = network_mode(inst.describe(), inst.address)
         if mode == "none":
             return ("the environment has no network (network = \"none\"): no path from the "
                     "load generator to a server in it; give it network = \"host\" or "
                     "\"bridge\" to measure this")
-    hook = getattr(workload, "not_applicable", None)
-    if callable(hook):
-        why = hook(inst, params)
-        if why:
-            return str(why)
-    return None
+    why = workload.not_applicable(inst, params)
+    return str(why) if why else None

@@ -13,8 +13,10 @@ real thing can show, and compares them with the host's:
             namespace (inode 0xEFFFFFFC, a constant); a container is not.
   dmesg     a VM's guest kernel prints "Hypervisor detected: KVM" under KVM, nothing under TCG.
 
-A mismatch fails the run (the runner refuses it), with one line per environment naming what
-was declared and what was found.
+What an environment declares is its kind's `isolation` fact (and its declared_isolation hook:
+an engine running runsc declares a sandbox), read from the registry: a new kind is checked
+without an edit here. A mismatch fails the run (the runner refuses it), with one line per
+environment naming what was declared and what was found.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from isotax.environments.oci.gvisor import runs_gvisor
-from isotax.protocols import Instance
+from isotax import protocols
+from isotax.protocols import Instance, Isolation
 
 # What the instance prints about itself; plain sh and coreutils, the same in every kind.
 PROBE = (
@@ -36,12 +38,6 @@ PROBE = (
     'echo "cgroup=$(head -1 /proc/self/cgroup 2>/dev/null)"'
 )
 INIT_PID_NS = "pid:[4026531836]"  # PROC_PID_INIT_INO: the initial PID namespace of a kernel
-
-# What each declared kind is, by its describe(): the kinds, and an engine's runtime words.
-CLASSES = {"native": "host", "runc": "container", "crun": "container", "docker": "container",
-           "podman": "container", "nspawn": "container", "gvisor": "sandbox", "qemu": "vm",
-           "microvm": "vm", "vm9p": "vm"}
-
 
 @dataclass(frozen=True)
 class Facts:
@@ -82,27 +78,24 @@ def host_facts(root: Path = Path("/")) -> Facts:
                  read("proc/sys/kernel/osrelease"), read("proc/sys/kernel/version"), "", "")
 
 
-def detected(env: Facts, host: Facts) -> str:
+def detected(env: Facts, host: Facts) -> Isolation:
     """What the facts say the instance is: host, container, sandbox or vm. Pure."""
     if "gvisor" in env.release.lower() or "Starting gVisor" in env.dmesg:
-        return "sandbox"
+        return Isolation.SANDBOX
     same_kernel = (env.release, env.version) == (host.release, host.version)
     if same_kernel and env.boot_id == host.boot_id and env.pidns == host.pidns:
-        return "host"
+        return Isolation.HOST
     if env.pidns == INIT_PID_NS and env.boot_id != host.boot_id:
-        return "vm"  # a kernel's own first namespace, in a kernel that booted on its own
-    return "container" if same_kernel else "vm"
+        # a kernel's own first namespace, in a kernel that booted on its own
+        return Isolation.VM
+    return Isolation.CONTAINER if same_kernel else Isolation.VM
 
 
-def declared(describe: Mapping[str, str]) -> str | None:
-    """What the plan's environment claims to be, from its describe(); None for kinds isotax
-    has no rule for."""
-    kind = str(describe.get("kind", ""))
-    if runs_gvisor(describe):  # gVisor itself, or an engine whose runtime is runsc
-        return "sandbox"
-    if kind in ("docker", "podman") and str(describe.get("runtime", "")).startswith("kata"):
-        return "vm"
-    return CLASSES.get(kind)
+def declared(describe: Mapping[str, str]) -> Isolation | None:
+    """What the plan's environment claims to be, from its describe(): its kind's declared
+    isolation (an engine's may depend on its runtime); None for a kind not registered."""
+    cls = protocols.environments().get(str(describe.get("kind", "")))
+    return cls.declared_isolation(describe) if cls is not None else None
 
 
 def mismatch(describe: Mapping[str, str], env: Facts, host: Facts) -> str | None:
@@ -115,7 +108,7 @@ def mismatch(describe: Mapping[str, str], env: Facts, host: Facts) -> str | None
         return (f"declared {describe.get('kind')} (a {claim}) but it is a {found}: "
                 f"{env.words()}")
     accel = str(describe.get("accelerator", ""))
-    if claim == "vm" and accel:
+    if claim is Isolation.VM and accel:
         kvm_seen = "Hypervisor detected: KVM" in env.dmesg
         if accel == "kvm" and not kvm_seen:
             return ("declared accelerator kvm but the guest kernel saw no KVM hypervisor "

@@ -3,27 +3,29 @@
 Everything isotax creates is named `itx...` (iptables rules carry the comment `isotax`), so a
 leftover is recognisable without any record of what was created. Each finding is one line that
 says what it is and how to remove it.
+
+What the host shares between kinds (network namespaces, links, iptables rules with isotax's
+comment, mounts, cgroups, servers, sysctl) is found here; what a kind's own instances leave
+(containers in a runtime's state, VMs, engines' containers and daemons) is found by the leak
+finders each environment kind declares (its `leak_finders`), asked through the registry.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
-from isotax.environments.oci.runtime import OCI_STATE_ROOT
+from isotax import protocols
+from isotax.host import command
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
+from isotax.parsers import procfs
 
-OCI_RUNTIMES = ("runc", "crun", "runsc")
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
 
 
 def _run(argv: list[str]) -> str:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    p = command.run(argv, 20)
     return p.stdout if p.returncode == 0 else ""
 
 
@@ -68,16 +70,8 @@ def leaked_iptables_rules() -> list[str]:
 
 def parse_mountinfo(text: str) -> list[str]:
     """Mount points from /proc/*/mountinfo text whose path mentions /itx- or isotax."""
-    out = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 5:
-            continue
-        # mountinfo escapes spaces etc. as octal; unescape for display only.
-        point = fields[4].encode().decode("unicode_escape")
-        if "/itx-" in point or "isotax" in point:
-            out.append(point)
-    return out
+    return [m.point for m in procfs.parse_mountinfo(text)
+            if "/itx-" in m.point or "isotax" in m.point]
 
 
 def leaked_mounts() -> list[str]:
@@ -86,32 +80,6 @@ def leaked_mounts() -> list[str]:
     # A named netns is a bind mount of nsfs; it is reported once, as a netns.
     return [f"mount {p} (umount {p})" for p in points
             if not (p.startswith(netns_dir) and "/" not in p[len(netns_dir):])]
-
-
-def leaked_containers() -> list[str]:
-    out = []
-    for rt in OCI_RUNTIMES:
-        root = OCI_STATE_ROOT / rt
-        if not root.is_dir():
-            continue
-        # Each container has a directory in the runtime's state root (runsc: a
-        # `<container>_sandbox:<sandbox>.state` file); reading the directory works even when
-        # the runtime binary is broken or gone.
-        for d in runtime_state_containers(sorted(root.iterdir())):
-            out.append(f"{rt} container {d} ({rt} --root {root} delete --force {d})")
-    return out
-
-
-def runtime_state_containers(entries: list[Path]) -> list[str]:
-    """Container ids in an OCI runtime's --root: runc's and crun's directories, runsc's state
-    files (a runsc root also holds `.lock` files, and may hold a pinned `null-netns`)."""
-    out = []
-    for p in entries:
-        if p.name.endswith(".state") and "_sandbox:" in p.name:
-            out.append(p.name.split("_sandbox:", 1)[0])
-        elif p.is_dir():
-            out.append(p.name)
-    return out
 
 
 def leaked_cgroups() -> list[str]:
@@ -124,48 +92,18 @@ def leaked_cgroups() -> list[str]:
     return [f"cgroup {p} (rmdir {p})" for p in sorted(found)]
 
 
-def leaked_processes() -> list[str]:
-    out = []
-    me = os.getpid()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-        if not args:
-            continue
-        prog = os.path.basename(args[0])
-        # The native environment's holding process (a container's PID 1 shows up here too,
-        # beside its container).
-        held = prog == "itx-ready" and "--hold" in args[1:]
-        # runsc's own processes are runsc-sandbox (the Sentry) and runsc-gofer.
-        runtime = prog in OCI_RUNTIMES or prog.startswith("runsc-")
-        # virtiofsd: a vm9p share's daemon (its socket is /run/isotax/itx-vfs-*).
-        vmm = prog.startswith("qemu-system") or prog == "virtiofsd"
-        # The system container's nspawn (its machine is itx-*).
-        runtime = runtime or prog == "systemd-nspawn"
-        if held or ((vmm or runtime) and \
-                any("itx-" in a for a in args[1:])):
-            out.append(f"process {pid} {' '.join(args)[:120]} (kill {pid})")
-    return out
-
-
 def is_our_server(args: list[str]) -> bool:
-    """A network workload's server (iperf3, netserver, sockperf, redis-server, mariadbd) on
-    one of isotax's ports: natively it runs on the host, where nothing else would stop it.
-    Pure. redis-server rewrites its command line to one word list like "redis-server
-    0.0.0.0:46379", so the words are split again and a port may come as ADDRESS:PORT, or as
-    an option's value (mariadbd --port=43306)."""
-    from isotax.loadgen.local import PORTS, SERVER_PROGRAMS
-
+    """A network workload's server (the program of a Port a registered workload declares:
+    iperf3, netserver, ...) on one of those ports: natively it runs on the host, where
+    nothing else would stop it. redis-server rewrites its command line to one word list like
+    "redis-server 0.0.0.0:46379", so the words are split again and a port may come as
+    ADDRESS:PORT, or as an option's value (mariadbd --port=43306)."""
     words = " ".join(args).split()
     if not words:
         return False
-    ports = {str(p) for p in PORTS.values()}
-    return os.path.basename(words[0]) in SERVER_PROGRAMS and any(
+    declared = protocols.workload_ports()
+    ports = {str(p.number) for p in declared}
+    return os.path.basename(words[0]) in {p.server for p in declared if p.server} and any(
         w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in ports for w in words[1:])
 
 
@@ -181,7 +119,7 @@ def leaked_servers() -> list[str]:
                 continue
         except OSError:
             continue
-        args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+        args = procfs.parse_cmdline(raw)
         if is_our_server(args):
             out.append(f"server process {pid} {' '.join(args)[:100]} (kill {pid})")
     return out
@@ -194,26 +132,17 @@ def leaked_sysctl() -> list[str]:
     return []
 
 
-def leaked_hugepages() -> list[str]:
-    """vm.nr_hugepages raised for a VM (qemu hugepages knob) and never lowered."""
-    from isotax.environments.vm.qemu_tuning import leaked_hugepage_reservations
-
-    return leaked_hugepage_reservations()
-
-
-def leaked_engines() -> list[str]:
-    """Docker's and Podman's: isotax-labelled containers and volumes, a private dockerd still
-    running or its directories and cgroups, Podman's CNI networks, and rules an engine made
-    for an isotax bridge (they lack isotax's comment)."""
-    from isotax.environments.engines.docker import docker_leaks
-    from isotax.environments.engines.engine import engine_iptables_leaks
-    from isotax.environments.engines.podman import podman_leaks
-
-    return docker_leaks() + podman_leaks() + engine_iptables_leaks()
+def environment_leaks() -> list[str]:
+    """What every registered environment kind's leak finders find, each finder asked once
+    however many kinds declare it (qemu, microvm and vm9p share theirs; docker and podman
+    the engines' iptables finder)."""
+    finders: dict[protocols.LeakFinder, None] = {}
+    for _, cls in sorted(protocols.environments().items()):
+        finders.update(dict.fromkeys(cls.leak_finders))
+    return [line for find in finders for line in find()]
 
 
 def find_leaks() -> list[str]:
     """Every isotax-created resource still present, one line each; empty when clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
-            + leaked_containers() + leaked_cgroups() + leaked_processes() + leaked_servers()
-            + leaked_sysctl() + leaked_hugepages() + leaked_engines())
+            + leaked_cgroups() + leaked_servers() + leaked_sysctl() + environment_leaks())

@@ -20,7 +20,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from isotax.analysis import adaptive
 from isotax.host import numa, parity
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen.local import open_loadgen
 from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.protocols import (
@@ -44,10 +45,11 @@ from isotax.protocols import (
 )
 from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
+from isotax.run.finish import finish_cell
 from isotax.run.launcher import EnvLauncher
 from isotax.store.base import EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
-from isotax.workloads import work
+from isotax.telemetry.summary import TelemetrySummary
 
 Log = Callable[[str], None]
 
@@ -172,7 +174,7 @@ class Runner:
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
         # (summary, series) of the cell that just ran, when it was watched (telemetry.observe)
-        self.telemetry: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self.telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -245,7 +247,7 @@ class Runner:
             if entry.numa_node not in host_nodes:
                 return (f"unavailable: NUMA node {entry.numa_node} does not exist here (nodes: "
                         f"{', '.join(map(str, host_nodes)) or 'none'}); fix numa_node")
-            if not getattr(env, "supports_numa", False):
+            if not env.supports_numa:  # the kind's declared fact
                 return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
                         "node yet; remove numa_node for it")
         spec = self._spec(entry, workdir / entry.name)
@@ -294,6 +296,7 @@ class Runner:
                 st.instance, self.described.get(key.environment, {}), self.loadgen,
                 observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
                 read_guest=not launching)
+            env_cpu: Sample | None = None
             if isinstance(workload, LaunchingWorkload):
                 with watch as obs:
                     samples = self._launching(workload, key)
@@ -302,13 +305,9 @@ class Runner:
                 with watch as obs:
                     samples = workload.run(inst, key.params, self.loadgen)
                 if samples:
-                    samples.append(_env_cpu_sample(cpu_before, envcpu.snapshot(st.instance)))
-            if samples:
-                if obs is not None and obs.summary:
-                    obs.summary["work"] = work.done(workload, key.params, samples)
-                    self.telemetry = (obs.summary, obs.series)
-                elif obs is not None and obs.error:
-                    self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
+                    env_cpu = _env_cpu_sample(cpu_before, envcpu.snapshot(st.instance))
+            if samples and obs is not None and obs.error:
+                self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
         except NotApplicable as e:
             # Found out while running (an emulated CPU refusing an instruction): the other
             # repetitions of this point would find the same, so they end at once too.
@@ -319,12 +318,14 @@ class Runner:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         if not samples:
             return CellStatus.FAILED, "the workload returned no samples", []
-        if numastat_before is not None:
-            share = numa.local_share(numastat_before, numa.counters())
-            if share is not None:
-                samples = [replace(s, labels={**s.labels, "numa_local_share": round(share, 4)})
-                           for s in samples]
-        return CellStatus.OK, "", samples
+        share = (numa.local_share(numastat_before, numa.counters())
+                 if numastat_before is not None else None)
+        try:  # a workload's work/in_flight hook that fails fails the cell, not the run
+            done = finish_cell(workload, key.params, samples, env_cpu, share, obs)
+        except (SanityError, ValueError, TypeError, KeyError, ArithmeticError) as e:
+            return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
+        self.telemetry = done.telemetry
+        return CellStatus.OK, "", list(done.samples)
 
     def _prepare(self, workload: Any, inst: Instance, key: CellKey
                  ) -> tuple[CellStatus, str] | None:
@@ -371,7 +372,6 @@ class Runner:
             with _interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
                 wls = protocols.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
-                    from isotax.loadgen.local import open_loadgen
 
                     self.loadgen = stack.enter_context(open_loadgen())
                 # Unwinds first (LIFO): environments stop before the load generator goes.

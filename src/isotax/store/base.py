@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from isotax.model import CellKey, CellStatus, Sample
+from isotax.telemetry.summary import TelemetrySummary
 
 SCHEMA_VERSION = 2  # 2: telemetry and run_meta tables
 
@@ -65,9 +66,9 @@ class Store(Protocol):
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
                     reason: str, started: float, ended: float,
                     samples: Sequence[Sample],
-                    telemetry: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+                    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
                     ) -> int: ...
-    def telemetry(self, run_id: str) -> dict[int, Mapping[str, Any]]: ...
+    def telemetry(self, run_id: str) -> dict[int, TelemetrySummary]: ...
     def telemetry_series(self, cell_id: int) -> Mapping[str, Any]: ...
     def put_run_meta(self, run_id: str, key: str, value: Any) -> None: ...
     def run_meta(self, run_id: str) -> dict[str, Any]: ...

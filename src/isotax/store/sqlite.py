@@ -18,6 +18,7 @@ from isotax.store.base import (
     RunRecord,
     StoreError,
 )
+from isotax.telemetry.summary import TelemetrySummary
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -182,7 +183,7 @@ class SQLiteStore:
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
                     reason: str, started: float, ended: float,
                     samples: Sequence[Sample],
-                    telemetry: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
+                    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
                     ) -> int:
         """One cell, its samples and (summary, series) telemetry, in one transaction."""
         if status is not CellStatus.OK and samples:
@@ -205,13 +206,13 @@ class SQLiteStore:
             )
             if telemetry is not None:
                 self.db.execute("INSERT INTO telemetry VALUES (?,?,?)",
-                                (cell_id, json.dumps(dict(telemetry[0])),
+                                (cell_id, json.dumps(telemetry[0].to_json()),
                                  json.dumps(dict(telemetry[1]))))
         return cell_id
 
-    def telemetry(self, run_id: str) -> dict[int, Mapping[str, Any]]:
+    def telemetry(self, run_id: str) -> dict[int, TelemetrySummary]:
         """cell id -> telemetry summary, for every cell of the run that has one."""
-        return {cid: json.loads(s) for cid, s in self.db.execute(
+        return {cid: TelemetrySummary.from_json(json.loads(s)) for cid, s in self.db.execute(
             "SELECT t.cell_id, t.summary_json FROM telemetry t JOIN cells c ON c.id = t.cell_id"
             " WHERE c.run_id=?", (run_id,))}
 

@@ -26,16 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from isotax.host import command
 from isotax.model import SanityError
+from isotax.parsers import procfs
 from isotax.parsers.perf_stat import find_counter, parse_perf_stat
 
 PROC_STAT = Path("/proc/stat")
 PMU_DIR = Path("/sys/bus/event_source/devices/cpu")
-
-# The columns of the `cpu` line of /proc/stat, in order (proc(5)). guest and guest_nice are
-# already included in user and nice, so they are never added again.
-_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
-           "guest_nice")
 
 
 @dataclass(frozen=True)
@@ -61,17 +58,18 @@ class CpuTimes:
 
 def parse_proc_stat(text: str, ticks_per_s: float = 100.0) -> CpuTimes:
     """The aggregate `cpu` line of /proc/stat text, in seconds. Pure."""
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "cpu":
-            vals = [int(x) for x in parts[1:]] + [0] * len(_FIELDS)
-            f = dict(zip(_FIELDS, vals, strict=False))
-            t = ticks_per_s
-            return CpuTimes(
-                user=(f["user"] + f["nice"]) / t, system=f["system"] / t, irq=f["irq"] / t,
-                softirq=f["softirq"] / t, idle=(f["idle"] + f["iowait"]) / t,
-                steal=f["steal"] / t)
-    raise ValueError("no aggregate 'cpu' line in /proc/stat")
+    try:
+        total = procfs.parse_stat(text).total
+    except ValueError:
+        total = None
+    if total is None:
+        raise ValueError("no aggregate 'cpu' line in /proc/stat")
+    f = dict(zip(procfs.STAT_COLUMNS, total, strict=True))
+    t = ticks_per_s
+    return CpuTimes(
+        user=(f["user"] + f["nice"]) / t, system=f["system"] / t, irq=f["irq"] / t,
+        softirq=f["softirq"] / t, idle=(f["idle"] + f["iowait"]) / t,
+        steal=f["steal"] / t)
 
 
 def read_cpu_times() -> CpuTimes:
@@ -129,12 +127,11 @@ def perf_cycles_supported() -> tuple[bool, str]:
         return False, "perf is not installed (apt-get install linux-perf)"
     with tempfile.TemporaryDirectory(prefix="itx-perf-") as d:
         out = Path(d) / "stat.csv"
-        try:
-            done = subprocess.run(
-                [perf, "stat", "-x,", "-a", "-e", "cycles", "-o", str(out), "--", "sleep", "0.05"],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return False, f"perf stat could not run: {e}"
+        done = command.run(
+            [perf, "stat", "-x,", "-a", "-e", "cycles", "-o", str(out), "--", "sleep", "0.05"],
+            30)
+        if done.returncode in (command.TIMED_OUT, command.NOT_FOUND):
+            return False, f"perf stat could not run: {done.stderr.strip()}"
         if done.returncode != 0:
             return False, _perf_failure(done.returncode, done.stderr)
         value, why = _counter_reason(out.read_text() if out.exists() else "", "cycles")
@@ -245,7 +242,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         try:
             proc.wait(_PERF_STOP_S)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            command.kill_group(proc)  # started in its own session
             proc.wait()
 
 

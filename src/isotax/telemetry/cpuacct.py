@@ -20,28 +20,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from isotax.parsers import procfs
+
 ROOT = Path("/sys/fs/cgroup")
-
-
-def parse_proc_cgroup(text: str, controller: str) -> tuple[str | None, str | None]:
-    """(the v1 path of `controller`, the path of the v2 hierarchy "0::") from /proc/PID/cgroup
-    text; None for what it lacks. Pure."""
-    v1 = v2 = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if controller in parts[1].split(","):
-            v1 = parts[2]
-        elif parts[0] == "0" and parts[1] == "":
-            v2 = parts[2]
-    return v1, v2
 
 
 def parse_cpuacct_line(text: str) -> str | None:
     """The cpuacct (v1) or unified (v2, "0::") path of /proc/PID/cgroup text; the v1 one when
     both exist. Pure."""
-    v1, v2 = parse_proc_cgroup(text, "cpuacct")
+    v1, v2 = procfs.parse_pid_cgroup(text, "cpuacct")
     return v1 if v1 is not None else v2
 
 

@@ -26,43 +26,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from isotax.parsers import procfs
 from isotax.protocols import Instance
 from isotax.telemetry.footprint import process_parents, program_names, with_descendants
 
 METRIC = "env_host_cpu_s"  # the sample every measured cell carries (see the runner)
 UNIT = "CPU-s"
-
-
-@dataclass(frozen=True)
-class ProcCpu:
-    """One process's CPU time from /proc/PID/stat, in clock ticks."""
-
-    utime: int
-    stime: int
-    cutime: int  # reaped children's user time
-    cstime: int
-    starttime: int  # ticks after boot: tells a reused PID from the process seen before
-
-    @property
-    def own(self) -> int:
-        """The process's own CPU time, all threads; without reaped children (see above)."""
-        return self.utime + self.stime
-
-
-def parse_proc_stat_cpu(stat: str) -> ProcCpu:
-    """utime, stime, cutime, cstime and starttime of /proc/PID/stat text (proc(5) fields 14-17
-    and 22). The command name may hold spaces and parentheses: fields are counted after the
-    last ')'. Pure."""
-    rest = stat[stat.rindex(")") + 2:].split()
-    # rest[0] is field 3 (state): field n is rest[n - 3].
-    try:
-        return ProcCpu(int(rest[11]), int(rest[12]), int(rest[13]), int(rest[14]),
-                       int(rest[19]))
-    except (IndexError, ValueError) as e:
-        raise ValueError(f"not a /proc/PID/stat line: {stat[:80]!r}") from e
 
 
 # (pid, starttime) -> (program name, ticks)
@@ -77,7 +48,7 @@ def snapshot(inst: Instance, proc: Path = Path("/proc")) -> Snapshot:
     out: dict[tuple[int, int], tuple[str, int]] = {}
     for pid, name in names.items():
         try:
-            cpu = parse_proc_stat_cpu((proc / str(pid) / "stat").read_text())
+            cpu = procfs.parse_pid_stat((proc / str(pid) / "stat").read_text())
         except (OSError, ValueError):
             continue
         out[(pid, cpu.starttime)] = (name, cpu.own)

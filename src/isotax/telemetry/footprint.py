@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from isotax.parsers import procfs
 from isotax.protocols import Instance
 
 
@@ -53,11 +54,6 @@ def parse_memory_stat_kernel(text: str) -> int:
     return sum(fields.get(k, 0) for k in kernel_side)
 
 
-def parse_ppid(stat: str) -> int:
-    """The parent pid from /proc/PID/stat (the command name may hold spaces and parentheses)."""
-    return int(stat[stat.rindex(")") + 2:].split()[1])
-
-
 def with_descendants(roots: Iterable[int], parents: Mapping[int, int]) -> list[int]:
     """roots and every process below them, given each process's parent."""
     children: dict[int, list[int]] = {}
@@ -79,7 +75,8 @@ def process_parents() -> dict[int, int]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                out[int(name)] = parse_ppid(Path(f"/proc/{name}/stat").read_text())
+                out[int(name)] = procfs.parse_pid_stat(
+                    Path(f"/proc/{name}/stat").read_text()).ppid
             except (OSError, ValueError, IndexError):
                 continue  # gone meanwhile, or a kernel thread's odd line
     return out
@@ -125,8 +122,9 @@ def program_name(comm: str, cmdline: bytes) -> str:
     themselves through /proc/self/exe (runsc's Sentry and Gofer are all "exe" there), which
     are named by their argv[0] (e.g. "runsc-sandbox")."""
     name = comm.strip()
-    if name == "exe" and cmdline:
-        return os.path.basename(cmdline.split(b"\0", 1)[0].decode(errors="replace")) or name
+    args = procfs.parse_cmdline(cmdline)
+    if name == "exe" and args:
+        return os.path.basename(args[0]) or name
     return name
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from isotax.host.network import netns_path
 from isotax.model import SanityError
-from isotax.protocols import ExecError, Instance
+from isotax.parsers.perf_stat import parse_perf_stat
+from isotax.protocols import ExecError, Instance, Isolation, isolation_of
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, perf_counting
 from isotax.telemetry.sampler import (
@@ -38,6 +40,7 @@ from isotax.telemetry.sampler import (
     parse_stat,
     summarize,
 )
+from isotax.telemetry.summary import Counted, GuestCpu, Link, PerfEvents, TelemetrySummary
 
 PERF_SOFTWARE_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
 GUEST_KINDS = ("vm", "sandbox")  # identity classes whose work the host cannot see
@@ -55,7 +58,7 @@ class Settings:
 class Observation:
     """Filled in when the `with observed(...)` block ends: (summary, series), or why not."""
 
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: TelemetrySummary | None = None
     series: dict[str, Any] = field(default_factory=dict)
     error: str = ""
 
@@ -67,7 +70,8 @@ def kind_class(describe: Mapping[str, Any]) -> str:
     cls = ident.split(":", 1)[0].strip()
     if cls in ("host", "container", "sandbox", "vm"):
         return cls
-    return "host" if describe.get("kind") == "native" else "container"
+    host = isolation_of(str(describe.get("kind", ""))) is Isolation.HOST
+    return "host" if host else "container"
 
 
 def inside_group(inst: Instance, cls: str) -> Path | None:
@@ -94,7 +98,7 @@ def guest_stat(inst: Instance) -> StatReading | None:
         return None
 
 
-def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
+def guest_delta(before: StatReading, after: StatReading) -> GuestCpu:
     """CPU seconds the guest accounted by kind between two readings, and its busy total. Pure."""
     cols = CPU_COLS
     out = dict.fromkeys(cols, 0.0)
@@ -108,8 +112,10 @@ def guest_delta(before: StatReading, after: StatReading) -> dict[str, Any]:
             out[col] += d[col]
         per_cpu.append(round(busy_seconds([d[col] for col in cols]), 4))
     out["busy"] = busy_seconds([out[col] for col in cols])
-    return {k: round(v, 4) for k, v in out.items()} | {"cpus": len(per_cpu),
-                                                        "cpu_busy_s": per_cpu}
+    r = {k: round(v, 4) for k, v in out.items()}
+    return GuestCpu(user=r["user"], nice=r["nice"], system=r["system"], idle=r["idle"],
+                    iowait=r["iowait"], irq=r["irq"], softirq=r["softirq"], steal=r["steal"],
+                    busy=r["busy"], cpus=len(per_cpu), cpu_busy_s=tuple(per_cpu))
 
 
 # A sampler inside the guest: the agent answers one request at a time, so the guest's
@@ -171,7 +177,6 @@ def guest_series(text: str) -> dict[str, Any]:
 
 
 def _perf_counts(raw: str) -> dict[str, float | None]:
-    from isotax.parsers.perf_stat import parse_perf_stat
 
     out: dict[str, float | None] = {}
     for c in parse_perf_stat(raw):
@@ -192,7 +197,6 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
     lg_group = getattr(loadgen, "cpu_group", None)
     lg_netns = None
     if loadgen is not None:
-        from isotax.host.network import netns_path
 
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
@@ -218,33 +222,32 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
     gtext = stop_guest_sampler(inst, gloop) if gloop is not None else ""
     guest1 = guest_stat(inst) if guest0 is not None else None
     try:
-        obs.summary, obs.series = summarize(rec)
+        sampled, obs.series = summarize(rec)
     except ValueError as e:
         obs.error = f"telemetry: {e}"
         return
-    s = obs.summary
-    s["kind_class"] = cls
-    link_speeds(s["links"])
+    guest: GuestCpu | None = None
     if inside0 is not None and inside1 is not None:
-        s["inside"] = {"cpu_s": round(inside1 - inside0, 4),
-                       "source": f"cgroup CPU accounting ({group})"}
+        inside = Counted(round(inside1 - inside0, 4), f"cgroup CPU accounting ({group})")
     elif guest0 is not None and guest1 is not None:
-        g = guest_delta(guest0, guest1)
+        guest = guest_delta(guest0, guest1)
         gs = guest_series(gtext)
         if gs["t"]:
             obs.series["guest_cpu_busy"], obs.series["guest_t"] = gs["cpu_busy"], gs["t"]
-            g["cpu_busy_peak"] = [max(col) for col in zip(*gs["cpu_busy"], strict=False)]
-        s["guest"] = g
+            guest = replace(guest, cpu_busy_peak=tuple(
+                max(col) for col in zip(*gs["cpu_busy"], strict=False)))
         what = "the Sentry's" if cls == "sandbox" else "the guest's"
-        s["inside"] = {"cpu_s": g["busy"], "source": f"{what} own /proc/stat"}
+        inside = Counted(guest.busy, f"{what} own /proc/stat")
     else:
-        s["inside"] = {"cpu_s": s["groups"]["inside"]["cpu_s"],
-                       "source": "sampled threads (misses a thread's last tick before it exits)"}
+        inside = Counted(sampled.group_cpu_s("inside"),
+                         "sampled threads (misses a thread's last tick before it exits)")
+    lg: Counted | None = None
     if lg0 is not None and lg1 is not None:
-        s["loadgen"] = {"cpu_s": round(lg1 - lg0, 4), "source": "cgroup CPU accounting"}
+        lg = Counted(round(lg1 - lg0, 4), "cgroup CPU accounting")
     elif loadgen is not None:
-        s["loadgen"] = {"cpu_s": s["groups"]["loadgen"]["cpu_s"], "source": "sampled threads"}
-    s["perf"] = _perf_summary(perf)
+        lg = Counted(sampled.group_cpu_s("loadgen"), "sampled threads")
+    obs.summary = replace(sampled, kind_class=cls, links=link_speeds(sampled.links),
+                          guest=guest, inside=inside, loadgen=lg, perf=_perf_summary(perf))
 
 
 def _usage(group: Path | None) -> float | None:
@@ -256,33 +259,36 @@ def _usage(group: Path | None) -> float | None:
         return None
 
 
-def _perf_summary(perf: Any) -> dict[str, Any]:
+def _perf_summary(perf: Any) -> PerfEvents:
     hardware = ("hardware events (cycles, instructions): not supported here, no PMU "
                 f"({PMU_DIR} is missing)") if not PMU_DIR.is_dir() else \
         "hardware events: not collected per run (see the throughput workload's cycles)"
     if perf is None:
-        return {"events": {}, "note": "perf off in the plan's [telemetry]", "hardware": hardware}
+        return PerfEvents({}, "perf off in the plan's [telemetry]", hardware)
     raw = getattr(perf, "raw", "")
     if not raw:
-        return {"events": {}, "note": perf.reason, "hardware": hardware}
+        return PerfEvents({}, perf.reason, hardware)
     try:
         counts = _perf_counts(raw)
     except (ValueError, SanityError) as e:
-        return {"events": {}, "note": str(e), "hardware": hardware}
-    return {"events": counts, "note": "software events only, host-wide (perf stat -a)",
-            "hardware": hardware}
+        return PerfEvents({}, str(e), hardware)
+    return PerfEvents(counts, "software events only, host-wide (perf stat -a)", hardware)
 
 
-def link_speeds(links: dict[str, dict[str, Any]], net: Path = Path("/sys/class/net")) -> None:
-    """Add each link's speed (Mb/s; None where the driver reports none: -1, absent, a bridge)
-    and whether it is virtual (under /sys/devices/virtual: veth, bridge, tap report 10000 Mb/s
-    or nothing, a number, not a ceiling) to the summary's links, for the limiter's network
+def link_speeds(links: Mapping[str, Link], net: Path = Path("/sys/class/net")
+                ) -> dict[str, Link]:
+    """The summary's links with each one's speed (Mb/s; None where the driver reports none:
+    -1, absent, a bridge) and whether it is virtual (under /sys/devices/virtual: veth, bridge,
+    tap report 10000 Mb/s or nothing, a number, not a ceiling), for the limiter's network
     rule. A link gone by now (an instance's veth) gets None and virtual None."""
+    out = {}
     for name, link in links.items():
         d = net / name
         try:
             speed = int((d / "speed").read_text().strip())
         except (OSError, ValueError):
             speed = -1
-        link["speed_mbps"] = speed if speed > 0 else None
-        link["virtual"] = "/devices/virtual/" in str(d.resolve()) if d.exists() else None
+        out[name] = replace(link, speed_mbps=speed if speed > 0 else None,
+                            virtual="/devices/virtual/" in str(d.resolve()) if d.exists()
+                            else None)
+    return out

@@ -8,8 +8,9 @@ it, and that is seen by watching the system while the benchmark runs. Every tick
   - /proc/diskstats and /proc/net/dev: bytes, operations and device busy time;
   - /proc/PID/task/TID/stat of every thread on the host: its CPU time and name, and, per
     process, its group (below) and resident memory.
-Ticks are turned into a summary (what the limiter rules and the report read) and a series
-(per-tick values for figures) by `summarize`, a pure function tested on recorded ticks.
+Ticks are turned into a summary (telemetry.summary.TelemetrySummary: what the limiter rules
+and the report read) and a series (per-tick values for figures) by `summarize`, a pure
+function tested on recorded ticks. The /proc formats are read by isotax.parsers.procfs.
 
 Every host thread belongs to one group, decided once per process:
   inside     the environment's own work as the host sees it: a container's processes (its own
@@ -22,7 +23,7 @@ Every host thread belongs to one group, decided once per process:
   other      everything else: other tenants of a shared host
 Sampled thread time misses what a thread did after the last tick before it exited; exact
 totals for the groups that matter come from counters read at the ends of the run (cgroup CPU
-accounting, the guest's own /proc/stat) by isotax.telemetry_run, not from these samples.
+accounting, the guest's own /proc/stat) by isotax.telemetry.observe, not from these samples.
 """
 
 from __future__ import annotations
@@ -37,8 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-GROUPS = ("inside", "machinery", "loadgen", "kernel", "isotax", "other")
-SUMMARY_VERSION = 1
+from isotax.parsers import procfs
+from isotax.telemetry.cpuacct import group_dir_of
+from isotax.telemetry.footprint import process_parents, program_name, with_descendants
+from isotax.telemetry.summary import (
+    GROUPS,
+    SUMMARY_VERSION,
+    CpuSeconds,
+    Disk,
+    GroupUse,
+    Link,
+    ProgramUse,
+    TelemetrySummary,
+    ThreadUse,
+)
+
 TOP_THREADS = 12  # threads kept in the summary, by CPU used
 
 # /proc/stat per-CPU columns (proc(5)); guest and guest_nice are already inside user/nice.
@@ -60,22 +74,12 @@ class StatReading:
 
 def parse_stat(text: str, hz: float = 100.0) -> StatReading:
     """/proc/stat text -> per-CPU seconds (cpu0, cpu1, ...), context switches, interrupts."""
-    cpus: dict[str, tuple[float, ...]] = {}
-    ctxt = intr = 0
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0].startswith("cpu") and parts[0] != "cpu":
-            vals = [int(x) for x in parts[1:9]] + [0] * 8
-            cpus[parts[0]] = tuple(v / hz for v in vals[:8])
-        elif parts[0] == "ctxt":
-            ctxt = int(parts[1])
-        elif parts[0] == "intr":
-            intr = int(parts[1])
-    if not cpus:
+    stat = procfs.parse_stat(text)
+    if not stat.cpus:
         raise ValueError("no per-CPU lines: not the text of /proc/stat")
-    return StatReading(cpus, ctxt, intr)
+    cpus = {name: tuple(v / hz for v in ticks[:len(CPU_COLS)])
+            for name, ticks in stat.cpus.items()}
+    return StatReading(cpus, stat.ctxt, stat.intr)
 
 
 def parse_diskstats(text: str) -> dict[str, tuple[int, int, int, int, int]]:
@@ -107,12 +111,9 @@ def parse_net_dev(text: str) -> dict[str, tuple[int, int, int, int]]:
 
 def parse_task_stat(text: str) -> tuple[str, int, int]:
     """/proc/PID/task/TID/stat -> (thread name, ppid, utime + stime ticks). A thread's stat
-    has the fields of a process's, so the fields come from the process parsers."""
-    from isotax.telemetry.envcpu import parse_proc_stat_cpu
-    from isotax.telemetry.footprint import parse_ppid
-
-    return (text[text.index("(") + 1:text.rindex(")")], parse_ppid(text),
-            parse_proc_stat_cpu(text).own)
+    has the fields of a process's."""
+    st = procfs.parse_pid_stat(text)
+    return st.name, st.ppid, st.own
 
 
 # -- what one tick holds ---------------------------------------------------------------------
@@ -175,8 +176,6 @@ class Classifier:
 
     def group(self, pid: int, ppid: int, env: set[int], parents: Mapping[int, int]) -> str:
         if self.inside_group is not None and self.kind_class in ("host", "container"):
-            from isotax.telemetry.cpuacct import group_dir_of
-
             d = group_dir_of(pid)
             if d is not None and (d == self.inside_group or self.inside_group in d.parents):
                 return "inside"
@@ -260,7 +259,6 @@ class Sampler:
         self.rec.ticks.append(Tick(t, stat, disks, links, threads, rss, proc_rss))
 
     def _threads(self) -> tuple[dict[int, ThreadTick], dict[str, int], dict[int, int]]:
-        from isotax.telemetry.footprint import process_parents, program_name
 
         parents = process_parents()
         env = set(_with_descendants(self.classifier.env_pids(), parents))
@@ -312,7 +310,6 @@ def _read(path: Path) -> str:
 
 
 def _with_descendants(roots: Iterable[int], parents: Mapping[int, int]) -> list[int]:
-    from isotax.telemetry.footprint import with_descendants
 
     return with_descendants(list(roots), parents)
 
@@ -325,8 +322,9 @@ def busy_seconds(c: Sequence[float]) -> float:
     return user + nice + system + irq + softirq
 
 
-def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(summary, series) of a recording. Pure.
+def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
+    """(summary, series) of a recording: the sampler's part of the summary (telemetry.summary
+    says who adds the rest). Pure.
 
     Summary: the run's duration; host CPU seconds by kind and each CPU's busy share (mean and
     the busiest tick); context switches and interrupts per second; per disk bytes and busy
@@ -410,34 +408,33 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
         if used > 0:
             used_by.append((used, th))
     used_by.sort(key=lambda x: -x[0])
-    threads = [{
-        "group": rec.groups.get(th.pid, "other"),
-        "program": rec.programs.get(th.pid, "?"),
-        "thread": th.name, "pid": th.pid, "tid": th.tid,
-        "cpu_s": round(used, 3),
-        "core_share": round(used / dur, 4),
-        "peak_core_share": round(thread_peak.get(th.tid, used / dur), 4),
-    } for used, th in used_by[:TOP_THREADS]]
+    threads = tuple(ThreadUse(
+        group=rec.groups.get(th.pid, "other"),
+        program=rec.programs.get(th.pid, "?"),
+        thread=th.name, pid=th.pid, tid=th.tid,
+        cpu_s=round(used, 3),
+        core_share=round(used / dur, 4),
+        peak_core_share=round(thread_peak.get(th.tid, used / dur), 4),
+    ) for used, th in used_by[:TOP_THREADS])
 
-    disks = {}
+    disks: dict[str, Disk] = {}
     for dev, b in last.disks.items():
         a = first.disks.get(dev)
         if a is None:
             continue
         reads, rsec, writes, wsec, busy_ms = (y - x for x, y in zip(a, b, strict=True))
         if reads or writes:
-            disks[dev] = {"reads": reads, "writes": writes, "read_bytes": rsec * 512,
-                          "write_bytes": wsec * 512,
-                          "busy_share": round(min(1.0, busy_ms / 1000 / dur), 4)}
-    links = {}
+            disks[dev] = Disk(reads=reads, writes=writes, read_bytes=rsec * 512,
+                              write_bytes=wsec * 512,
+                              busy_share=round(min(1.0, busy_ms / 1000 / dur), 4))
+    links: dict[str, Link] = {}
     for name, b in last.links.items():
         a = first.links.get(name)
         if a is None:
             continue
         rxb, rxp, txb, txp = (y - x for x, y in zip(a, b, strict=True))
         if rxp or txp:
-            links[name] = {"rx_bytes": rxb, "rx_packets": rxp, "tx_bytes": txb,
-                           "tx_packets": txp}
+            links[name] = Link(rx_bytes=rxb, rx_packets=rxp, tx_bytes=txb, tx_packets=txp)
     rss_max = {g: max(t.rss.get(g, 0) for t in ticks) for g in GROUPS}
     # Per program of the environment's and the load generator's groups: CPU and the largest
     # resident memory any one of its processes had (QEMU, the Sentry, the Gofer, a shim, ...).
@@ -457,24 +454,25 @@ def summarize(rec: Recording) -> tuple[dict[str, Any], dict[str, Any]]:
                 rec.programs.get(pid, "?"))
             if found is not None:
                 found["rss_max_bytes"] = max(found["rss_max_bytes"], float(resident))
-    summary: dict[str, Any] = {
-        "version": SUMMARY_VERSION,
-        "interval_s": rec.interval_s,
-        "ticks": len(ticks),
-        "duration_s": round(dur, 4),
-        "cpus": len(per_cpu_busy),
-        "host_cpu_s": {k: round(v, 4) for k, v in host.items()} | {"busy": round(busy_s, 4)},
-        "cpu_busy_share": per_cpu_busy,
-        "cpu_busy_peak": [round(p, 4) for p in peaks],
-        "ctxt_per_s": round((last.stat.ctxt - first.stat.ctxt) / dur, 1),
-        "intr_per_s": round((last.stat.intr - first.stat.intr) / dur, 1),
-        "disks": disks,
-        "links": links,
-        "groups": {g: {"cpu_s": round(group_cpu[g], 4), "rss_max_bytes": rss_max[g]}
-                   for g in GROUPS},
-        "threads": threads,
-        "programs": programs,
-    }
+    summary = TelemetrySummary(
+        version=SUMMARY_VERSION,
+        interval_s=rec.interval_s,
+        ticks=len(ticks),
+        duration_s=round(dur, 4),
+        cpus=len(per_cpu_busy),
+        host_cpu_s=CpuSeconds(**{k: round(v, 4) for k, v in host.items()},
+                              busy=round(busy_s, 4)),
+        cpu_busy_share=tuple(per_cpu_busy),
+        cpu_busy_peak=tuple(round(p, 4) for p in peaks),
+        ctxt_per_s=round((last.stat.ctxt - first.stat.ctxt) / dur, 1),
+        intr_per_s=round((last.stat.intr - first.stat.intr) / dur, 1),
+        disks=disks,
+        links=links,
+        groups={g: GroupUse(round(group_cpu[g], 4), rss_max[g]) for g in GROUPS},
+        threads=threads,
+        programs={g: {name: ProgramUse(u["cpu_s"], u["rss_max_bytes"])
+                      for name, u in by.items()} for g, by in programs.items()},
+    )
     return summary, series
 
 

@@ -1,6 +1,6 @@
-"""What every workload shares: its registration and small helpers. The contract itself
-(Workload, LaunchingWorkload, ParamSpec, LoadGen) is in isotax.protocols: prepare inside an
-instance, run once, return samples.
+"""What every workload shares: the base class with the defaults of its facts, its
+registration and small helpers. The contract itself (Workload, LaunchingWorkload, ParamSpec,
+LoadGen) is in isotax.protocols: prepare inside an instance, run once, return samples.
 
 A workload never times itself on the host: it runs the real tool inside the instance and
 parses the tool's own output (or isotax's guest timer, `itx-time`) with a pure parser.
@@ -11,10 +11,94 @@ with its reason and no number.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar, TypeVar
 
-from isotax.model import SanityError
-from isotax.protocols import WORKLOADS, AnyWorkload, Instance, LoadGen
+from isotax.environments.native import run_host
+from isotax.model import Sample, SanityError
+from isotax.protocols import (
+    WORKLOADS,
+    AnyWorkload,
+    FigureHints,
+    Instance,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
+
+# The facts a workload class must declare itself: BaseWorkload gives them no value, and
+# tests/unit/test_workload_facts.py fails, naming the workload and the fact, for one that
+# lacks any (an empty value, `ports = {}`, says "none" on purpose).
+REQUIRED_FACTS = ("name", "version", "description", "params", "tools", "needs_loadgen",
+                  "ports", "packages", "figures")
+# The hooks BaseWorkload gives a default to; a workload overrides what it knows better.
+HOOKS = ("work", "in_flight", "needs_network", "not_applicable", "prepare")
+
+
+class BaseWorkload:
+    """The defaults of every workload; a workload module subclasses it, declares its facts and
+    overrides the hooks it needs, then implements `run` (isotax.protocols.Workload) or
+    `launch_and_measure` (LaunchingWorkload).
+
+    Facts every class declares (REQUIRED_FACTS; no default, so none is forgotten silently):
+      name, version, description  the registry key, the driver's version (bump on change),
+                                  one line for `isotax workloads`;
+      params                      its ParamSpecs;
+      tools                       tool -> argv printing its version (recorded per run);
+      needs_loadgen               True when a client runs in the load generator;
+      ports                       name -> Port its servers listen on ({} without a server):
+                                  engines publish them, the leak finder knows them;
+      packages                    the Debian packages its image needs (the image recipe gets
+                                  every registered workload's, from its caller);
+      figures                     FigureHints: how the report draws it (bars, concurrency
+                                  axes, latency panels, ...); FigureHints() for tables only.
+
+    Hooks, with their defaults here (HOOKS):
+      work(params, samples)       how much work one run did, (amount, unit), in the unit its
+                                  cost is quoted in (GB, request, transaction, I/O); None (the
+                                  default): the run is the unit;
+      in_flight(params)           the requests it keeps outstanding at once by design (rr 1,
+                                  fio iodepth); None (the default): it runs flat out;
+      needs_network(params)       whether this point needs a path from the load generator;
+                                  default: needs_loadgen (startup narrows it per probe);
+      not_applicable(inst, params) why this point does not apply to that instance, in one
+                                  line; None (the default): it applies. The runner checks the
+                                  rules every workload shares (network) first;
+      prepare(inst, params, loadgen) once per instance and parameter set, before warm-ups;
+                                  default: nothing.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+    description: ClassVar[str]
+    params: ClassVar[Sequence[ParamSpec]]
+    tools: ClassVar[Mapping[str, Sequence[str]]]
+    needs_loadgen: ClassVar[bool]
+    ports: ClassVar[Mapping[str, Port]]
+    packages: ClassVar[Sequence[str]]
+    figures: ClassVar[FigureHints]
+
+    def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
+        return None
+
+    def in_flight(self, params: Params) -> int | None:
+        return None
+
+    def needs_network(self, params: Params) -> bool:
+        return self.needs_loadgen
+
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        return None
+
+    def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
+        pass
+
+
+def missing_facts(cls: type) -> list[str]:
+    """The REQUIRED_FACTS a workload class lacks, and the HOOKS it cannot be asked."""
+    return [f for f in REQUIRED_FACTS if not hasattr(cls, f)] + [
+        h for h in HOOKS if not callable(getattr(cls, h, None))]
 
 
 def need_loadgen(loadgen: LoadGen | None) -> LoadGen:
@@ -28,8 +112,6 @@ def need_loadgen(loadgen: LoadGen | None) -> LoadGen:
 def host_tool_version(argv: tuple[str, ...], parse: Callable[[str], str]) -> str:
     """The version of a client tool that runs on the host (in the load generator), parsed
     from `argv`'s output; "unknown" when it cannot be told. Asked once per process."""
-    from isotax.environments.native import run_host
-
     try:
         return parse(run_host(list(argv), 30).stdout)
     except (ValueError, OSError):
@@ -41,7 +123,10 @@ def put_text(inst: Instance, path: str, text: str, timeout: float = 30) -> None:
     inst.exec(["sh", "-c", 'printf %s "$1" > "$2"', "sh", text, path], timeout).check()
 
 
-def register(cls: type[AnyWorkload]) -> type[AnyWorkload]:
+W = TypeVar("W", bound=type[AnyWorkload])
+
+
+def register(cls: W) -> W:
     """Class decorator: record a workload in the registry (isotax.protocols)."""
     WORKLOADS[cls.name] = cls
     return cls

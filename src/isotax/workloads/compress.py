@@ -16,14 +16,14 @@ from typing import ClassVar
 
 from isotax.model import Sample, SanityError
 from isotax.parsers.itx_time import parse_itx_time
-from isotax.protocols import Instance, LoadGen, Params, ParamSpec
-from isotax.workloads.base import register
+from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.workloads.base import BaseWorkload, register
 
 MIB = 1024 * 1024
 
 
 @register
-class Compress:
+class Compress(BaseWorkload):
     name: ClassVar[str] = "compress"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "parallel xz (PXZ-style) on an in-memory text corpus; MB/s"
@@ -37,6 +37,9 @@ class Compress:
         "xz-utils": ("dpkg-query", "-W", "-f=${Version}", "xz-utils"),
     }
     needs_loadgen: ClassVar[bool] = False
+    ports: ClassVar[Mapping[str, Port]] = {}
+    packages: ClassVar[Sequence[str]] = ("xz-utils",)
+    figures: ClassVar[FigureHints] = FigureHints(bars=True)
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
         """The corpus read, in GB."""

@@ -26,19 +26,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from isotax.model import Sample, SanityError
-from isotax.protocols import Instance, Launched, Launcher, LoadGen, Params, ParamSpec
+from isotax.parsers import procfs
+from isotax.protocols import (
+    FigureHints,
+    Instance,
+    Launched,
+    Launcher,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
 from isotax.telemetry.footprint import Footprint, measure
-from isotax.workloads.base import register
+from isotax.workloads.base import BaseWorkload, register
 
 MIB = 1024 * 1024
 
 
 def parse_mem_available(meminfo: str) -> int:
     """MemAvailable from /proc/meminfo, in bytes."""
-    for line in meminfo.splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024
-    raise ValueError("no MemAvailable line: not the text of /proc/meminfo")
+    found = procfs.parse_meminfo(meminfo).get("MemAvailable")
+    if found is None:
+        raise ValueError("no MemAvailable line: not the text of /proc/meminfo")
+    return found
 
 
 def mem_available() -> int:
@@ -54,7 +64,7 @@ def _footprint(launched: Launched, k: int) -> Footprint:
 
 
 @register
-class Density:
+class Density(BaseWorkload):
     name: ClassVar[str] = "density"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("K idle instances side by side: memory per instance (PSS + "
@@ -68,6 +78,15 @@ class Density:
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {}
     needs_loadgen: ClassVar[bool] = False
+    ports: ClassVar[Mapping[str, Port]] = {}
+    packages: ClassVar[Sequence[str]] = ()  # it measures the environments themselves
+    figures: ClassVar[FigureHints] = FigureHints(
+        footprint=(("idle_instance_mib", "idle instance (MiB)"),
+                   ("mean_instance_mib", "per instance with all up (MiB)"),
+                   ("instances", "instances"),
+                   ("first_start_s", "first start (s)"),
+                   ("last_start_s", "last start (s)")),
+        curve="curve")
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         """Instances started (and stopped) side by side."""

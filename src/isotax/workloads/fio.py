@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 from isotax.model import Sample, SanityError
 from isotax.parsers.fio import PERCENTILE_LIST, fio_samples, job_error, parse_fio_json
-from isotax.protocols import Instance, LoadGen, Params, ParamSpec
-from isotax.workloads.base import register
+from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.workloads.base import BaseWorkload, register
 
 PATTERNS = ("read", "write", "randread", "randwrite", "randrw")
 BLOCK_SIZES = ("512", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k",
@@ -91,7 +91,7 @@ def direct_refused(output: str) -> bool:
 
 
 @register
-class Fio:
+class Fio(BaseWorkload):
     name: ClassVar[str] = "fio"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("fio block I/O on the environment's storage path (volume or "
@@ -115,6 +115,11 @@ class Fio:
         "fio": ("dpkg-query", "-W", "-f=${Version}", "fio"),
     }
     needs_loadgen: ClassVar[bool] = False
+    ports: ClassVar[Mapping[str, Port]] = {}
+    packages: ClassVar[Sequence[str]] = ("fio",)
+    # A CDF per direction: its title says read or write (the metric's first word).
+    figures: ClassVar[FigureHints] = FigureHints(bars=True, concurrency=("numjobs", "iodepth"),
+                                                 cdf_direction=True)
 
     def in_flight(self, params: Params) -> int:
         return int(params["iodepth"])

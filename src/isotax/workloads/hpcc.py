@@ -47,8 +47,16 @@ from typing import Any, ClassVar
 from isotax.environments.oci.gvisor import mpi_unsupported
 from isotax.model import NotApplicable, Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
-from isotax.protocols import ExecError, Instance, LoadGen, Params, ParamSpec
-from isotax.workloads.base import put_text
+from isotax.protocols import (
+    ExecError,
+    FigureHints,
+    Instance,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
+from isotax.workloads.base import BaseWorkload, put_text
 
 # The versions that make a result: hpcc itself, the BLAS it really loads, and the MPI.
 TOOLS: dict[str, tuple[str, ...]] = {
@@ -277,7 +285,7 @@ def check_tools(inst: Instance) -> Mapping[str, str]:
     return {"blas": blas_library(inst)}
 
 
-class HpccWorkload:
+class HpccWorkload(BaseWorkload):
     """What linpack, stream and randomaccess share: one full hpcc run with the plan's
     parameters, then each keeps its own metric (`samples`)."""
 
@@ -285,6 +293,9 @@ class HpccWorkload:
     tools: ClassVar[Mapping[str, Sequence[str]]] = TOOLS
     needs_loadgen: ClassVar[bool] = False
     params: ClassVar[Sequence[ParamSpec]]
+    ports: ClassVar[Mapping[str, Port]] = {}
+    packages: ClassVar[Sequence[str]] = ("hpcc", "libopenblas0-pthread", "openmpi-bin")
+    figures: ClassVar[FigureHints] = FigureHints(bars=True)
 
     def not_applicable(self, inst: Instance, params: Params) -> str | None:
         """mpirun cannot start where its PMIx server finds no interface address (gVisor on

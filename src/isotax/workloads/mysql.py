@@ -52,18 +52,35 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
-from isotax.loadgen.local import PORTS, serving
+from isotax.loadgen.local import serving
 from isotax.model import Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
-from isotax.protocols import Completed, Instance, LoadGen, Params, ParamSpec
+from isotax.protocols import (
+    Completed,
+    CpuCurve,
+    FigureHints,
+    Instance,
+    LatencyPanel,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
 from isotax.telemetry.counters import CpuTimes, read_cpu_times
-from isotax.workloads.base import host_tool_version, need_loadgen, put_text, register
+from isotax.workloads.base import (
+    BaseWorkload,
+    host_tool_version,
+    need_loadgen,
+    put_text,
+    register,
+)
 from isotax.workloads.work import first
 
 # An unusual port (the Debian service uses 3306), in the range of isotax's other servers.
-MYSQL_PORT = PORTS["mysql"]
 SERVER = "mariadbd"
+PORT = Port(43306, server=SERVER)
+MYSQL_PORT = PORT.number
 DB, USER, PASSWORD = "sbtest", "sbtest", "itx-sbtest"
 # Under TCG emulation the first start of a fresh data directory (InnoDB creating its redo log
 # and system tablespace) takes tens of seconds; natively well under one.
@@ -203,7 +220,7 @@ def _client_version() -> str:
 
 
 @register
-class Mysql:
+class Mysql(BaseWorkload):
     name: ClassVar[str] = "mysql"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("MariaDB in the environment (data on the storage path), "
@@ -231,6 +248,16 @@ class Mysql:
         "sysbench": ("sysbench", "--version"),
     }
     needs_loadgen: ClassVar[bool] = True
+    ports: ClassVar[Mapping[str, Port]] = {"mysql": PORT}
+    # sysbench drives it from the load generator on the host; in the image for the version
+    # record and for runs without a load generator.
+    packages: ClassVar[Sequence[str]] = ("mariadb-server", "sysbench")
+    figures: ClassVar[FigureHints] = FigureHints(
+        concurrency=("threads",),
+        latency_panels=(LatencyPanel("OLTP read/write", "transactions_per_s",
+                                     ("latency_mean_ms", "latency_p95_ms")),),
+        cpu_curve=CpuCurve("transactions_per_s", "transactions/s", "host_cpu_utilization",
+                           "threads", title="MySQL", client="sysbench"))
 
     def in_flight(self, params: Params) -> int:
         """Each sysbench thread waits for its transaction's answer before the next."""

@@ -28,14 +28,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.loadgen.local import PORTS, serving
+from isotax.loadgen.local import serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
-from isotax.protocols import Instance, LoadGen, Params, ParamSpec
-from isotax.workloads.base import host_tool_version, need_loadgen, register
+from isotax.protocols import (
+    FigureHints,
+    Instance,
+    LatencyPanel,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
+from isotax.workloads.base import BaseWorkload, host_tool_version, need_loadgen, register
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
-REDIS_PORT = PORTS["redis"]
+PORT = Port(46379, server="redis-server")
+REDIS_PORT = PORT.number
 KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
 
 
@@ -51,7 +60,7 @@ def _benchmark_version() -> str:
 
 
 @register
-class Redis:
+class Redis(BaseWorkload):
     name: ClassVar[str] = "redis"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("redis-server in the environment, redis-benchmark SET and GET "
@@ -69,6 +78,12 @@ class Redis:
         "redis-benchmark": ("redis-benchmark", "--version"),
     }
     needs_loadgen: ClassVar[bool] = True
+    ports: ClassVar[Mapping[str, Port]] = {"redis": PORT}
+    packages: ClassVar[Sequence[str]] = ("redis-server", "redis-tools")
+    figures: ClassVar[FigureHints] = FigureHints(concurrency=("connections",), latency_panels=(
+        LatencyPanel("SET", "set_requests_per_s", ("set_latency_p50_ms", "set_latency_p99_ms")),
+        LatencyPanel("GET", "get_requests_per_s", ("get_latency_p50_ms", "get_latency_p99_ms")),
+    ))
 
     def in_flight(self, params: Params) -> int:
         return int(params["connections"]) * int(params["pipeline"])

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.oci.gvisor import sockperf_tcp_unsupported
-from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
+from isotax.loadgen.local import PLACEMENTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
-from isotax.protocols import Instance, LoadGen, Params, ParamSpec
-from isotax.workloads.base import host_tool_version, need_loadgen, register
+from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.workloads.base import BaseWorkload, host_tool_version, need_loadgen, register
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
@@ -43,7 +43,7 @@ def _netperf_version() -> str:
 
 
 @register
-class RequestResponse:
+class RequestResponse(BaseWorkload):
     name: ClassVar[str] = "rr"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("request/response latency, 100-byte request, 200-byte "
@@ -62,6 +62,16 @@ class RequestResponse:
         "sockperf": ("dpkg-query", "-W", "-f=${Version}", "sockperf"),
     }
     needs_loadgen: ClassVar[bool] = True
+    # Unusual numbers, so they do not clash with a service of the host's when the
+    # environment shares the host's network. netserver's control connection, the test's
+    # data connection (netperf -P; udp for UDP_RR), and sockperf's (tcp or udp).
+    ports: ClassVar[Mapping[str, Port]] = {
+        "netperf": Port(42865, server="netserver"),
+        "netperf-data": Port(42866, ("tcp", "udp"), server="netserver"),
+        "sockperf": Port(41111, ("tcp", "udp"), server="sockperf"),
+    }
+    packages: ClassVar[Sequence[str]] = ("netperf", "sockperf")  # netperf is in non-free
+    figures: ClassVar[FigureHints] = FigureHints(bars=True)
 
     def in_flight(self, params: Params) -> int:
         """One request-response transaction at a time: a latency test by design."""
@@ -100,7 +110,7 @@ class RequestResponse:
 
     def _netperf(self, inst: Instance, lg: LoadGen, proto: str, seconds: int,
                  client_pin: list[str], server_pin: list[str], path: str) -> list[Sample]:
-        ctrl, data = PORTS["netperf"], PORTS["netperf-data"]
+        ctrl, data = self.ports["netperf"].number, self.ports["netperf-data"].number
         host, mctrl = lg.target(inst, ctrl, "tcp")
         dhost, mdata = lg.target(inst, data, proto)
         # netserver tells the client nothing about mappings: the client connects to the data
@@ -136,7 +146,7 @@ class RequestResponse:
 
     def _sockperf(self, inst: Instance, lg: LoadGen, proto: str, seconds: int,
                   client_pin: list[str], server_pin: list[str], path: str) -> list[Sample]:
-        port = PORTS["sockperf"]
+        port = self.ports["sockperf"].number
         host, mapped = lg.target(inst, port, proto)
         tcp = ["--tcp"] if proto == "tcp" else []
         server = [*server_pin, "sockperf", "server", "-i", "0.0.0.0", "-p", str(port), *tcp]

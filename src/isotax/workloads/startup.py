@@ -29,13 +29,24 @@ from typing import ClassVar
 
 import numpy as np
 
-from isotax.loadgen.local import PORTS, stop_server
+from isotax.loadgen.local import stop_server
 from isotax.model import Sample, SanityError
-from isotax.protocols import PHASES, Instance, Launched, Launcher, LoadGen, Params, ParamSpec
-from isotax.workloads.base import register
+from isotax.protocols import (
+    PHASES,
+    FigureHints,
+    Instance,
+    Launched,
+    Launcher,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+)
+from isotax.workloads import redis
+from isotax.workloads.base import BaseWorkload, register
 
 READY_PROBES = ("instance", "exec", "redis")
-REDIS_PORT = PORTS["redis"]
+REDIS_PORT = redis.REDIS_PORT  # the redis probe's server is the redis workload's
 REDIS_ARGV = ["redis-server", "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
               "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/tmp",
               "--logfile", ""]
@@ -100,7 +111,7 @@ def _phases(launched: Launched, probe: str, lg: LoadGen | None, timeout: float,
 
 
 @register
-class Startup:
+class Startup(BaseWorkload):
     name: ClassVar[str] = "startup"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("N fresh starts of the environment: create, started, first "
@@ -115,6 +126,10 @@ class Startup:
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {"redis-server": ("redis-server", "--version")}
     needs_loadgen: ClassVar[bool] = True
+    ports: ClassVar[Mapping[str, Port]] = {"redis": redis.PORT}  # the redis probe's
+    packages: ClassVar[Sequence[str]] = ("redis-server",)
+    # Each start's phases: the milestones, and the time the stop took.
+    figures: ClassVar[FigureHints] = FigureHints(phases=(*PHASES, "stop"))
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
         """Fresh starts (each one also stopped)."""

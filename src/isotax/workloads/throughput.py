@@ -20,17 +20,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.loadgen.local import PLACEMENTS, PORTS, pinning, serving
+from isotax.loadgen.local import PLACEMENTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
-from isotax.protocols import Instance, LoadGen, Params, ParamSpec
+from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
-from isotax.workloads.base import need_loadgen, register
+from isotax.workloads.base import BaseWorkload, need_loadgen, register
 from isotax.workloads.work import first
 
 
 @register
-class Throughput:
+class Throughput(BaseWorkload):
     name: ClassVar[str] = "throughput"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ("bulk TCP throughput (iperf3) from/to the load generator; "
@@ -47,6 +47,12 @@ class Throughput:
         "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),
     }
     needs_loadgen: ClassVar[bool] = True
+    # An unusual number, so it does not clash with a service of the host's when the
+    # environment shares the host's network.
+    ports: ClassVar[Mapping[str, Port]] = {"iperf3": Port(45201, server="iperf3")}
+    # nuttcp: the studies' other bulk-throughput tool, in the image beside iperf3.
+    packages: ClassVar[Sequence[str]] = ("iperf3", "nuttcp")
+    figures: ClassVar[FigureHints] = FigureHints(bars=True, concurrency=("streams",))
 
     def in_flight(self, params: Params) -> int:
         """Streams; each keeps a window of data in flight, so this bounds nothing by itself."""
@@ -68,7 +74,7 @@ class Throughput:
         lg = need_loadgen(loadgen)
         seconds, streams = int(params["seconds"]), int(params["streams"])
         reverse = params["direction"] == "from_env"
-        port = PORTS["iperf3"]
+        port = self.ports["iperf3"].number
         host, mapped = lg.target(inst, port, "tcp")
         client_pin, server_pin = pinning(inst, params["placement"])
         server = [*server_pin, "iperf3", "-s", "-1", "-p", str(port)]

@@ -43,21 +43,27 @@ from typing import IO, Any, ClassVar
 from pyroute2 import IPRoute
 
 from isotax.environments.base import Stopwatch, register
-from isotax.environments.engines.engine import (
-    KATA_INSTALL,
-    KATA_RUNTIME_TYPE,
-    KATA_SHIM,
-    EngineCli,
-    EngineError,
-    EngineInstance,
+from isotax.environments.engines.client import EngineCli, EngineError
+from isotax.environments.engines.commands import KATA_INSTALL, KATA_RUNTIME_TYPE, KATA_SHIM
+from isotax.environments.engines.engine import Engine, EngineInstance
+from isotax.environments.engines.iptables import (
+    engine_iptables_leaks,
     iptables_snapshot,
-    pids_matching,
     remove_iptables_leftovers,
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
 from isotax.host.network import Bridge, uplink_mtu
-from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
+from isotax.host.processes import pids_matching, pids_matching_prefix
+from isotax.parsers import procfs
+from isotax.protocols import (
+    Availability,
+    EnvSpec,
+    Instance,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 
 SYSTEM_SOCKET = Path("/run/docker.sock")
 DATA_ROOT = Path("/var/lib/isotax/dockerd")
@@ -76,7 +82,7 @@ def docker_cli() -> str | None:
 
 
 def crun_wrapper_text(crun: str) -> str:
-    """A runtime wrapper for crun on a hybrid-cgroup host (see oci.py): every crun call runs
+    """A runtime wrapper for crun on a hybrid-cgroup host (see oci/runtime.py): every crun call runs
     in a private mount namespace without /sys/fs/cgroup/unified, as isotax's own crun does."""
     return ("#!/bin/sh\n# isotax: crun without the hybrid cgroup2 mount (it refuses hybrid)\n"
             "exec unshare --mount --propagation private -- sh -c "
@@ -281,23 +287,13 @@ class PrivateDockerd:
         return errors
 
 
-def pids_matching_prefix(program: str, prefix: str) -> list[int]:
-    from isotax.environments.engines.engine import cmdlines
-
-    return [pid for pid, args in cmdlines()
-            if os.path.basename(args[0]) == program and any(prefix in a for a in args[1:])]
-
-
 def mounts_under(roots: tuple[str, ...]) -> list[str]:
     """Mount points below any of roots, deepest first (so each can be unmounted)."""
     out = []
     with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 4:
-                point = fields[4].encode().decode("unicode_escape")
-                if any(point == r or point.startswith(r + "/") for r in roots):
-                    out.append(point)
+        for m in procfs.parse_mountinfo(Path("/proc/self/mountinfo").read_text()):
+            if any(m.point == r or m.point.startswith(r + "/") for r in roots):
+                out.append(m.point)
     return sorted(set(out), key=len, reverse=True)
 
 
@@ -363,6 +359,7 @@ def system_daemon(program: str) -> bool:
 
 class DockerInstance(EngineInstance):
     engine = "docker"
+    options: ClassVar[tuple[str, ...]] = ("publish", "userland_proxy")
 
     def __init__(self, spec: EnvSpec) -> None:
         super().__init__(spec)
@@ -504,34 +501,6 @@ class DockerInstance(EngineInstance):
             self.release_errors = _release_private(d, self.program)
 
 
-@register
-class Docker:
-    kind: ClassVar[str] = "docker"
-    description: ClassVar[str] = ("Docker: the image imported into dockerd (a private one if "
-                                  "none runs); bridge+ports or host net; runc/crun/runsc/kata")
-    # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
-    supports_numa: ClassVar[bool] = True
-
-    def available(self) -> Availability:
-        if os.geteuid() != 0:
-            return Availability.no("docker needs root here (rootless is not supported)",
-                                   "run isotax as root")
-        program = docker_cli()
-        if program is None:
-            return Availability.no("docker is not installed", "apt-get install docker.io")
-        if system_daemon(program):
-            return Availability.yes()
-        for tool, pkg in (("dockerd", "docker.io"), ("containerd", "containerd"),
-                          ("iptables", "iptables"), ("unshare", "util-linux")):
-            if shutil.which(tool) is None:
-                return Availability.no(f"no dockerd runs and {tool} is not installed",
-                                       f"apt-get install {pkg}")
-        return Availability.yes()
-
-    def start(self, spec: EnvSpec) -> Instance:
-        return DockerInstance(spec)
-
-
 def docker_leaks() -> list[str]:
     """What isotax's Docker use can leave: a private dockerd (or its containerd) still running,
     its exec root, its cgroups, and isotax-labelled containers and volumes in a system dockerd.
@@ -557,3 +526,35 @@ def docker_leaks() -> list[str]:
                              timeout=20).stdout.split():
             out.append(f"docker volume {name} (docker volume rm {name})")
     return out
+
+
+@register
+class Docker(Engine):
+    kind: ClassVar[str] = "docker"
+    description: ClassVar[str] = ("Docker: the image imported into dockerd (a private one if "
+                                  "none runs); bridge+ports or host net; runc/crun/runsc/kata")
+    # What a killed run leaves: its own (above), and rules dockerd made for isotax's bridge.
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (docker_leaks, engine_iptables_leaks)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return VersionCommand("docker", (docker_cli() or "docker", "--version"))
+
+    def available(self) -> Availability:
+        if os.geteuid() != 0:
+            return Availability.no("docker needs root here (rootless is not supported)",
+                                   "run isotax as root")
+        program = docker_cli()
+        if program is None:
+            return Availability.no("docker is not installed", "apt-get install docker.io")
+        if system_daemon(program):
+            return Availability.yes()
+        for tool, pkg in (("dockerd", "docker.io"), ("containerd", "containerd"),
+                          ("iptables", "iptables"), ("unshare", "util-linux")):
+            if shutil.which(tool) is None:
+                return Availability.no(f"no dockerd runs and {tool} is not installed",
+                                       f"apt-get install {pkg}")
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return DockerInstance(spec)

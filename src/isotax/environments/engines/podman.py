@@ -31,24 +31,31 @@ from typing import Any, ClassVar
 from pyroute2 import IPRoute
 
 from isotax.environments.base import Stopwatch, register
+from isotax.environments.engines.client import LABEL, EngineCli
 from isotax.environments.engines.docker import (
     RUNSC,
     crun_wrapper_text,
     mounts_under,
     runsc_platform,
 )
-from isotax.environments.engines.engine import (
-    LABEL,
-    EngineCli,
-    EngineInstance,
+from isotax.environments.engines.engine import Engine, EngineInstance
+from isotax.environments.engines.iptables import (
+    engine_iptables_leaks,
     iptables_snapshot,
-    pids_matching,
     remove_iptables_leftovers,
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
 from isotax.host.network import Bridge, uplink_mtu
-from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
+from isotax.host.processes import pids_matching
+from isotax.protocols import (
+    Availability,
+    EnvSpec,
+    Instance,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 
 ROOT = Path("/var/lib/isotax/podman")
 RUNROOT = Path("/run/itx-podman")
@@ -129,6 +136,7 @@ def _release(cli: EngineCli) -> list[str]:
 
 class PodmanInstance(EngineInstance):
     engine = "podman"
+    options: ClassVar[tuple[str, ...]] = ("publish",)
 
     def __init__(self, spec: EnvSpec) -> None:
         super().__init__(spec)
@@ -253,29 +261,6 @@ class PodmanInstance(EngineInstance):
             self.release_errors += _release(self.cli)
 
 
-@register
-class Podman:
-    kind: ClassVar[str] = "podman"
-    description: ClassVar[str] = ("Podman (rootful, own storage): the image imported; "
-                                  "bridge+ports (CNI) or host net; runc/crun/runsc")
-    # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
-    supports_numa: ClassVar[bool] = True
-
-    def available(self) -> Availability:
-        if os.geteuid() != 0:
-            return Availability.no("podman needs root here (rootless is not supported)",
-                                   "run isotax as root")
-        for tool, pkg in (("podman", "podman"), ("conmon", "conmon"),
-                          ("iptables", "iptables"), ("unshare", "util-linux")):
-            if shutil.which(tool) is None:
-                return Availability.no(f"{tool} is not installed", f"apt-get install {pkg}")
-        return Availability.yes()
-
-    def start(self, spec: EnvSpec) -> Instance:
-        return PodmanInstance(spec)
-
-
-
 def podman_leaks() -> list[str]:
     """isotax-labelled Podman containers and volumes in isotax's own storage, CNI networks
     left in its network directory, conmon processes of its containers."""
@@ -303,3 +288,29 @@ def podman_leaks() -> list[str]:
         for f in sorted(NET_DIR.glob("*.conflist")):
             out.append(f"podman CNI network {f} (rm {f})")
     return out
+
+
+@register
+class Podman(Engine):
+    kind: ClassVar[str] = "podman"
+    description: ClassVar[str] = ("Podman (rootful, own storage): the image imported; "
+                                  "bridge+ports (CNI) or host net; runc/crun/runsc")
+    # What a killed run leaves: its own (above), and rules CNI made for isotax's bridge.
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (podman_leaks, engine_iptables_leaks)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return VersionCommand("podman", ("podman", "--version"))
+
+    def available(self) -> Availability:
+        if os.geteuid() != 0:
+            return Availability.no("podman needs root here (rootless is not supported)",
+                                   "run isotax as root")
+        for tool, pkg in (("podman", "podman"), ("conmon", "conmon"),
+                          ("iptables", "iptables"), ("unshare", "util-linux")):
+            if shutil.which(tool) is None:
+                return Availability.no(f"{tool} is not installed", f"apt-get install {pkg}")
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return PodmanInstance(spec)

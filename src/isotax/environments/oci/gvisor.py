@@ -34,15 +34,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import register
-from isotax.environments.oci.runtime import (
-    OCI_STATE_ROOT,
-    VOLUME_DIR,
-    OciInstance,
-    Runtime,
-    probe,
+from isotax.environments.base import EnvironmentBase, register
+from isotax.environments.oci.bundle import VOLUME_DIR
+from isotax.environments.oci.instance import OciInstance
+from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, RuntimeLeftovers, probe
+from isotax.parsers import procfs
+from isotax.protocols import (
+    Availability,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
 )
-from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
 
 # Where scripts/setup.sh installs isotax's runsc (the version is pinned there, and only there).
 RUNSC_DIR = Path("/opt/isotax/runsc")
@@ -211,24 +216,22 @@ def first_panic(text: str) -> str:
 STOP_GRACE_S = 5.0
 
 
-def _start_time(pid: int) -> str | None:
+def _start_time(pid: int) -> int | None:
     """A process's start time (field 22 of /proc/PID/stat): with the pid, it names one
     process, never a later one that got the same pid."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return procfs.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text()).starttime
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()[19]
 
 
-def _alive(pid: int, start: str | None) -> bool:
+def _alive(pid: int, start: int | None) -> bool:
     """Still running (not a zombie) and still the same process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        st = procfs.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
     except OSError:
         return False
-    fields = stat[stat.rindex(")") + 2:].split()
-    return fields[0] != "Z" and fields[19] == start
+    return st.state != "Z" and st.starttime == start
 
 class GvisorInstance(OciInstance):
     """An OciInstance run by runsc: the same bundle, runsc's flags, the Sentry and the Gofer
@@ -306,12 +309,20 @@ def _options(spec: EnvSpec) -> tuple[str, str | None]:
 
 
 @register
-class Gvisor:
+class Gvisor(EnvironmentBase):
     kind: ClassVar[str] = "gvisor"
     description: ClassVar[str] = ("gVisor (runsc) sandbox over the runc bundle: platform "
                                   "systrap/ptrace/kvm, its netstack on a bridge or host net")
-    # numa_node: the bundle's cpuset (oci.py) holds the Sentry, the Gofer and the stubs.
+    isolation: ClassVar[Isolation] = Isolation.SANDBOX
+    # numa_node: the bundle's cpuset (bundle.py) holds the Sentry, the Gofer and the stubs.
     supports_numa: ClassVar[bool] = True
+    # Its sandboxes under runsc's --root, the Sentry (runsc-sandbox) and the Gofer.
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (RuntimeLeftovers("runsc"),)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        """The runsc isotax runs (its own build where installed)."""
+        return VersionCommand("runsc", (runsc_path() or "runsc", "--version"))
 
     def available(self) -> Availability:
         try:

@@ -20,9 +20,17 @@ from __future__ import annotations
 import shutil
 from typing import Any, ClassVar
 
-from isotax.environments.base import register
+from isotax.environments.base import EnvironmentBase, register
 from isotax.environments.vm.qemu import Qemu, QemuInstance
-from isotax.protocols import Availability, EnvSpec, Instance, Unavailable
+from isotax.protocols import (
+    Availability,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 
 
 class MicrovmInstance(QemuInstance):
@@ -38,14 +46,19 @@ class Microvm(Qemu):
     instance_class: ClassVar[type[QemuInstance]] = MicrovmInstance
 
 
-class _NotDriven:
+class _NotDriven(EnvironmentBase):
     """A VMM isotax knows of but does not drive: available() says whether it is installed
     and that isotax has no driver for it; start() refuses with the same words."""
 
-    kind: ClassVar[str] = ""
-    description: ClassVar[str] = ""
     binary: ClassVar[str] = ""
     install: ClassVar[str] = ""
+    isolation: ClassVar[Isolation] = Isolation.VM
+    supports_numa: ClassVar[bool] = False  # not driven: nothing to bind
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()  # not driven: nothing started
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return None  # not driven: isotax runs nothing of it to record
 
     def __init__(self, image: Any = None) -> None:
         self.image = image

@@ -45,13 +45,14 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import GUEST_ENV, Stopwatch, register
+from isotax.environments.base import GUEST_ENV, EnvironmentBase, Stopwatch, register
 from isotax.environments.native import host_storage
 from isotax.environments.vm.qemu_accel import (
     Probe,
     current_image,
     expected_accelerator,
     probe_accelerator,
+    proven_accelerator,
 )
 from isotax.environments.vm.qemu_initrd import select_initrd
 from isotax.environments.vm.qemu_share import (
@@ -66,6 +67,7 @@ from isotax.environments.vm.qemu_tuning import (
     KnobError,
     Knobs,
     host_facts,
+    leaked_hugepage_reservations,
     pin_vcpus,
     resolve_knobs,
     vcpu_threads,
@@ -86,7 +88,18 @@ from isotax.environments.vm.qemu_vm import (
 )
 from isotax.host.network import Bridge, Lease, uplink_mtu
 from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
-from isotax.protocols import Availability, Completed, EnvSpec, Instance, Unavailable
+from isotax.host.processes import leftover_processes, names_itx
+from isotax.parsers.cpuinfo import parse_cpuinfo_first
+from isotax.protocols import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    Unavailable,
+    VersionCommand,
+)
 
 DEFAULT_MEMORY_MIB = 2048
 DEFAULT_BOOT_TIMEOUT_S = 120.0
@@ -103,12 +116,10 @@ def host_tsc_khz() -> int | None:
     """The host's TSC rate in kHz ("cpu MHz" of /proc/cpuinfo): under TCG the guest's TSC
     ticks at the host's rate. None when unknown."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return int(float(line.split(":")[1]) * 1000)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        mhz = parse_cpuinfo_first(Path("/proc/cpuinfo").read_text()).get("cpu MHz")
+        return int(float(mhz) * 1000) if mhz else None
+    except (OSError, ValueError):
+        return None
 
 
 def guest_modules(machine: str, disk: bool, net: bool, shares: Sequence[Share]) -> tuple[str, ...]:
@@ -465,16 +476,38 @@ def _manifest_kernel(path: Path) -> str:
         return ""
 
 
+def vm_processes() -> list[str]:
+    """QEMU processes of isotax's VMs still running (their sockets, disks and names are
+    itx-...), and a vm9p share's virtiofsd (its socket is /run/isotax/itx-vfs-*)."""
+    return leftover_processes(
+        lambda prog, args: (prog.startswith("qemu-system") or prog == "virtiofsd")
+        and names_itx(args))
+
+
 @register
-class Qemu:
+class Qemu(EnvironmentBase):
     kind: ClassVar[str] = "qemu"
     # The accelerator (KVM or TCG, and why) is available()'s note, told for this host.
     description: ClassVar[str] = "a QEMU virtual machine booting the image's kernel"
+    isolation: ClassVar[Isolation] = Isolation.VM
 
     instance_class: ClassVar[type[QemuInstance]] = QemuInstance
     # numa_node: QEMU under numactl (threads and memory on the node), pinning on its CPUs;
     # microvm and vm9p inherit it.
     supports_numa: ClassVar[bool] = True
+    # Its VMs' processes, and hugepages reserved for a VM and never given back; microvm and
+    # vm9p inherit them (the leak check calls each once).
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (vm_processes, leaked_hugepage_reservations)
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return VersionCommand("qemu", (QEMU, "--version"))
+
+    @classmethod
+    def doctor_notes(cls) -> list[str]:
+        """The accelerator proven by a probe boot of the image (cached; up to 30 s the first
+        time)."""
+        return [f"qemu: {proven_accelerator().words()}"]
 
     def __init__(self, image: Any = None) -> None:
         self.image = image

@@ -27,11 +27,13 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from isotax import protocols
 from isotax.environments.base import Stopwatch
 from isotax.environments.vm.qemu_initrd import select_initrd
 from isotax.environments.vm.qemu_vm import BootError, Vm, VmConfig, qemu_version, select_kernel
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.build import default_cache_dir
+from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
 
 PROBE_TIMEOUT_S = 30.0
 PROBE_FORMAT = 1  # probe cache file format; history: 1 - first format
@@ -186,11 +188,11 @@ def expected_accelerator(recipe_hash: str | None, cache_dir: Path | None = None,
 
 
 def current_image(cache_dir: Path | None = None) -> ImageArtifacts | None:
-    """The current recipe's image (built or not); None when that cannot be told."""
+    """The current recipe's image (built or not; the recipe with every registered workload's
+    packages, as the CLI builds it); None when that cannot be told."""
     try:
-        from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
-
-        ihash = image_hash(Recipe(), guest_files(default_guest_dir()))
+        recipe = Recipe.for_workloads(protocols.workload_packages())
+        ihash = image_hash(recipe, guest_files(default_guest_dir()))
         return ImageArtifacts(ihash, (cache_dir or default_cache_dir()) / "images" / ihash)
     except Exception:
         return None

@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from isotax.host.locks import exclusive
+from isotax.parsers import procfs
+from isotax.parsers.cpuinfo import parse_cpuinfo_first
 
 PROFILES = ("default", "untuned", "tuned")
 _TRUE = {"1", "true", "yes", "on"}
@@ -136,15 +138,10 @@ def _bool(name: str, value: Any) -> bool:
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
     """"0-2,5" -> (0, 1, 2, 5). Pure."""
-    out: list[int] = []
-    for part in text.replace(" ", "").split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise KnobError(f"CPU list {text!r} is not like \"0,1\" or \"0-3\"")
-        out += range(int(lo), int(hi or lo) + 1)
-    return tuple(out)
+    try:
+        return tuple(procfs.parse_cpulist(text))
+    except ValueError as e:
+        raise KnobError(str(e)) from None
 
 
 def host_topology(vcpus: int, threads_per_core: int, cores_per_socket: int
@@ -322,10 +319,7 @@ def host_facts() -> HostFacts:
         node_cpus.append((int(d.name[4:]), mine))
     vendor = ""
     with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                vendor = line.split(":", 1)[1].strip()
-                break
+        vendor = parse_cpuinfo_first(Path("/proc/cpuinfo").read_text()).get("vendor_id", "")
     return HostFacts(cpus, tpc, cps, len(node_cpus) or 1, os.path.exists("/dev/vhost-net"),
                      tuple(node_cpus), vendor)
 
@@ -407,10 +401,7 @@ class HugepageReservation:
         self.mounted = True
 
     def free_pages(self) -> int:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("HugePages_Free:"):
-                return int(line.split()[1])
-        return 0
+        return procfs.parse_meminfo(Path("/proc/meminfo").read_text()).get("HugePages_Free", 0)
 
     def release(self) -> list[str]:
         """Undo everything; returns what could not be undone (empty when clean)."""

@@ -40,6 +40,7 @@ from isotax.environments.vm.qemu_share import Share, share_argv
 from isotax.host.numa import numactl_prefix
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
+from isotax.parsers import procfs
 from isotax.protocols import Completed
 
 QEMU = "qemu-system-x86_64"
@@ -97,9 +98,7 @@ class VmConfig:
 def host_thp_mode(text: str) -> str | None:
     """The selected mode of /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise]
     never" -> "madvise"); None when there is none. Pure."""
-    if "[" not in text or "]" not in text:
-        return None
-    return text[text.index("[") + 1:text.index("]")] or None
+    return procfs.parse_selected(text)
 
 
 def kernel_cmdline(cfg: VmConfig) -> str:

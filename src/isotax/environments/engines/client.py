@@ -1,0 +1,105 @@
+"""An engine's client command (EngineCli: `<program> <global flags> ...`, never raising) and the
+workload image in the engine: imported from the image's tar as `itx-image:<recipe hash>` with
+the label `isotax`, once per recipe hash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from isotax.environments.base import READY_HELPER
+from isotax.host.locks import exclusive
+from isotax.host.network import STATE_DIR
+from isotax.image.artifacts import ImageArtifacts
+from isotax.protocols import Availability, Unavailable
+
+LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
+IMAGE_REPO = "itx-image"
+_IMPORT_LOCK = STATE_DIR / "engine-import.lock"
+
+class EngineError(Exception):
+    """An engine command failed; the message has the engine's own words."""
+
+
+def image_ref(image: ImageArtifacts) -> str:
+    return f"{IMAGE_REPO}:{image.recipe_hash}"
+
+
+# -- the engine's client ----------------------------------------------------------------
+
+@dataclass
+class EngineCli:
+    """`<program> <global flags> ...`; calls never raise, they return what happened."""
+
+    program: str
+    global_flags: list[str] = field(default_factory=list)
+    env: dict[str, str] | None = None
+
+    def argv(self, *args: str) -> list[str]:
+        return [self.program, *self.global_flags, *args]
+
+    def call(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        argv = self.argv(*args)
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                 env=self.env)
+        except OSError as e:
+            return subprocess.CompletedProcess(argv, 127, "", str(e))
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            return subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout} s")
+        return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+    def check(self, *args: str, timeout: float = 60) -> str:
+        p = self.call(*args, timeout=timeout)
+        if p.returncode != 0:
+            words = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise EngineError(f"{self.program} {' '.join(args[:2])} failed "
+                              f"({p.returncode}): {words[0]}")
+        return p.stdout
+
+    def inspect(self, what: str, *names: str) -> list[dict[str, Any]]:
+        p = self.call(*([what] if what else []), "inspect", *names, timeout=30)
+        try:
+            data = json.loads(p.stdout or "[]")
+        except ValueError:
+            return []
+        return data if isinstance(data, list) else []
+
+
+def ensure_image(cli: EngineCli, image: ImageArtifacts, log: Any = None) -> tuple[str, float]:
+    """The image in the engine as itx-image:<recipe hash>, imported from its tar when the
+    engine has no image of that hash (a new recipe imports anew; older isotax images are
+    removed where no container uses them). Returns (reference, seconds the import took)."""
+    ref = image_ref(image)
+    with exclusive(_IMPORT_LOCK):
+        if cli.call("image", "inspect", ref, timeout=30).returncode == 0:
+            return ref, 0.0
+        if not image.tar.exists():
+            raise Unavailable(Availability.no(
+                f"image tar {image.tar} is missing", "rebuild the image: isotax image build"))
+        if log:
+            log(f"importing {image.tar} into {cli.program} as {ref} ...")
+        t0 = time.monotonic()
+        cli.check("import", "--change", f"LABEL {LABEL}=1", "--change",
+                  f'CMD ["{READY_HELPER}", "--hold"]', str(image.tar), ref, timeout=900)
+        took = time.monotonic() - t0
+        old = cli.call("images", "--filter", f"label={LABEL}", "--format",
+                       "{{.Repository}}:{{.Tag}}", timeout=30).stdout.split()
+        for other in old:
+            other = other.removeprefix("localhost/")  # podman's name for a local image
+            if other != ref and other.startswith(f"{IMAGE_REPO}:"):
+                cli.call("rmi", other, timeout=60)  # refused while in use: fine
+        return ref, took
+
+

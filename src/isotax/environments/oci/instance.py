@@ -1,0 +1,369 @@
+"""One OCI container (OciInstance) of runc, crun or runsc, and the base class of the OCI
+runtime kinds (OciEnvironment; runc.py and crun.py register theirs, gvisor.py its own).
+
+The container's PID 1 is the image's `itx-ready --hold` (prints the ready marker, then holds
+the container open); workloads run through `<runtime> exec`. The bundle is bundle.py's, the
+runtime's command line runtime.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from isotax.environments.base import (
+    GUEST_ENV,
+    READY_HELPER,
+    READY_MARKER,
+    EnvironmentBase,
+    Stopwatch,
+    bound_cpus,
+    parse_ready_marker,
+)
+from isotax.environments.native import host_storage
+from isotax.environments.oci.bundle import (
+    ROOTFS_DATA_DIR,
+    SCRATCH,
+    STORAGES,
+    VOLUME_DIR,
+    OverlayRoot,
+    bundle_config,
+    new_container_id,
+    write_bundle,
+)
+from isotax.environments.oci.runtime import Runtime, exec_not_found, probe
+from isotax.host.network import Bridge, Lease, netns_path
+from isotax.host.numa import placement_words
+from isotax.parsers import procfs
+from isotax.protocols import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Instance,
+    Isolation,
+    Unavailable,
+    VersionCommand,
+)
+from isotax.telemetry.footprint import cgroup_kernel_bytes
+
+# -- the network ---------------------------------------------------------------------------------
+
+def acquire_bridge_lease(tag: str) -> tuple[Bridge, Lease]:
+    """A bridge lease for one container. For now each bridged instance owns its bridge (and
+    its subnet and NAT rule); sharing one bridge between instances is a change here and in
+    release_bridge_lease only."""
+    bridge = Bridge(name=f"itx-br{tag}")
+    try:
+        bridge.up()
+        return bridge, bridge.add_netns(tag)
+    except BaseException:
+        bridge.down()
+        raise
+
+
+def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
+    try:
+        bridge.release(lease)
+    finally:
+        bridge.down()
+
+
+# -- the instance --------------------------------------------------------------------------------
+
+class OciInstance:
+    scratch = SCRATCH
+
+    def __init__(self, runtime: Runtime, spec: EnvSpec) -> None:
+        self.rt = runtime
+        self.command_line = ""  # the runtime command that started it
+        self.spec = spec
+        self.cid = new_container_id(spec.name)
+        self.bundle = spec.workdir / f"bundle-{self.cid}"
+        self.log = spec.workdir / f"{self.cid}.log"
+        self.network = spec.network
+        self._bridge: Bridge | None = None
+        self._lease: Lease | None = None
+        self._stopped = False
+        self.address = "127.0.0.1"
+        # Storage (see VOLUME_DIR): the host side of the volume, or the overlay's directories.
+        self.storage = spec.storage
+        self._volume: Path | None = None
+        self._overlay = OverlayRoot(spec.workdir, self.cid)
+        self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
+        self.milestones: Mapping[str, float] = {}
+        # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
+        # count) and its memory, as the container's cpuset.
+        self.node_cpus = bound_cpus(self.rt.name, spec)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        sw = Stopwatch()
+        spec = self.spec
+        rootfs = spec.image.rootfs.resolve()
+        if not (rootfs / "bin").exists():
+            raise Unavailable(Availability.no(
+                f"image rootfs {rootfs} is missing or empty", "build it: isotax image build"))
+        if spec.network not in ("host", "bridge", "none"):
+            raise ValueError(f"network {spec.network!r}: {self.rt.name} supports host, bridge, "
+                             "none")
+        if spec.storage not in STORAGES:
+            raise ValueError(f"storage {spec.storage!r}: {self.rt.name} supports "
+                             + ", ".join(STORAGES))
+        netns: str | None = None
+        if spec.network == "bridge":
+            self._bridge, self._lease = acquire_bridge_lease(self.cid.rsplit("-", 1)[1])
+            assert self._lease.netns is not None
+            netns = netns_path(self._lease.netns)
+            self.address = self._lease.ip
+        elif spec.network == "none":
+            netns = "new"  # a network namespace of its own with only loopback in it
+            self.address = ""  # nothing outside can reach it
+        helper = rootfs / READY_HELPER.lstrip("/")
+        # Until the image carries itx-ready, `sleep infinity` holds the container open; then
+        # "ready" means the runtime reports the container running.
+        self.hold = [READY_HELPER, "--hold"] if helper.exists() else ["sleep", "infinity"]
+        root, mounts = self._storage(rootfs)
+        cpuset = None
+        if self.node_cpus is not None:
+            cpuset = (self.node_cpus, str(spec.numa_node))
+        write_bundle(self.bundle, bundle_config(
+            root=root, args=self.hold, hostname=self.cid[:63], cgroups_path=f"/{self.cid}",
+            network=netns, vcpus=spec.vcpus, memory_mib=spec.memory_mib,
+            readonly=self.storage != "rootfs", extra_mounts=mounts, cpuset=cpuset))
+        sw.mark("create")
+        # Detached: the container's PID 1 inherits the log file as stdout/stderr (so do the
+        # runtime's own error messages, which is where a failure is explained).
+        run = ("run", "--detach", "--bundle", str(self.bundle), self.cid)
+        self.command_line = shlex.join(self.rt.argv(*run)) + f"  # OCI config: {self.bundle}" \
+            "/config.json"
+        with open(self.log, "w") as log:
+            p = self.rt.popen(*run, stdout=log, stderr=log)
+            try:
+                rc = p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                rc = 124
+        sw.mark("started")
+        if rc != 0:
+            raise Unavailable(Availability.no(
+                f"{self.rt.name} run failed ({rc}): {self._log_tail()}",
+                f"check `{self.rt.name} --version` and the bundle in {self.bundle}"))
+        ready_ns = self._wait_ready(timeout=30)
+        seen = sw.mark("ready")
+        sw.marks["first_instruction"] = seen
+        if ready_ns is not None and sw.t0 < ready_ns / 1e9 <= time.monotonic():
+            # itx-ready stamps its marker with CLOCK_MONOTONIC (the clock of time.monotonic):
+            # the moment user code ran, free of this loop's polling delay. It can come before
+            # "started": `run --detach` returns after the container's PID 1 is running.
+            sw.marks["first_instruction"] = ready_ns / 1e9 - sw.t0
+        self.milestones = dict(sw.marks)
+
+    def _storage(self, rootfs: Path) -> tuple[Path, list[dict[str, Any]]]:
+        """The bundle's root and extra mounts for the plan's storage.
+
+        "volume" (default): the image rootfs read-only, as before, plus a host directory under
+        the workdir bind-mounted read-write at VOLUME_DIR (`docker run --read-only -v`).
+        "rootfs": the image rootfs as the lower layer of an overlayfs whose upper and work
+        directories are under the workdir, mounted on the host and given to the runtime as a
+        writable root, as Docker's overlay2 driver does; data_dir is a directory in it, so disk
+        I/O goes through overlayfs (copy-up on first write, then the upper's ext4). Only this
+        storage gets the overlay: the read-only image root is every other workload's
+        environment (and its start time), and an overlay mount would add a mount and a
+        writable root to them for no measured purpose.
+        """
+        if self.storage == "volume":
+            self._volume = self.spec.workdir / f"{self.cid}-volume"
+            self._volume.mkdir(parents=True, exist_ok=True)
+            return rootfs, [{"destination": VOLUME_DIR, "type": "bind",
+                             "source": str(self._volume), "options": ["rbind", "rw"]}]
+        return self._overlay.mount(rootfs), []
+
+    def _release_storage(self) -> None:
+        """Remove the overlay (OverlayRoot.remove) and the volume."""
+        self._overlay.remove()
+        if self._volume is not None:
+            shutil.rmtree(self._volume, ignore_errors=True)
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no output)"
+        return " | ".join(lines[-3:]) or "(no output)"
+
+    def state(self) -> str:
+        p = self.rt.call("state", self.cid, timeout=10)
+        try:
+            return str(json.loads(p.stdout).get("status", "unknown"))
+        except ValueError:
+            return "gone"
+
+    def _wait_ready(self, timeout: float) -> int | None:
+        """Wait for the ready marker (or, without itx-ready, for state "running"); return the
+        marker's CLOCK_MONOTONIC stamp in ns when there is one."""
+        deadline = time.monotonic() + timeout
+        uses_marker = self.hold[0] == READY_HELPER
+        checks = 0
+        while time.monotonic() < deadline:
+            if uses_marker:
+                text = self.log.read_text(errors="replace")
+                if READY_MARKER in text:
+                    return parse_ready_marker(text)
+            checks += 1
+            # Asking the runtime costs a process; do it only now and then (and always when no
+            # marker is expected).
+            if not uses_marker or checks % 50 == 0:
+                st = self.state()
+                if st == "running" and not uses_marker:
+                    return None
+                if st not in ("running", "created", "paused"):
+                    raise Unavailable(Availability.no(
+                        f"container {self.cid} is {st} before it was ready: {self._log_tail()}"))
+            time.sleep(0.002)
+        raise Unavailable(Availability.no(
+            f"container {self.cid} not ready within {timeout:.0f} s: {self._log_tail()}"))
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        t0 = time.monotonic()
+        envs = [a for k, v in {**GUEST_ENV, "TMPDIR": SCRATCH}.items()
+                for a in ("--env", f"{k}={v}")]
+        try:
+            p = self.rt.popen("exec", *envs, "--cwd", "/", self.cid, *argv)
+        except OSError as e:
+            return Completed(tuple(argv), 127, "", str(e), time.monotonic() - t0)
+        try:
+            out, err = p.communicate(timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            # A non-terminal `exec` forwards signals to the process: TERM it, then kill.
+            p.send_signal(signal.SIGTERM)
+            try:
+                out, err = p.communicate(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+            rc, err = 124, f"timed out after {timeout:.0f} s\n{err}"
+        wall = time.monotonic() - t0
+        if rc != 0 and rc != 124 and exec_not_found(err):
+            rc = 127
+        return Completed(tuple(argv), rc, out, err, wall)
+
+    def describe(self) -> Mapping[str, str]:
+        return {
+            "kind": self.rt.name,
+            "runtime": f"{self.rt.name} {self.rt.version()}",
+            "command_line": self.command_line,
+            "container": self.cid,
+            "network": self.network,
+            "address": self.address,
+            "bridge": self._bridge.name if self._bridge else "",
+            "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
+            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
+            "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
+            else "no limit",
+            "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
+            "seccomp": "none",
+            "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
+                       else "image rootfs, read-only") + "; tmpfs /tmp /run /dev/shm",
+            "storage": self._storage_words(),
+            "cgroup_workaround": "private mount ns without /sys/fs/cgroup/unified"
+            if self.rt.preexec else "none",
+            "pid1": " ".join(self.hold),
+        }
+
+    def _storage_words(self) -> str:
+        if self.storage == "rootfs":
+            upper = host_storage(self._overlay.upper)
+            return (f"overlayfs rootfs (lower: image rootfs, upper: {upper})"
+                    f", data in {self.data_dir}")
+        where = host_storage(self._volume) if self._volume else "unknown"
+        return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"
+
+    def _cgroup_dirs(self) -> tuple[Path | None, Path | None]:
+        """The container's cgroup (cgroups_path "/<cid>"): v1's memory hierarchy, v2's."""
+        v1 = Path("/sys/fs/cgroup/memory") / self.cid
+        v2 = Path("/sys/fs/cgroup") / self.cid
+        return (v1 if v1.is_dir() else None,
+                v2 if (v2 / "cgroup.procs").exists() else None)
+
+    def host_pids(self) -> Sequence[int]:
+        # Every process of the container is in its cgroup; `runc run --detach` leaves no shim.
+        for d in self._cgroup_dirs():
+            if d is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    return procfs.parse_pids((d / "cgroup.procs").read_text())
+        return []
+
+    def kernel_memory_bytes(self) -> int | None:
+        return cgroup_kernel_bytes(*self._cgroup_dirs())
+
+    def pause(self) -> None:
+        p = self.rt.call("pause", self.cid)
+        if p.returncode != 0:
+            raise RuntimeError(f"{self.rt.name} pause {self.cid}: {p.stderr.strip()}")
+
+    def resume(self) -> None:
+        p = self.rt.call("resume", self.cid)
+        if p.returncode != 0:
+            raise RuntimeError(f"{self.rt.name} resume {self.cid}: {p.stderr.strip()}")
+
+    def stop(self) -> None:
+        """Kill, delete, release the network, remove the bundle. Idempotent; never raises."""
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            # A paused (frozen) container cannot die from KILL until thawed.
+            if self.state() == "paused":
+                self.rt.call("resume", self.cid)
+            self.rt.call("kill", self.cid, "KILL", timeout=10)
+        with contextlib.suppress(Exception):
+            self.rt.call("delete", "--force", self.cid, timeout=30)
+        if self._bridge is not None:
+            with contextlib.suppress(Exception):
+                if self._lease is not None:
+                    release_bridge_lease(self._bridge, self._lease)
+                else:
+                    self._bridge.down()
+        with contextlib.suppress(Exception):
+            self._release_storage()
+        shutil.rmtree(self.bundle, ignore_errors=True)
+
+
+
+# -- the kinds ------------------------------------------------------------------------------------
+
+class OciEnvironment(EnvironmentBase):
+    """What runc and crun declare in common: the runtime named like the kind, run over the
+    image's bundle (see EnvironmentBase for the facts and hooks)."""
+
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
+    # numa_node: the node's CPUs and memory as the container's cpuset (linux.resources.cpu).
+    supports_numa: ClassVar[bool] = True
+    # leak_finders: each kind its own (RuntimeLeftovers of its runtime).
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return VersionCommand(cls.kind, (cls.kind, "--version"))
+
+    def available(self) -> Availability:
+        try:
+            return probe(Runtime(self.kind))
+        except Exception as e:  # never raises: a probe that breaks is a reason, not a crash
+            return Availability.no(f"{self.kind} probe failed: {e}")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        return OciInstance(Runtime(self.kind), spec)

@@ -1,0 +1,54 @@
+"""Run a host command with a timeout that kills its whole process group.
+
+subprocess.run's timeout kills only the child it started: a shell's or a runtime's own children
+(a `sh -c` pipeline, runc's init, QEMU's helpers) survive it and keep the pipes open, so the
+caller hangs on reading them. Here the command starts in a new session and, on timeout, the
+whole group is sent SIGKILL before the pipes are drained. Every host command isotax runs with a
+time limit goes through `run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+from isotax.protocols import Completed
+
+TIMED_OUT = 124  # as coreutils' timeout reports it
+NOT_FOUND = 127  # as a shell reports it
+
+
+def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+        cwd: str | None = None, input: str | None = None) -> Completed:
+    """Run argv on the host; never raises for a failing command: a timeout is exit status 124
+    (its group killed), a missing program 127, with the reason in stderr."""
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+            env=dict(env) if env is not None else None, start_new_session=True)
+    except (FileNotFoundError, PermissionError) as e:
+        return Completed(tuple(argv), NOT_FOUND, "", str(e), time.monotonic() - t0)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, _ = proc.communicate()
+        rc, err = TIMED_OUT, f"timed out after {timeout:.0f} s"
+    except BaseException:
+        kill_group(proc)  # Ctrl-C: leave nothing of it running
+        proc.wait()
+        raise
+    return Completed(tuple(argv), rc, out or "", err or "", time.monotonic() - t0)
+
+
+def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group `proc` leads (started with start_new_session=True)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)

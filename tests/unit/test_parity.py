@@ -1,0 +1,143 @@
+"""Parity: the probe's real output in each environment and the differences it finds."""
+
+from __future__ import annotations
+
+import pytest
+from support import DATA
+
+from isotax.host.parity import (
+    Resources,
+    all_problems,
+    parse_ethtool_features,
+    parse_probe,
+    problems,
+    problems_by_environment,
+)
+
+
+def _probe(name: str, hugepages: str = "none") -> Resources:
+    return parse_probe((DATA / "parity" / f"probe-{name}.txt").read_text(), hugepages)
+
+
+def test_ethtool_features_top_level_only() -> None:
+    f = parse_ethtool_features((DATA / "parity" / "ethtool-k-eth0-virtio.txt").read_text())
+    assert f["rx-checksumming"] == "on" and f["large-receive-offload"] == "off"
+    assert "tx-checksum-ipv4" not in f  # an indented sub-feature
+    veth = parse_ethtool_features((DATA / "parity" / "ethtool-k-veth.txt").read_text())
+    assert veth["generic-receive-offload"] in ("on", "off")
+    assert parse_ethtool_features("netlink error: No such device") == {}
+
+
+def test_native_probe() -> None:
+    r = _probe("native")
+    # An unlimited v1 memory cgroup reads ~2^63: MemTotal stands.
+    assert (r.cpus, r.memory_mib, r.thp, r.mtu) == (2, 24105, "madvise", 1400)
+    assert r.offloads["tcp-segmentation-offload"] == "on"
+
+
+def test_limited_container_and_vm_differ_and_say_how() -> None:
+    native, limited = _probe("native"), _probe("runc-limited")
+    vm = _probe("qemu-stock-guest", "2048 kB")  # before isotax passed THP and MTU to guests
+    assert (limited.cpus, limited.memory_mib) == (1, 512)
+    said = " | ".join(problems("runc-limited", limited, "native", native))
+    assert "1 CPU(s), native on 2: set vcpus = 2" in said
+    assert "runc-limited has 512 MiB of memory, native has 24105 MiB of memory" in said
+    said = " | ".join(problems("qemu", vm, "native", native))
+    assert "transparent hugepages are 'always' in qemu, 'madvise'" in said
+    assert "MTU 1500, native's 1400" in said and "2048 kB hugepages" in said
+    assert "offloads" not in said  # no ethtool in that guest: unknown, not "different"
+
+
+def test_guest_booted_with_the_hosts_thp_and_mtu() -> None:
+    vm, native = _probe("qemu-matched-guest"), _probe("native")
+    said = problems("qemu", vm, "native", native)
+    assert (vm.thp, vm.mtu) == ("madvise", 1400)
+    assert len(said) == 1 + bool(vm.offloads != native.offloads) and "MiB of memory" in said[0]
+
+
+def test_bridged_container_gets_the_uplinks_mtu_and_offloads() -> None:
+    assert _probe("runc-bridge").offloads["generic-receive-offload"] == "on"  # a veth: off
+    assert problems("runc", _probe("runc-bridge"), "native", _probe("native")) == []
+
+
+def test_describe_round_trip_and_all_problems() -> None:
+    native, limited = _probe("native"), _probe("runc-limited")
+    assert Resources.from_describe(native.as_describe()) == native
+    assert Resources.from_describe({"kind": "x"}) is None
+    described = {"native": native.as_describe(), "runc": limited.as_describe(),
+                 "crun": {"parity.error": "the parity probe failed (127): sh: not found"}}
+    found = all_problems(described, "native")
+    assert len(found) == 3 and any("could not be probed" in p for p in found)
+
+
+NATIVE = {"kind": "native"}
+QEMU = {"kind": "qemu", "memory_mib": "2048"}
+LIMITED = {"kind": "runc", "memory": "2048 MiB (limit)"}
+
+
+def _memory(mib: int, template: str = "qemu-matched-guest") -> Resources:
+    """A probe's resources with only the memory changed (cgroup limit or guest MemTotal)."""
+    r = _probe(template)
+    return Resources(r.cpus, mib, r.thp, r.mtu, r.offloads, r.hugepages)
+
+
+def test_vm_against_the_whole_host_is_told_what_would_work() -> None:
+    vm, native = _probe("qemu-matched-guest"), _probe("native")
+    (said,) = [p for p in problems("qemu", vm, "native", native, QEMU, NATIVE) if "MiB" in p]
+    assert said.startswith(f"qemu was given memory_mib = 2048 (its guest sees {vm.memory_mib} "
+                           "MiB), native has all of the host's 24105 MiB: a VM cannot be given "
+                           "all of its host's memory (with parity = \"flag\" the run goes on "
+                           "and its report lists this); or make the baseline")
+    assert "run with parity" not in said  # true as well where the plan says "flag" already
+    assert "memory_mib = 2048, named in baseline" in said
+    assert "set memory_mib" not in said  # it is set; no value it can take would make them equal
+
+
+def test_vm_memory_mib_equal_to_a_containers_limit_is_no_difference() -> None:
+    # A 1 GiB guest's kernel keeps more than the tolerance: its MemTotal alone would differ.
+    vm, small = _memory(950), {"kind": "qemu", "memory_mib": "1024"}
+    limit = {"kind": "runc", "memory": "1024 MiB (limit)"}
+    assert [p for p in problems("qemu", vm, "runc", _memory(1024)) if "MiB" in p]
+    assert problems("qemu", vm, "runc", _memory(1024), small, limit) == []
+    # The other way round too, and through the describe dicts the runner stores.
+    described = {"runc": {**limit, **_memory(1024).as_describe()},
+                 "qemu": {**small, **vm.as_describe()}}
+    assert all_problems(described, "runc") == all_problems(described, "qemu") == []
+
+
+def test_two_limited_environments_are_told_the_concrete_value() -> None:
+    small = {"kind": "qemu", "memory_mib": "1024"}
+    (said,) = problems("qemu", _memory(980), "runc", _memory(2048), small, LIMITED)
+    assert said.startswith("qemu was given memory_mib = 1024 (its guest sees 980 MiB), runc is "
+                           "limited to 2048 MiB (memory_mib = 2048): set memory_mib = 2048 for "
+                           "qemu")
+    (said,) = problems("crun", _memory(512), "qemu", _memory(1966), LIMITED | {
+        "memory": "512 MiB (limit)"}, QEMU)
+    assert ": set memory_mib = 2048 for crun" in said  # the VM's memory_mib, not its MemTotal
+
+
+def test_a_limited_container_against_native_drops_its_limit() -> None:
+    described = {"native": {**NATIVE, **_probe("native").as_describe()},
+                 "runc": {"kind": "runc", "memory": "512 MiB (limit)",
+                          **_probe("runc-limited").as_describe()},
+                 "crun": {"kind": "crun", "memory": "no limit",
+                          **_probe("runc-bridge").as_describe()}}
+    found = problems_by_environment(described, "native")
+    mem = [(env, p) for env, p in found if "MiB" in p]
+    assert mem == [("runc", "runc is limited to 512 MiB (memory_mib = 512), native has all of "
+                    "the host's 24105 MiB: remove memory_mib from runc (a container without a "
+                    "limit has all of the host's memory)")]
+    assert [p for _, p in found] == all_problems(described, "native")
+
+
+def test_native_against_a_limited_baseline_is_not_told_to_limit_native() -> None:
+    runc = _memory(2048, "runc-limited")  # 1 CPU
+    (cpus, mem) = problems("native", _probe("native"), "runc", runc, NATIVE, LIMITED)
+    assert "set vcpus = 2 for runc" in cpus and "set vcpus = 1 for native" not in cpus
+    assert "native runs as host processes and cannot be limited; remove memory_mib from runc" \
+        in mem and "for native" not in mem
+
+
+def test_probe_refuses_other_text() -> None:
+    with pytest.raises(ValueError, match="not the parity probe"):
+        parse_probe((DATA / "parity" / "ethtool-k-lo.txt").read_text())

@@ -1,0 +1,87 @@
+"""Runner mechanics that need no environment: the seeded, interleaved schedule, a forked
+child that never runs the teardown, and which workloads apply without a network."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from support import RUNNER_PLAN, EchoWorkload
+
+from isotax.plan import parse_plan
+from isotax.run.applicability import why_not_applicable
+from isotax.run.runner import schedule
+
+
+def test_schedule_is_seeded_interleaved_and_complete(echo_workload: type) -> None:
+    plan = parse_plan(RUNNER_PLAN)
+    cells = schedule(plan, ["native", "native2"])
+    assert schedule(plan, ["native", "native2"]) == cells
+    warm = [c for c in cells if c.warmup]
+    assert len(warm) == 4 and cells[:4] == warm
+    measured = [c for c in cells if not c.warmup]
+    assert len(measured) == 12
+    for rep in (1, 2, 3):  # each round runs every environment x parameter point once
+        rnd = [c for c in measured if c.repetition == rep]
+        assert Counter((c.environment, c.params_key) for c in rnd) == Counter(
+            {(e, f"value={v}"): 1
+             for e in ("native", "native2") for v in (1, 2)})
+    orders = [[(c.environment, c.params_key) for c in measured if c.repetition == r]
+              for r in (1, 2, 3)]
+    assert len({tuple(o) for o in orders}) > 1  # shuffled, not the same order each round
+
+
+def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
+    """pyroute2 forks to make a namespace and SIGTERMs the child when done: that child must
+    exit, not unwind through the runner's teardown (which removed the parent's netns)."""
+    import os
+    import signal
+    import time
+
+    from isotax.run.runner import _interrupts_for_this_process_only
+
+    marker = tmp_path / "teardown-ran-in"
+    with _interrupts_for_this_process_only():
+        pid = os.fork()
+        if pid == 0:  # the child: wait for SIGTERM inside a try/finally like the runner's
+            try:
+                time.sleep(30)
+            finally:
+                marker.write_text(str(os.getpid()))
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+    assert not marker.exists()
+    with pytest.raises(KeyboardInterrupt), _interrupts_for_this_process_only():
+        os.kill(os.getpid(), signal.SIGTERM)  # the run's own process still stops cleanly
+        time.sleep(1)
+
+
+class _NoNetwork:
+    """Only what the applicability rules read of an instance."""
+
+    address = ""
+
+    def __init__(self, network: str) -> None:
+        self.network = network
+
+    def describe(self) -> dict[str, str]:
+        return {"kind": "runc", "network": self.network}
+
+
+def test_network_workloads_do_not_apply_without_a_network() -> None:
+    from isotax.workloads.rr import RequestResponse
+    from isotax.workloads.startup import Startup
+
+    params = {"proto": "tcp", "seconds": 1, "placement": "free", "tail": False}
+    why = why_not_applicable(RequestResponse(), _NoNetwork("none"), params)  # type: ignore[arg-type]
+    assert why is not None and 'network = "none"' in why
+    assert why_not_applicable(RequestResponse(), _NoNetwork("bridge"), params) is None  # type: ignore[arg-type]
+    # startup needs a network only for its redis probe
+    start = {"starts": 1, "ready_timeout_s": 5.0}
+    assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "exec"}) is None  # type: ignore[arg-type]
+    assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "redis"})  # type: ignore[arg-type]
+    assert why_not_applicable(EchoWorkload(), _NoNetwork("none"), {"value": 1}) is None  # type: ignore[arg-type]
