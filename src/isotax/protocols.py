@@ -184,6 +184,12 @@ class Environment(Protocol):
         """Lines `isotax doctor` prints about the host for this kind beyond its availability
         (a VM's accelerator, proven by a probe boot)."""
 
+    @classmethod
+    def recognises(cls, release: str, dmesg: str) -> bool:
+        """Whether an instance's kernel, seen from inside (`uname -r`, dmesg), is this kind's
+        own: a user-space kernel such as gVisor's says so; the identity check asks every
+        sandbox kind. False for kinds told apart by kernel and namespaces alone."""
+
     def available(self) -> Availability: ...
 
     def start(self, spec: EnvSpec) -> Instance: ...

@@ -100,6 +100,10 @@ class EnvironmentBase:
                                     its runtime may make a container a sandbox or a VM)
       doctor_notes()                classmethod: lines `isotax doctor` prints for the kind
                                     beyond its availability; default none
+      recognises(release, dmesg)    classmethod: whether an instance's kernel, seen from
+                                    inside, is this kind's own (gVisor's user-space kernel
+                                    says so); the identity check asks every sandbox kind;
+                                    default False
     """
 
     kind: ClassVar[str]
@@ -117,6 +121,10 @@ class EnvironmentBase:
     @classmethod
     def doctor_notes(cls) -> list[str]:
         return []
+
+    @classmethod
+    def recognises(cls, release: str, dmesg: str) -> bool:
+        return False
 
     def available(self) -> Availability:
         raise NotImplementedError(f"{type(self).__name__} declares no available()")

@@ -22,7 +22,7 @@ environment naming what was declared and what was found.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,9 +78,21 @@ def host_facts(root: Path = Path("/")) -> Facts:
                  read("proc/sys/kernel/osrelease"), read("proc/sys/kernel/version"), "", "")
 
 
-def detected(env: Facts, host: Facts) -> Isolation:
-    """What the facts say the instance is: host, container, sandbox or vm. Pure."""
-    if "gvisor" in env.release.lower() or "Starting gVisor" in env.dmesg:
+Recogniser = Callable[[str, str], bool]
+
+
+def sandbox_recognisers() -> tuple[Recogniser, ...]:
+    """How each registered sandbox kind recognises its own kernel from inside."""
+    return tuple(cls.recognises for cls in protocols.environments().values()
+                 if cls.isolation is Isolation.SANDBOX)
+
+
+def detected(env: Facts, host: Facts, sandboxes: Sequence[Recogniser] | None = None
+             ) -> Isolation:
+    """What the facts say the instance is: host, container, sandbox or vm. Pure, given the
+    sandbox kinds' recognisers (default: the registered ones)."""
+    recognisers = sandbox_recognisers() if sandboxes is None else sandboxes
+    if any(r(env.release, env.dmesg) for r in recognisers):
         return Isolation.SANDBOX
     same_kernel = (env.release, env.version) == (host.release, host.version)
     if same_kernel and env.boot_id == host.boot_id and env.pidns == host.pidns:

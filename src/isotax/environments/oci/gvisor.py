@@ -320,6 +320,12 @@ class Gvisor(EnvironmentBase):
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (RuntimeLeftovers("runsc"),)
 
     @classmethod
+    def recognises(cls, release: str, dmesg: str) -> bool:
+        """The Sentry reports a kernel release of its own ("4.4.0" with "gvisor" in some
+        versions) and greets in its dmesg."""
+        return "gvisor" in release.lower() or "Starting gVisor" in dmesg
+
+    @classmethod
     def version_command(cls) -> VersionCommand | None:
         """The runsc isotax runs (its own build where installed)."""
         return VersionCommand("runsc", (runsc_path() or "runsc", "--version"))
