@@ -1,0 +1,1 @@
+"""The built-in plans (TOML files read with importlib.resources): quick, full, layers."""

@@ -1,4 +1,8 @@
-"""Renderers: each turns a ReportData into text, nothing else. One module per format."""
+"""Renderers: each turns a ReportData into text, nothing else. One module per format.
+
+May import analysis and everything below it (workloads' figure hints come through protocols);
+never run or cli. No statistics here: what a number means was decided by the analysis.
+"""
 
 from __future__ import annotations
 
