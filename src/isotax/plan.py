@@ -288,5 +288,14 @@ def load_plan(name_or_path: str) -> tuple[Plan, str]:
             f"plan {name_or_path!r} not found; "
             f"give a TOML file or one of: {', '.join(BUILTIN_PLANS)}"
         )
-    text = path.read_text()
+    try:
+        # TOML is UTF-8 by definition: read it so, whatever the locale says.
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PlanError(
+            f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); "
+            "save the plan as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    except OSError as e:
+        raise PlanError(f"{path}: cannot be read ({e.strerror}); give a readable TOML file"
+                        ) from None
     return parse_plan(text, str(path)), text

@@ -93,6 +93,31 @@ def test_cli_missing_plan_exits_2(tmp_path: Path) -> None:
     assert p.returncode == 2 and "not found" in p.stderr
 
 
+def test_a_plan_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """A plan saved in Latin-1 (the é of "défaut"): refused at load in one line naming the byte
+    and the fix, through the CLI with exit 2 and no store created."""
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes('name = "d\u00e9faut"\n'.encode("latin-1"))
+    with pytest.raises(PlanError) as e:
+        load_plan(str(bad))
+    assert str(e.value).startswith(f"{bad}: not UTF-8 text (byte 0xe9 at offset 9)")
+    assert "save the plan as UTF-8" in str(e.value)
+    p = subprocess.run([sys.executable, "-m", "isotax", "run", str(bad),
+                        "--results", str(tmp_path / "r")], capture_output=True, text=True)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not UTF-8 text" in lines[0], p.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_plan_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
+    """A directory given as the plan: one line, not a traceback."""
+    d = tmp_path / "plan.toml"
+    d.mkdir()
+    with pytest.raises(PlanError, match=r"plan\.toml"):
+        load_plan(str(d))
+
+
 def test_layers_plan_pairs_environments_by_one_layer() -> None:
     import tomllib
 
