@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
 from isotax.host.numa import node_cpuset
+from isotax.parsers import procfs
 from isotax.protocols import (
     ENVIRONMENTS,
     Availability,
@@ -40,6 +42,12 @@ def bound_cpus(who: str, spec: EnvSpec) -> str | None:
         return node_cpuset(spec.numa_node, spec.vcpus)
     except ValueError as e:
         raise Unavailable(Availability.no(f"{who}: {e}", "fix numa_node in the plan")) from e
+
+
+def mem_total_bytes() -> int:
+    """The host's memory (MemTotal), what an instance without a memory limit may use; 1 GiB
+    where /proc/meminfo does not say."""
+    return procfs.parse_meminfo(Path("/proc/meminfo").read_text()).get("MemTotal", 1 << 30)
 
 
 class Stopwatch:

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from isotax.protocols import Completed
 
@@ -23,15 +23,18 @@ NOT_FOUND = 127  # as a shell reports it
 
 
 def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-        cwd: str | None = None, input: str | None = None) -> Completed:
+        cwd: str | None = None, input: str | None = None,
+        preexec: Callable[[], None] | None = None) -> Completed:
     """Run argv on the host; never raises for a failing command: a timeout is exit status 124
-    (its group killed), a missing program 127, with the reason in stderr."""
+    (its group killed), a missing program 127, with the reason in stderr. preexec runs in the
+    child before it executes argv (crun's private mount namespace, for one)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
             list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-            env=dict(env) if env is not None else None, start_new_session=True)
+            env=dict(env) if env is not None else None, start_new_session=True,
+            preexec_fn=preexec)
     except (FileNotFoundError, PermissionError) as e:
         return Completed(tuple(argv), NOT_FOUND, "", str(e), time.monotonic() - t0)
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from isotax import protocols
 from isotax.host import command
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
+from isotax.host.processes import cmdlines
 from isotax.parsers import procfs
 
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
@@ -98,30 +99,38 @@ def is_our_server(args: list[str]) -> bool:
     nothing else would stop it. redis-server rewrites its command line to one word list like
     "redis-server 0.0.0.0:46379", so the words are split again and a port may come as
     ADDRESS:PORT, or as an option's value (mariadbd --port=43306)."""
-    words = " ".join(args).split()
-    if not words:
-        return False
-    declared = protocols.workload_ports()
-    ports = {str(p.number) for p in declared}
-    return os.path.basename(words[0]) in {p.server for p in declared if p.server} and any(
-        w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in ports for w in words[1:])
+    return _ServerMatcher()(args)
+
+
+class _ServerMatcher:
+    """The registered workloads' server programs and ports, gathered once for a walk over
+    every host process."""
+
+    def __init__(self) -> None:
+        declared = protocols.workload_ports()
+        self.ports = {str(p.number) for p in declared}
+        self.servers = {p.server for p in declared if p.server}
+
+    def __call__(self, args: list[str]) -> bool:
+        words = " ".join(args).split()
+        return bool(words) and os.path.basename(words[0]) in self.servers and any(
+            w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in self.ports for w in words[1:])
 
 
 def leaked_servers() -> list[str]:
+    ours = _ServerMatcher()
+    own_pidns = os.readlink("/proc/self/ns/pid")
     out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+    for pid, args in cmdlines():
+        if not ours(args):
             continue
+        # Servers inside containers and VMs go with them; only the host's own count.
         try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-            # Servers inside containers and VMs go with them; only the host's own count.
-            if os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"):
+            if os.readlink(f"/proc/{pid}/ns/pid") != own_pidns:
                 continue
         except OSError:
-            continue
-        args = procfs.parse_cmdline(raw)
-        if is_our_server(args):
-            out.append(f"server process {pid} {' '.join(args)[:100]} (kill {pid})")
+            continue  # gone meanwhile
+        out.append(f"server process {pid} {' '.join(args)[:100]} (kill {pid})")
     return out
 
 

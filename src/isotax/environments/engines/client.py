@@ -6,18 +6,16 @@ the label `isotax`, once per recipe hash.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from isotax.environments.base import READY_HELPER
+from isotax.host import command
 from isotax.host.locks import exclusive
 from isotax.host.network import STATE_DIR
 from isotax.image.artifacts import ImageArtifacts
-from isotax.protocols import Availability, Unavailable
+from isotax.protocols import Availability, Completed, Unavailable
 
 LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
 IMAGE_REPO = "itx-image"
@@ -44,21 +42,9 @@ class EngineCli:
     def argv(self, *args: str) -> list[str]:
         return [self.program, *self.global_flags, *args]
 
-    def call(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        argv = self.argv(*args)
-        try:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                 env=self.env)
-        except OSError as e:
-            return subprocess.CompletedProcess(argv, 127, "", str(e))
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            return subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout} s")
-        return subprocess.CompletedProcess(argv, p.returncode, out, err)
+    def call(self, *args: str, timeout: float = 60) -> Completed:
+        """host.command.run: a timeout is 124 (its process group killed), a missing client 127."""
+        return command.run(self.argv(*args), timeout, env=self.env)
 
     def check(self, *args: str, timeout: float = 60) -> str:
         p = self.call(*args, timeout=timeout)

@@ -10,13 +10,11 @@ import resource
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from isotax import protocols
-from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER
+from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER, mem_total_bytes
 from isotax.environments.engines.client import LABEL
 from isotax.environments.oci.bundle import SCRATCH, VOLUME_DIR
-from isotax.parsers import procfs
 from isotax.protocols import EnvSpec
 
 NETWORKS = ("bridge", "host")
@@ -96,10 +94,6 @@ def host_limits() -> list[str]:
         soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
         out += ["--ulimit", f"{flag}={soft}:{hard}"]
     return out
-
-
-def mem_total_bytes() -> int:
-    return procfs.parse_meminfo(Path("/proc/meminfo").read_text()).get("MemTotal", 1 << 30)
 
 
 def guest_env_flags() -> list[str]:

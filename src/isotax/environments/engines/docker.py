@@ -53,6 +53,7 @@ from isotax.environments.engines.iptables import (
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
+from isotax.host import command
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import pids_matching, pids_matching_prefix
 from isotax.parsers import procfs
@@ -92,20 +93,10 @@ def crun_wrapper_text(crun: str) -> str:
 
 def runsc_platform(runsc: Path) -> str:
     """systrap where the runsc has it (current gVisor), else ptrace (Debian's 2022 build)."""
-    try:
-        p = subprocess.run([str(runsc), "help", "platforms"], capture_output=True, text=True,
-                           timeout=10, check=False)
-        text = p.stdout + p.stderr
-    except (OSError, subprocess.TimeoutExpired):
-        text = ""
-    if "systrap" in text:
+    p = command.run([str(runsc), "help", "platforms"], 10)
+    if "systrap" in p.stdout + p.stderr:
         return "systrap"
-    try:
-        p = subprocess.run([str(runsc), "--version"], capture_output=True, text=True,
-                           timeout=10, check=False)
-        version = p.stdout
-    except (OSError, subprocess.TimeoutExpired):
-        version = ""
+    version = command.run([str(runsc), "--version"], 10).stdout
     return "ptrace" if "20221219" in version else "systrap"
 
 
@@ -251,8 +242,7 @@ class PrivateDockerd:
                     os.kill(pid, signal.SIGKILL)
                     errors.append(f"{prog} {pid} outlived dockerd: killed")
         for point in mounts_under((str(self.exec_root), str(DATA_ROOT))):
-            p = subprocess.run(["umount", "-l", point], capture_output=True, text=True,
-                               check=False, timeout=30)
+            p = command.run(["umount", "-l", point], 30)
             if p.returncode != 0:
                 errors.append(f"umount {point}: {p.stderr.strip()}")
         shutil.rmtree(self.exec_root, ignore_errors=True)
@@ -435,8 +425,7 @@ class DockerInstance(EngineInstance):
     def _runtime_version(self, rt: str) -> str:
         if rt == "runsc":
             if self.daemon is not None:
-                p = subprocess.run([str(RUNSC), "--version"], capture_output=True, text=True,
-                                   timeout=10, check=False)
+                p = command.run([str(RUNSC), "--version"], 10)
                 first = (p.stdout.splitlines() or ["runsc"])[0]
                 return f"runsc {parse_version(first)} ({runsc_platform(RUNSC)}) via dockerd"
             return "runsc via dockerd"

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -46,6 +45,7 @@ from isotax.environments.engines.iptables import (
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
+from isotax.host import command
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import pids_matching
 from isotax.protocols import (
@@ -126,8 +126,7 @@ def _release(cli: EngineCli) -> list[str]:
             errors += remove_iptables_leftovers(_IPTABLES, ("CNI-",), ("itx-brp",))
             _IPTABLES = {}
         for point in mounts_under((str(ROOT), str(RUNROOT))):
-            p = subprocess.run(["umount", "-l", point], capture_output=True, text=True,
-                               check=False, timeout=30)
+            p = command.run(["umount", "-l", point], 30)
             if p.returncode != 0:
                 errors.append(f"umount {point}: {p.stderr.strip()}")
         shutil.rmtree(RUNROOT, ignore_errors=True)
@@ -200,8 +199,7 @@ class PodmanInstance(EngineInstance):
         w = wrappers / f"runsc-{platform}{'-host' if net else ''}"
         w.write_text(runsc_wrapper_text(platform, bool(net)))
         w.chmod(0o755)
-        p = subprocess.run([str(RUNSC), "--version"], capture_output=True, text=True,
-                           timeout=10, check=False)
+        p = command.run([str(RUNSC), "--version"], 10)
         first = (p.stdout.splitlines() or ["runsc"])[0]
         self._runtime_words = f"runsc {parse_version(first)} ({platform}) via conmon"
         return ["--runtime", str(w)], []

@@ -14,13 +14,12 @@ import re
 import resource
 import secrets
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isotax.environments.base import GUEST_ENV
-from isotax.parsers import procfs
+from isotax.environments.base import GUEST_ENV, mem_total_bytes
+from isotax.host import command
 from isotax.protocols import Availability, Unavailable
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
@@ -49,10 +48,6 @@ READONLY_PATHS = [
 ]
 
 
-def _mem_total_bytes() -> int:
-    return procfs.parse_meminfo(Path("/proc/meminfo").read_text()).get("MemTotal", 1 << 30)
-
-
 def bundle_config(*, root: Path, args: Sequence[str], hostname: str, cgroups_path: str,
                   network: str | None, readonly: bool = True, vcpus: int | None = None,
                   memory_mib: int | None = None, extra_mounts: Sequence[Mapping[str, Any]] = (),
@@ -60,7 +55,7 @@ def bundle_config(*, root: Path, args: Sequence[str], hostname: str, cgroups_pat
     """An OCI runtime config. network: None shares the host's netns, "new" gives an empty
     private one, anything else is the path of a netns to join. cpuset: (CPUs, memory nodes)
     of a NUMA placement (numa_node), in place of vcpus' "0-<vcpus-1>" on node 0."""
-    mem_bytes = memory_mib * 1024 * 1024 if memory_mib else _mem_total_bytes()
+    mem_bytes = memory_mib * 1024 * 1024 if memory_mib else mem_total_bytes()
     # /dev/shm: half of memory, like a plain tmpfs, not Docker's 64 MB (MPI and databases use it).
     shm = f"size={mem_bytes // 2 // 1024}k"
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -163,8 +158,7 @@ class OverlayRoot:
         for d in (self.upper, self.work, self.merged):
             d.mkdir(parents=True, exist_ok=True)
         opts = f"lowerdir={lower},upperdir={self.upper},workdir={self.work}"
-        p = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.merged)],
-                           capture_output=True, text=True, check=False, timeout=30)
+        p = command.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.merged)], 30)
         if p.returncode != 0:
             raise Unavailable(Availability.no(
                 f"overlayfs mount for the rootfs failed: {p.stderr.strip()}",
@@ -178,11 +172,8 @@ class OverlayRoot:
         """Unmount (lazily if something still holds it), then remove the directories: the
         merged one only once unmounted, so a removal can never reach through the overlay."""
         if self.mounted:
-            p = subprocess.run(["umount", str(self.merged)], capture_output=True, check=False,
-                               timeout=30)
-            if p.returncode != 0:
-                subprocess.run(["umount", "-l", str(self.merged)], capture_output=True,
-                               check=False, timeout=30)
+            if command.run(["umount", str(self.merged)], 30).returncode != 0:
+                command.run(["umount", "-l", str(self.merged)], 30)
             self.mounted = os.path.ismount(self.merged)
         if not self.mounted:
             for d in (self.merged, self.upper, self.work):

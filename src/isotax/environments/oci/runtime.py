@@ -20,7 +20,6 @@ import functools
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -36,10 +35,11 @@ from isotax.environments.oci.bundle import (
     probe_bundle,
     write_bundle,
 )
+from isotax.host import command
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
 from isotax.parsers import procfs
-from isotax.protocols import Availability
+from isotax.protocols import Availability, Completed
 
 # Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
 OCI_STATE_ROOT = Path("/run/isotax")
@@ -113,19 +113,11 @@ class Runtime:
                                 stderr=stderr, text=True, preexec_fn=self.preexec,
                                 start_new_session=True)
 
-    def call(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        """Run a runtime command to completion; OSError/timeouts become a failed result."""
-        try:
-            p = self.popen(*args)
-        except OSError as e:
-            return subprocess.CompletedProcess(self.argv(*args), 127, "", str(e))
-        try:
-            out, err = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            out, err = p.communicate()
-            return subprocess.CompletedProcess(p.args, 124, out, f"timed out after {timeout} s")
-        return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    def call(self, *args: str, timeout: float = 30) -> Completed:
+        """Run a runtime command to completion (host.command.run: a timeout is 124, its process
+        group killed; a missing runtime 127)."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return command.run(self.argv(*args), timeout, preexec=self.preexec)
 
     @functools.cached_property
     def _version(self) -> str:

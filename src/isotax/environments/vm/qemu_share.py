@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from isotax.host import command
+
 # Kata Containers' defaults (configuration-qemu.toml: msize_9p = 8192; the agent mounts 9p
 # with cache=mmap; virtio_fs_cache = "auto").
 KATA_MSIZE_9P = 8192
@@ -82,11 +84,7 @@ def find_virtiofsd() -> str | None:
 def virtiofsd_flavour(path: str) -> str:
     """"rust" or "c": their command lines differ. The C daemon prints "usage: ... [options]"
     with "-o source=PATH"; the Rust one takes --shared-dir."""
-    try:
-        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10,
-                             check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return "c"
+    out = command.run([path, "--help"], 10)
     return "rust" if "--shared-dir" in out.stdout + out.stderr else "c"
 
 

@@ -37,6 +37,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from isotax.environments.base import GUEST_ENV, Stopwatch
 from isotax.environments.vm.qemu_agent import AgentClient, AgentError, short_socket_path
 from isotax.environments.vm.qemu_share import Share, share_argv
+from isotax.host import command
 from isotax.host.numa import numactl_prefix
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
@@ -258,9 +259,8 @@ def make_data_disk(path: Path, size_gib: float) -> None:
     path.unlink(missing_ok=True)
     with open(path, "wb") as f:
         f.truncate(int(size_gib * (1 << 30)))
-    p = subprocess.run(["mkfs.ext4", "-q", "-F", "-L", DATA_SERIAL, "-E",
-                        "nodiscard,lazy_itable_init=0,lazy_journal_init=0", str(path)],
-                       capture_output=True, text=True, check=False, timeout=300)
+    p = command.run(["mkfs.ext4", "-q", "-F", "-L", DATA_SERIAL, "-E",
+                     "nodiscard,lazy_itable_init=0,lazy_journal_init=0", str(path)], 300)
     if p.returncode != 0:
         path.unlink(missing_ok=True)
         raise BootError(f"mkfs.ext4 of the data disk failed: {(p.stderr or p.stdout).strip()}")
@@ -551,10 +551,6 @@ def select_kernel(image: ImageArtifacts, choice: str = "auto") -> Path:
 @functools.cache
 def qemu_version() -> str:
     """"7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)", or "" when QEMU is missing."""
-    try:
-        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True,
-                             check=False, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    out = command.run([QEMU, "--version"], 30).stdout
     m = re.search(r"version\s+(.+)", out.splitlines()[0] if out else "")
     return m.group(1).strip() if m else ""
