@@ -12,9 +12,11 @@ development machine). That is the only reason for an import inside a function in
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -37,7 +39,9 @@ if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.host.tune import TuneReport
     from isotax.image.artifacts import ImageArtifacts
     from isotax.image.recipe import Recipe
+    from isotax.plan import Plan
     from isotax.run.progress import LineProgress
+    from isotax.store.base import Store
 
 # Output that is not a terminal (a pipe, a file, a CI log) gets whole lines: rich would wrap
 # them at 80 columns in the middle of words, and its tables would fold to 80 columns.
@@ -83,7 +87,34 @@ def _open_store(results_dir: Path, create: bool = False):
         fail(f"cannot open the store in {results_dir}: {e}; check the path and permissions")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands. A disk that fills under any of them (a report, an export, a comparison)
+    ends in one line naming where, not a traceback: exit status EXIT_DISK_FULL. `isotax run`
+    says more (what the rest of the run needs, how to resume it)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except OSError as e:  # DiskFull is a StoreError, caught below
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            where = Path(e.filename).parent if e.filename else Path.cwd()
+            what = f"writing {e.filename}" if e.filename else e.strerror or "writing"
+        except Exception as e:
+            from isotax.store.base import DiskFull
+
+            if not isinstance(e, DiskFull):
+                raise
+            where, what = e.path, f"writing {e.what}"
+        from isotax.host import diskspace
+
+        free = diskspace.free_bytes(where)
+        click.echo(f"isotax: the disk under {where} is full ({what}): {diskspace.human(free)} "
+                   "free; free space there, then run the command again", err=True)
+        sys.exit(EXIT_DISK_FULL)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="isotax")
 def main() -> None:
     """Measure the isolation tax: a workload in a container, sandbox or VM against native."""
@@ -96,11 +127,20 @@ def main() -> None:
 @click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
 @click.option("--force", is_flag=True,
               help="Resume even though the host's fingerprint changed (the report says so).")
+@click.option("--beside", is_flag=True,
+              help="Measure beside a run already measuring on this host instead of waiting "
+                   "for it; results taken while both run carry a warning naming the other.")
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
-        force: bool) -> None:
-    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report."""
+        force: bool, beside: bool) -> None:
+    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report.
+
+    One run measures on a host at a time: a second waits for the first (or, with --beside,
+    runs beside it). Before it starts, what a dead isotax process left behind (a run killed
+    with SIGKILL, a reboot mid-run) is removed; what a live run owns is never touched."""
+    from isotax.host import owners
     from isotax.host.fingerprint import fingerprint, fingerprint_differences
-    from isotax.plan import PlanError, load_plan, parse_plan
+    from isotax.plan import PlanError, load_plan, parse_plan, plan_source
+    from isotax.run import feasibility
     from isotax.run.runner import Runner, new_run_id
 
     if plan and resume_id:
@@ -114,6 +154,8 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
             if record.status == "complete":
                 fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
             p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
+            # What this host cannot give (memory, CPUs, a NUMA node, ...): one line, exit 2.
+            feasibility.check(p, f"stored plan of {record.id}")
             run_id = record.id
             # Samples from before and after the interruption are compared with each other:
             # the host must be the one they were recorded on (governor, THP, kernel, ...).
@@ -127,11 +169,17 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
                 store.put_run_meta(record.id, "fingerprint_forced", changed)
         else:
             p, text = load_plan(plan or "")
+            # Before the store, the image or any environment: one line, exit 2.
+            feasibility.check(p, plan_source(plan or ""))
     except PlanError as e:
         fail(str(e))
     if os.geteuid() != 0:
         fail("isotax run needs root (containers, VMs, network namespaces); run it as root, "
              "or with sudo")
+    # Room for the results, before anything is written or started (exit 2 if there is none).
+    _check_run_space(p, results_dir, len(store.done_cells(run_id)) if resume_id else 0,
+                     not no_report)
+    turn = _measuring_turn(resume_id, beside)
     if not resume_id:
         store = _open_store(results_dir, create=True)
     image = _image()
@@ -139,17 +187,116 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         run_id = new_run_id(p.name)
         store.create_run(run_id, p.name, text, p.seed, fingerprint())
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
-    with _progress(p.adaptive.budget_s if p.adaptive else None) as progress:
+    owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
+    with _full_disk_ends_run(store, p, run_id, results_dir, not no_report), \
+            _progress(p.adaptive.budget_s if p.adaptive else None) as progress:
         runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
         status = runner.run(run_id)
+    turn.close()  # a run waiting for this one may start measuring now
     if status == "refused":
         fail(runner.refusal or "refused")
     if not no_report:
-        _write_report(store, run_id, results_dir / run_id)
+        with _full_disk_ends_run(store, p, run_id, results_dir, True, complete=True):
+            _write_report(store, run_id, results_dir / run_id)
     if status == "interrupted":
         sys.exit(130)
     if status != "complete":
         sys.exit(1)
+
+
+def _measuring_turn(resume_id: str | None, beside: bool) -> ExitStack:
+    """This process's ledger (host.owners), its turn to measure (waiting for a run measuring
+    now, unless beside), then the recovery of what dead isotax processes left. Returns the
+    turn, to close once the run has measured."""
+    from isotax.host import owners
+    from isotax.run.measuring import measuring_turn
+    from isotax.run.recovery import live_runs, recover
+
+    owners.claim()
+    live = next((lg for lg in live_runs() if lg.run_id == resume_id), None) if resume_id \
+        else None
+    if live is not None:
+        fail(f"run {resume_id} is running now (PID {live.pid}); let it finish, or stop it "
+             f"(kill -INT {live.pid}) and resume it then")
+    turn = ExitStack()
+    try:
+        turn.enter_context(measuring_turn(beside, console.print))
+    except KeyboardInterrupt:
+        click.echo("isotax: interrupted while waiting for its turn; nothing was started",
+                   err=True)
+        sys.exit(130)
+    recovered = recover()
+    if recovered.summary():
+        console.print(f"recovery: {recovered.summary()}")
+    for lo, why in recovered.failed:
+        console.print(f"[red]recovery: could not remove {lo.what}: {why}[/]")
+    for lo, why in recovered.kept:
+        console.print(f"[dim]recovery: kept {lo.what}: {why}[/]")
+    return turn
+
+
+# sysexits' EX_TEMPFAIL: a disk filled after the run started; free space, then resume it.
+EXIT_DISK_FULL = 75
+
+
+def _cells_to_commit(p: Plan, done: int) -> int:
+    """The cells a run of p still commits, `done` being committed: every scheduled one, and
+    for adaptive repetitions as many measured ones more as max_repetitions allows (without it,
+    as many again as the fixed rounds; the quick plan's 600 s added 145 to its 320)."""
+    from isotax.run.runner import schedule
+
+    envs = [e.name for e in p.run_environments]
+    cells = len(schedule(p, envs))
+    if p.adaptive is not None:
+        points = len(envs) * sum(len(w.combinations()) for w in p.workloads)
+        cap = p.adaptive.max_repetitions
+        cells += points * max(0, cap - p.repetitions if cap else p.repetitions)
+    return max(0, cells - done)
+
+
+def _check_run_space(p: Plan, results_dir: Path, done: int, report: bool) -> None:
+    """Refuse, in one line and exit 2, a run whose results would not fit under results_dir:
+    its cells still to commit, the store's journal and the report (host.diskspace)."""
+    from isotax.host import diskspace
+
+    cells = _cells_to_commit(p, done)
+    what = (f"the results of plan {p.name} ({cells} cell{'' if cells == 1 else 's'} to "
+            "commit, the store's journal"
+            + (", the report)" if report else ")"))
+    refusal = diskspace.check(results_dir, diskspace.run_bytes(cells, report), what,
+                              "or give --results DIR on a larger disk, then run it again")
+    if refusal:
+        fail(refusal)
+
+
+@contextmanager
+def _full_disk_ends_run(store: Store, p: Plan, run_id: str, results_dir: Path, report: bool,
+                        complete: bool = False) -> Iterator[None]:
+    """A disk that fills inside the block ends `isotax run` in one line: where, what is free,
+    what the rest needs, and the command that goes on once space is freed; exit
+    EXIT_DISK_FULL. What was committed stands: the store rolled back the rest."""
+    from isotax.host import diskspace
+    from isotax.store.base import DiskFull
+
+    try:
+        yield
+    except DiskFull as e:
+        done = len(store.done_cells(run_id))
+        with suppress(Exception):  # SQLite drops its journal: the space left is then read
+            store.close()
+        default = Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS)
+        given = "" if results_dir == default else f" --results {results_dir}"
+        if complete:
+            what = f"writing {e.what}; run {run_id} is complete and stored"
+            needed, then = diskspace.REPORT_BYTES, f"`isotax report {run_id}{given}`"
+        else:
+            what = (f"writing {e.what}; run {run_id} stopped, its {done} committed "
+                    + ("cell is kept" if done == 1 else "cells are kept"))
+            needed = diskspace.run_bytes(_cells_to_commit(p, done), report)
+            then = f"`isotax run --resume {run_id}{given}`"
+        line = diskspace.filled(e.path, diskspace.free_bytes(e.path), needed, what, then)
+        click.echo(f"isotax: {line}", err=True)
+        sys.exit(EXIT_DISK_FULL)
 
 
 def _progress(budget_s: float | None) -> Progress | LineProgress:
@@ -173,10 +320,12 @@ def _recipe() -> Recipe:
 
 
 def _image() -> ImageArtifacts:
+    from isotax.host import diskspace
     from isotax.image.build import ImageError, ensure_image
 
-    try:
-        return ensure_image(_recipe(), log=lambda m: console.print(f"[dim]image:[/] {m}"))
+    try:  # a build that would not fit in the cache is refused before it starts (exit 2)
+        return ensure_image(_recipe(), log=lambda m: console.print(f"[dim]image:[/] {m}"),
+                            space=diskspace.check)
     except ImageError as e:
         fail(str(e))
 
@@ -277,8 +426,15 @@ def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
     if fmt == "bundle":
         export_bundle(store, record.id, path)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(RENDERERS[fmt](analyze(store, record.id)))
+        text = RENDERERS[fmt](analyze(store, record.id))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                path.unlink(missing_ok=True)  # half a file is no export
+                e.filename = str(path)  # a write names no file: _Commands says where
+            raise
     click.echo(str(path))
 
 
@@ -329,10 +485,20 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
 @results_option
 def runs_cmd(results_dir: Path) -> None:
     """List the runs in the store."""
+    from isotax.run.recovery import live_runs
+
     store = _open_store(results_dir)
-    t = Table("run", "plan", "status", "cells")
+    live = {lg.run_id: lg for lg in live_runs()}
+    t = Table("run", "plan", "status", "cells", "live")
     for r in store.list_runs():
-        t.add_row(r.id, r.plan_name, r.status, str(len(store.done_cells(r.id))))
+        lg = live.get(r.id)
+        if lg is not None:
+            now = f"measuring, PID {lg.pid}" + (" (beside)" if lg.beside else "")
+        elif r.status == "running":
+            now = "no: its process is gone (`isotax run --resume` finishes it)"
+        else:
+            now = ""
+        t.add_row(r.id, r.plan_name, r.status, str(len(store.done_cells(r.id))), now)
     _console().print(t)
 
 
@@ -506,10 +672,14 @@ def system_reset(state_file: Path | None, root: Path) -> None:
 
 
 @main.command()
-def doctor() -> None:
+@click.option("--fix", is_flag=True,
+              help="Remove what dead isotax processes left behind (never what a live run owns).")
+def doctor(fix: bool) -> None:
     """Check the host: environments available, and nothing left behind by isotax."""
+    from isotax.host import owners
     from isotax.protocols import environments
     from isotax.run.leaks import find_leaks
+    from isotax.run.recovery import owner_of, recover
 
     envs.callback()  # type: ignore[misc]
     # What a kind has to say about this host beyond its availability (a VM's accelerator,
@@ -521,8 +691,25 @@ def doctor() -> None:
             if line not in said:
                 said.add(line)
                 click.echo(line)
-    leaks = find_leaks()
-    if leaks:
-        click.echo("left behind by isotax (remove by name):\n  " + "\n  ".join(leaks))
+    if fix:
+        if os.geteuid() != 0:
+            fail("isotax doctor --fix removes namespaces, links, rules and processes: run it "
+                 "as root")
+        owners.claim()
+        recovered = recover()
+        click.echo(f"fixed: {recovered.summary() or 'nothing to remove'}")
+        for lo, why in recovered.failed:
+            click.echo(f"  could not remove {lo.what}: {why}")
+    ledgers = owners.ledgers()
+    found = [(lo, owner_of(lo, ledgers)) for lo in find_leaks()]
+    in_use = [(lo, who) for lo, who in found if who.ledger is not None and who.ledger.live]
+    left = [(lo, who) for lo, who in found if (lo, who) not in in_use]
+    if in_use:
+        runs = sorted({who.words for _, who in in_use})
+        click.echo(f"in use by live isotax processes: {len(in_use)} resource(s) of "
+                   f"{'; '.join(runs)}")
+    if left:
+        click.echo("left behind by isotax (`isotax doctor --fix` removes them; or remove each "
+                   "by hand):\n  " + "\n  ".join(f"{lo} [{who.words}]" for lo, who in left))
         sys.exit(1)
     click.echo("no isotax resources left behind")

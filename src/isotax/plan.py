@@ -8,6 +8,8 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     repetitions = 3          # measured repetitions per cell, interleaved across environments
     warmups = 1              # unmeasured runs per environment x workload x parameters, first
     timeout_s = 900          # one workload run
+    restarts = 2             # an environment that dies (QEMU killed, ...) is restarted at most
+                             # this often; past that its remaining cells fail, the run goes on
     parity = "refuse"        # unequal resources (isotax.host.parity): refuse to run, or "flag"
 
     [adaptive]               # optional: add interleaved repetitions until the ratios are tight
@@ -23,7 +25,9 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     vcpus = 2                # optional; VMs get it as -smp, containers as a cpuset
     memory_mib = 2048
     numa_node = 0            # optional: CPUs and memory on this NUMA node (unset: scheduler)
-    options = { accel = "auto" }   # kind-specific
+    options = { accel = "auto" }   # kind-specific: each kind declares its own (see its module)
+    optional = true          # may be skipped when unavailable here (default false: an
+                             # environment that cannot start fails the run, naming the fix)
 
     [[workloads]]
     name = "compress"        # see `isotax workloads`
@@ -39,7 +43,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from isotax import protocols
 
@@ -60,16 +73,21 @@ class _Frozen(BaseModel):
 class EnvironmentEntry(_Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,23}$")
     kind: str
-    network: Literal["host", "bridge", "none"] = "host"
+    # Checked against the kind's networks even when left at its default (a VM has no "host").
+    network: Literal["host", "bridge", "none"] = Field(default="host", validate_default=True)
     # Where disk workloads write: "volume" (native: a host directory; container: a bind-mounted
     # host directory; VM: a second virtio-blk disk) or "rootfs" (container: its layered
     # overlay rootfs; VM: its root disk). Same underlying host filesystem in every case.
-    storage: Literal["volume", "rootfs"] = "volume"
+    storage: Literal["volume", "rootfs"] = Field(default="volume", validate_default=True)
     vcpus: int | None = Field(default=None, ge=1, le=1024)
     memory_mib: int | None = Field(default=None, ge=128)
     # Pin the environment's CPUs and memory to this NUMA node; unset: the scheduler decides.
     numa_node: int | None = Field(default=None, ge=0, le=1023)
+    # Kind-specific, each checked against what the kind declares (Environment.options).
     options: dict[str, Any] = Field(default_factory=dict)
+    # May be skipped when it turns out unavailable here when the run starts (a yellow "not
+    # run" line, the others measured); otherwise that fails the run, naming it and the fix.
+    optional: bool = False
 
     @field_validator("kind")
     @classmethod
@@ -78,6 +96,43 @@ class EnvironmentEntry(_Frozen):
         if v not in known:
             raise ValueError(f"unknown environment kind {v!r}; use one of: {', '.join(known)}")
         return v
+
+    @field_validator("network", "storage")
+    @classmethod
+    def _kind_can(cls, v: str, info: ValidationInfo) -> str:
+        """A network or storage the kind declares it can do (a VM has no host network)."""
+        kind = info.data.get("kind")  # absent: an unknown kind, reported on its own
+        if kind is None:
+            return v
+        env = protocols.environments()[kind]
+        can = env.networks if info.field_name == "network" else env.storages
+        if v not in can:
+            raise ValueError(f"kind {kind!r} cannot do {info.field_name} = {v!r}; use "
+                             f"{' or '.join(repr(c) for c in can)}")
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _declared_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Each option one the kind declares, of the type and among the choices it says."""
+        kind = info.data.get("kind")
+        if kind is None:
+            return v
+        specs = {s.name: s for s in protocols.environments()[kind].options}
+        for key, value in v.items():
+            spec = specs.get(key)
+            problem = spec.problem(value) if spec is not None else (
+                f"is not an option of kind {kind!r}; its options: {', '.join(specs)}"
+                if specs else f"is not an option: kind {kind!r} takes none; remove it")
+            if problem:
+                raise _at(key, problem)
+        return v
+
+
+def _at(key: str, message: str) -> PydanticCustomError:
+    """An error at `key` inside the field being validated (options.accel): parse_plan adds
+    the key to the place it names."""
+    return PydanticCustomError("plan_at", "{message}", {"at": key, "message": message})
 
 
 class WorkloadEntry(_Frozen):
@@ -165,6 +220,10 @@ class Plan(_Frozen):
     repetitions: int = Field(default=3, ge=1, le=1000)
     warmups: int = Field(default=1, ge=0, le=100)
     timeout_s: float = Field(default=900, gt=0)
+    # An environment that dies mid-run (its QEMU, sandbox or daemon gone) fails the cell it
+    # died in and is started again for its remaining cells, at most this many times; past that
+    # (or when a restart fails) its remaining cells fail with the reason. The run goes on.
+    restarts: int = Field(default=2, ge=0, le=100)
     baseline: str = DEFAULT_BASELINE
     # Environments with unequal CPUs, memory, THP, hugepages, MTU or NIC offloads (host.parity):
     # "refuse" stops the run before it measures; "flag" runs and lists them in the report.
@@ -202,6 +261,9 @@ class Plan(_Frozen):
                 f'[[environments]] name = "{self.baseline}" kind = "{_host_kind()}", or set '
                 "baseline"
             )
+        if any(e.optional for e in self.environments if e.name == self.baseline):
+            raise ValueError(f"the baseline {self.baseline!r} is optional, but a run without "
+                             "it has nothing to compare with; remove optional = true from it")
         if self.aa and self.aa_name in names:
             raise ValueError(f"aa = true runs the baseline again as {self.aa_name!r}, which is "
                              "already an environment's name; rename that environment")
@@ -268,6 +330,8 @@ def parse_plan(text: str, source: str = "plan") -> Plan:
         err = e.errors()[0]
         where = _where(tuple(err["loc"]), raw)
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "plan_at":  # a key inside the field (options.accel)
+            where = f"{where}.{err.get('ctx', {}).get('at', '?')}"
         if err["type"] == "extra_forbidden":
             msg = "is not a plan setting; remove it or check its spelling"
         elif err["type"] == "missing":
@@ -277,12 +341,20 @@ def parse_plan(text: str, source: str = "plan") -> Plan:
         raise PlanError(f"{prefix}{msg}{more}") from None
 
 
+def plan_source(name_or_path: str) -> str:
+    """How one-line errors name a plan given to load_plan: "built-in plan 'quick'", or its
+    path."""
+    if name_or_path in BUILTIN_PLANS and not Path(name_or_path).exists():
+        return f"built-in plan {name_or_path!r}"
+    return str(Path(name_or_path))
+
+
 def load_plan(name_or_path: str) -> tuple[Plan, str]:
     """A built-in plan name (quick, full) or a path. Returns the plan and its exact text."""
     path = Path(name_or_path)
     if name_or_path in BUILTIN_PLANS and not path.exists():
         text = resources.files("isotax.plans").joinpath(f"{name_or_path}.toml").read_text()
-        return parse_plan(text, f"built-in plan {name_or_path!r}"), text
+        return parse_plan(text, plan_source(name_or_path)), text
     if not path.is_file():
         raise PlanError(
             f"plan {name_or_path!r} not found; "

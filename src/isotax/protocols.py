@@ -13,12 +13,14 @@ them statically, so the import layers stay one-way.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import pkgutil
+import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -55,6 +57,12 @@ class Unavailable(Exception):
     def __init__(self, availability: Availability) -> None:
         super().__init__(str(availability))
         self.availability = availability
+
+
+# The plan's words for an environment's network and storage; each kind declares the ones it can
+# do (Environment.networks, .storages).
+NETWORKS = ("host", "bridge", "none")
+STORAGES = ("volume", "rootfs")
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,13 @@ class Instance(Protocol):
 
     def stop(self) -> None: ...
 
+    def alive(self) -> str:
+        """"" while the instance can still run commands, else why not, in a few words ("QEMU
+        exited (killed by signal 9)", "the gVisor sandbox (runsc-sandbox, pid 812) is gone").
+        Cheap (a process poll, /proc, a runtime's state, an engine's inspect): the runner asks
+        it before resuming a paused instance, after a failed cell and when pause or resume
+        fails, and restarts a dead one (run.restarts). Never raises."""
+
     def host_pids(self) -> Sequence[int]:
         """The host processes that make up this instance (their descendants count too): what
         its memory footprint and CPU cost are measured on."""
@@ -147,9 +162,59 @@ class VersionCommand:
     argv: tuple[str, ...]
 
 
-# Finds what instances of a kind leave behind if isotax is killed: one line each, saying what
-# it is and the command that removes it ([] when clean). Several kinds may share one.
-LeakFinder = Callable[[], list[str]]
+class Stage(IntEnum):
+    """The order leftovers are removed in: a container through its runtime before the processes
+    still running (a runtime's delete thaws and kills its own), processes before the mounts and
+    cgroups they hold, rules before the links they name, links before their namespaces."""
+
+    CONTAINER = 0
+    PROCESS = 1
+    MOUNT = 2
+    CGROUP = 3
+    RULE = 4
+    LINK = 5
+    NETNS = 6
+    FILE = 7
+    SETTING = 8
+
+
+class Leftover(str):
+    """One thing isotax made and did not remove, as the line a person reads ("netns itx-lg1a2b3c
+    (ip netns del itx-lg1a2b3c)": what it is, then the commands that remove it) with what
+    removing it takes: the commands as argv (absolute where the program is not on PATH),
+    or a `removal` function where a command cannot say it (a frozen cgroup's tasks), the
+    Stage it is removed in, the names that tell its owner (host.owners marks) and, for a
+    process, its PID (its owner is in its environment). `anyone`: no one run owns it (a host
+    setting that the last isotax bridge restores), and its finder reports it only when nothing
+    live needs it, so it may go whoever lives.
+
+    A str, so every caller that reads leftovers as lines (the test suite's leak checks, set
+    differences before and after) keeps doing so."""
+
+    what: str
+    commands: tuple[tuple[str, ...], ...]
+    stage: Stage
+    names: tuple[str, ...]
+    pid: int | None
+    removal: Callable[[], None] | None
+    anyone: bool
+
+    def __new__(cls, what: str, commands: Sequence[Sequence[str]] = (), *,
+                stage: Stage = Stage.FILE, names: Sequence[str] = (), pid: int | None = None,
+                removal: Callable[[], None] | None = None, how: str = "",
+                anyone: bool = False) -> Leftover:
+        argvs = tuple(tuple(c) for c in commands)
+        told = how or "; ".join(shlex.join(c) for c in argvs)
+        self = super().__new__(cls, f"{what} ({told})")
+        self.what, self.commands, self.stage = what, argvs, stage
+        self.names, self.pid, self.removal = tuple(names) or (what,), pid, removal
+        self.anyone = anyone
+        return self
+
+
+# Finds what instances of a kind leave behind if isotax is killed: one Leftover each, saying
+# what it is and how it is removed ([] when clean). Several kinds may share one.
+LeakFinder = Callable[[], list[Leftover]]
 
 
 class Environment(Protocol):
@@ -163,11 +228,18 @@ class Environment(Protocol):
     # What it is (host, container, sandbox, VM): what the identity check expects an instance
     # to show, and how the rest of isotax tells the baseline or a VM without naming a kind.
     isolation: ClassVar[Isolation]
-    # Whether it places CPUs and memory on the plan's numa_node; the runner refuses a
-    # numa_node for a kind that does not.
+    # Whether it places CPUs and memory on the plan's numa_node; a plan that sets numa_node
+    # for a kind that does not is refused at load (isotax.run.feasibility).
     supports_numa: ClassVar[bool]
     # What its instances leave behind if isotax is killed (() where nothing of its own).
     leak_finders: ClassVar[tuple[LeakFinder, ...]]
+    # The plan's `options` it reads, each with its type, default and choices (() for none):
+    # the plan refuses at load an option it does not declare, or a value of the wrong type.
+    options: ClassVar[tuple[ParamSpec, ...]]
+    # The plan's `network` and `storage` values it can do (of NETWORKS and STORAGES): the plan
+    # refuses any other at load (a VM cannot share the host's network stack).
+    networks: ClassVar[tuple[str, ...]]
+    storages: ClassVar[tuple[str, ...]]
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:
@@ -221,19 +293,31 @@ class ParamSpec:
     help: str
     minimum: float | None = None
     choices: tuple[Any, ...] | None = None
+    maximum: float | None = None  # where the tool itself has a limit (iperf3's 128 streams)
+    # Other types a value may have too: an environment's on/off option takes true or "on".
+    also: tuple[builtins.type, ...] = ()
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with a value for this parameter, in the user's words; None if fine."""
-        ok = isinstance(value, self.type) and not (self.type is int and isinstance(value, bool))
-        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+        types = (self.type, *self.also)
+        # true is no number (bool is an int to Python), and an int is a fine float.
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
             ok = True
         if not ok:
-            return f"{value!r} should be {self.type.__name__}"
+            return f"{value!r} should be {' or '.join(t.__name__ for t in types)}"
         if self.minimum is not None and value < self.minimum:
             return f"{value!r} is below {self.minimum:g}"
+        if self.maximum is not None and value > self.maximum:
+            return f"{value!r} is above {self.maximum:g}"
         if self.choices is not None and value not in self.choices:
-            return f"{value!r} is not one of: {', '.join(map(str, self.choices))}"
+            return f"{value!r} is not one of: {', '.join(map(_word, self.choices))}"
         return None
+
+
+def _word(choice: Any) -> str:
+    """A choice as a plan writes it: true and false in TOML's spelling."""
+    return str(choice).lower() if isinstance(choice, bool) else str(choice)
 
 
 class LoadGen(Protocol):
@@ -314,6 +398,27 @@ class FigureHints:
     curve: str = ""
 
 
+@dataclass(frozen=True)
+class Need:
+    """One amount a workload point asks of the host, at the least, and what sets it."""
+
+    amount: int  # bytes, or descriptors for open files
+    params: tuple[str, ...]  # the parameters that set it, for the refusal to name
+    what: str  # what it is, in a few words ("the corpus, in a tmpfs")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What one point of a workload asks of the host at the least (its host_needs()): checked
+    when a plan is loaded (isotax.run.feasibility), so a point that cannot fit is refused in
+    one line before anything is built or started. None: nothing worth checking."""
+
+    memory: Need | None = None  # inside the environment: its memory_mib, else the host's
+    host_memory: Need | None = None  # on the host beside its instance (density's instances)
+    open_files: Need | None = None  # descriptors one process holds at once (connections)
+    disk: Need | None = None  # on the disk where the run's files go (fio's files)
+
+
 class WorkloadFacts(Protocol):
     """What every workload declares about itself, whichever way it runs. Defaults for the
     hooks are in isotax.workloads.base.BaseWorkload, whose docstring names each one."""
@@ -348,6 +453,10 @@ class WorkloadFacts(Protocol):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         """Once per instance and parameter set, before warm-ups (e.g. make the corpus)."""
+
+    def host_needs(self, params: Params) -> Needs:
+        """What this point asks of the host at the least (memory, open files, disk), from its
+        parameters alone: a plan whose point cannot fit is refused when it is loaded."""
 
 
 class Workload(WorkloadFacts, Protocol):

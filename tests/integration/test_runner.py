@@ -1,6 +1,7 @@
 """Runner mechanics on the real native environment with small test workloads: commit per cell,
-failures stored without numbers, interruption and --resume without repeating cells, and
-a workload that finds out while it runs that it does not apply."""
+failures stored without numbers, interruption and --resume without repeating cells,
+a workload that finds out while it runs that it does not apply, and an environment that
+cannot run here: skipped where the plan marks it optional, else the run is refused."""
 
 from __future__ import annotations
 
@@ -11,11 +12,28 @@ from typing import ClassVar
 import pytest
 from support import RUNNER_PLAN, EchoCounter, ran, requires_root_and
 
+from isotax import protocols
 from isotax.analysis.report_data import analyze
+from isotax.environments.base import EnvironmentBase
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus, NotApplicable, Sample
 from isotax.plan import parse_plan
-from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.protocols import (
+    NETWORKS,
+    STORAGES,
+    Availability,
+    EnvSpec,
+    FigureHints,
+    Instance,
+    Isolation,
+    LeakFinder,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+    Unavailable,
+    VersionCommand,
+)
 from isotax.report import json_report, markdown
 from isotax.run.runner import Runner, new_run_id
 from isotax.store.sqlite import SQLiteStore
@@ -130,3 +148,93 @@ def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path,
     assert row.rstrip(" |").endswith("n/a")
     doc = json_report.render(d)
     assert '"reason": "the CPU refuses an instruction this build uses"' in doc
+
+
+class _Elsewhere(EnvironmentBase):
+    """test only: a kind that is not available here (a runtime this host lacks)."""
+
+    kind: ClassVar[str] = "test-elsewhere"
+    description: ClassVar[str] = "test only: never available"
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
+    supports_numa: ClassVar[bool] = False
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
+    options: ClassVar[tuple[ParamSpec, ...]] = ()
+    networks: ClassVar[tuple[str, ...]] = NETWORKS
+    storages: ClassVar[tuple[str, ...]] = STORAGES
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return None
+
+    def available(self) -> Availability:
+        return Availability.no("test-elsewhere is not installed here", "install it")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        raise Unavailable(self.available())
+
+
+class _Breaks(_Elsewhere):
+    """test only: available, but its start fails (a VM that does not boot)."""
+
+    kind: ClassVar[str] = "test-breaks"
+
+    def available(self) -> Availability:
+        return Availability.yes()
+
+    def start(self, spec: EnvSpec) -> Instance:
+        raise Unavailable(Availability.no("test-breaks: the VM did not boot",
+                                          f"see {spec.workdir}/console.log"))
+
+
+def _with(kind: str, optional: bool) -> str:
+    """RUNNER_PLAN with native2 replaced by an environment of `kind`."""
+    return RUNNER_PLAN.replace('name = "native2"\nkind = "native"',
+                               f'name = "other"\nkind = "{kind}"\noptional = '
+                               f"{str(optional).lower()}")
+
+
+@pytest.fixture
+def other_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cls in (_Elsewhere, _Breaks):
+        monkeypatch.setitem(protocols.ENVIRONMENTS, cls.kind, cls)
+
+
+def test_an_optional_environment_unavailable_here_is_skipped(
+        tmp_path: Path, echo_workload: type, other_kinds: None) -> None:
+    """optional = true: a yellow "not run" line, the rest measured, the run complete."""
+    text = _with("test-elsewhere", optional=True)
+    said: list[str] = []
+    plan = parse_plan(text)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, text, plan.seed, {"hostname": "h"})
+    image = ImageArtifacts("test", tmp_path / "image")
+    assert Runner(plan, text, store, image, log=said.append).run(run_id) == "complete"
+    cells = store.cells(run_id)
+    assert len(cells) == 8 and {c.key.environment for c in cells} == {"native"}
+    assert "[yellow]other: not run: unavailable: test-elsewhere is not installed here " \
+           "(fix: install it)[/]" in said
+    assert not {e.name: e for e in store.environments(run_id)}["other"].available
+    store.close()
+
+
+def test_an_environment_that_fails_to_start_refuses_the_run(
+        tmp_path: Path, echo_workload: type, other_kinds: None) -> None:
+    """Not optional, and its start fails after native started: refused in one line naming
+    it, why and the fix; nothing measured, native stopped again."""
+    text = _with("test-breaks", optional=False)
+    plan = parse_plan(text)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, text, plan.seed, {"hostname": "h"})
+    runner = Runner(plan, text, store, ImageArtifacts("test", tmp_path / "image"),
+                    log=lambda m: None)
+    assert runner.run(run_id) == "refused"
+    assert runner.refusal.startswith(
+        "refused: environment 'other' (test-breaks) cannot run here: unavailable: test-breaks: "
+        "the VM did not boot (fix: see ")
+    assert runner.refusal.endswith(
+        "; fix that, or mark it optional = true in the plan to run without it")
+    assert store.cells(run_id) == [] and not runner.started
+    assert store.get_run(run_id).status == "refused"
+    store.close()

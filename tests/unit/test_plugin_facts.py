@@ -18,6 +18,7 @@ from isotax.protocols import (
     Instance,
     Isolation,
     LeakFinder,
+    ParamSpec,
     VersionCommand,
 )
 from isotax.run import identity, leaks
@@ -48,20 +49,27 @@ class _Half(EnvironmentBase):
 def test_a_kind_that_lacks_a_fact_is_named_with_it() -> None:
     assert undeclared_facts(_Half) == [
         "isolation: not declared", "supports_numa: not declared",
-        "leak_finders: not declared", "version_command(): not declared"]
+        "leak_finders: not declared", "options: not declared", "networks: not declared",
+        "storages: not declared", "version_command(): not declared"]
 
     class Wrong(_Half):
         isolation = "vm"  # type: ignore[assignment]  # a word, not an Isolation
         supports_numa: ClassVar[bool] = False
         leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
+        options: ClassVar[tuple[ParamSpec, ...]] = ("accel",)  # type: ignore[assignment]
+        networks: ClassVar[tuple[str, ...]] = ("host", "slirp")
+        storages: ClassVar[tuple[str, ...]] = ()
 
         @classmethod
         def version_command(cls) -> VersionCommand | None:
             return ("qemu", "--version")  # type: ignore[return-value]
 
     said = undeclared_facts(Wrong)
-    assert said[0] == "isolation: 'vm' is not a Isolation"
-    assert said[1].startswith("version_command(): ('qemu', '--version') is neither")
+    assert said[:4] == ["isolation: 'vm' is not a Isolation",
+                        "options: 'accel' is not a ParamSpec",
+                        "networks: 'slirp' is not one of host, bridge, none",
+                        "storages: empty"]
+    assert said[4].startswith("version_command(): ('qemu', '--version') is neither")
 
     class NoStart(EnvironmentBase):
         kind: ClassVar[str] = "test-nostart"
@@ -69,6 +77,9 @@ def test_a_kind_that_lacks_a_fact_is_named_with_it() -> None:
         isolation: ClassVar[Isolation] = Isolation.HOST
         supports_numa: ClassVar[bool] = False
         leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
+        options: ClassVar[tuple[ParamSpec, ...]] = ()
+        networks: ClassVar[tuple[str, ...]] = ("host",)
+        storages: ClassVar[tuple[str, ...]] = ("volume",)
 
         @classmethod
         def version_command(cls) -> VersionCommand | None:
@@ -86,6 +97,7 @@ def test_the_host_kind_is_found_by_its_isolation() -> None:
 def _fake(kind: str, isolation: Isolation, finders: tuple[LeakFinder, ...]) -> type:
     return type(f"Fake{kind}", (_Half,), {
         "kind": kind, "isolation": isolation, "supports_numa": False, "leak_finders": finders,
+        "options": (), "networks": ("host",), "storages": ("volume",),
         "version_command": classmethod(lambda cls: VersionCommand("fakevmm", ("true",)))})
 
 

@@ -1,17 +1,36 @@
 """Runner mechanics that need no environment: the seeded, interleaved schedule, a forked
-child that never runs the teardown, and which workloads apply without a network."""
+child that never runs the teardown, which workloads apply without a network, and a run
+refused because an environment it needs is unavailable here."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from support import RUNNER_PLAN, EchoWorkload
 
+from isotax import protocols
+from isotax.environments.base import EnvironmentBase
+from isotax.environments.native import Native
+from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
+from isotax.protocols import (
+    NETWORKS,
+    STORAGES,
+    Availability,
+    EnvSpec,
+    Instance,
+    Isolation,
+    LeakFinder,
+    ParamSpec,
+    Unavailable,
+    VersionCommand,
+)
 from isotax.run.applicability import why_not_applicable
-from isotax.run.runner import schedule
+from isotax.run.runner import Runner, new_run_id, schedule
+from isotax.store.sqlite import SQLiteStore
 
 
 def test_schedule_is_seeded_interleaved_and_complete(echo_workload: type) -> None:
@@ -85,3 +104,57 @@ def test_network_workloads_do_not_apply_without_a_network() -> None:
     assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "exec"}) is None  # type: ignore[arg-type]
     assert why_not_applicable(Startup(), _NoNetwork("none"), {**start, "ready": "redis"})  # type: ignore[arg-type]
     assert why_not_applicable(EchoWorkload(), _NoNetwork("none"), {"value": 1}) is None  # type: ignore[arg-type]
+
+
+class _Gone(EnvironmentBase):
+    """test only: a kind that is never available here (as a runtime not installed is)."""
+
+    kind: ClassVar[str] = "test-gone"
+    description: ClassVar[str] = "test only: never available"
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
+    supports_numa: ClassVar[bool] = False
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
+    options: ClassVar[tuple[ParamSpec, ...]] = ()
+    networks: ClassVar[tuple[str, ...]] = NETWORKS
+    storages: ClassVar[tuple[str, ...]] = STORAGES
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return None
+
+    def available(self) -> Availability:
+        return Availability.no("test-gone is not installed here", "install test-gone")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        raise Unavailable(self.available())
+
+
+def test_an_unavailable_environment_refuses_the_run_before_anything_starts(
+        tmp_path: Path, echo_workload: type, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not optional: the run is refused in one line naming it, the reason and the fix, and
+    nothing is started (native's start() would fail this test) or measured."""
+    monkeypatch.setitem(protocols.ENVIRONMENTS, _Gone.kind, _Gone)
+
+    def never(self: object, spec: EnvSpec) -> Instance:
+        raise AssertionError("an environment was started for a refused run")
+
+    monkeypatch.setattr(Native, "start", never)
+    text = RUNNER_PLAN.replace('name = "native2"\nkind = "native"',
+                               'name = "gone"\nkind = "test-gone"')
+    plan = parse_plan(text)
+    store = SQLiteStore(tmp_path / "isotax.db")
+    run_id = new_run_id(plan.name)
+    store.create_run(run_id, plan.name, text, plan.seed, {"hostname": "h"})
+    said: list[str] = []
+    runner = Runner(plan, text, store, ImageArtifacts("test", tmp_path / "image"), said.append)
+    assert runner.run(run_id) == "refused"
+    assert runner.refusal == (
+        "refused: environment 'gone' (test-gone) cannot run here: unavailable: test-gone is not "
+        "installed here (fix: install test-gone); fix that, or mark it optional = true in the "
+        "plan to run without it")
+    assert "\n" not in runner.refusal
+    assert store.cells(run_id) == [] and store.get_run(run_id).status == "refused"
+    gone = {e.name: e for e in store.environments(run_id)}["gone"]
+    assert not gone.available and "not installed" in gone.reason
+    assert not any("not run" in line for line in said)
+    store.close()

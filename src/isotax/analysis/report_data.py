@@ -38,12 +38,20 @@ class ReportWarning(Enum):
                 "{env} ran under TCG software emulation: its ratios measure the emulator, not "
                 "KVM's overhead. Run on a host with hardware KVM for VM overhead figures.")
     UNAVAILABLE = ("environment did not run", "{env} did not run: {reason}")
+    DIED = ("environment died mid-run",
+            "{env} died {deaths} during the run (last: {why}); {outcome}. A cell of it that was "
+            "running then failed (see Failures): find what killed it (the host's kernel log, "
+            "its OOM killer), then rerun for clean figures.")
     FAILURES = ("failed cells",
                 "{count} cell(s) of {env} failed (see Failures); rerun or fix, then "
                 "`isotax run --resume` finishes an interrupted run.")
     PARITY = ("unequal resources",
               "unequal resources: {problem} (the plan's parity = \"flag\" let it run; "
               "differences from this alone are not isolation overhead).")
+    CONCURRENT = ("measured beside another run",
+                  "{env}: {count} cell(s) ({points}) ran while run {other} (PID {pid}) measured "
+                  "on this host too, sharing its CPUs: those figures include that run's load; "
+                  "rerun without --beside (runs then take turns) for clean figures.")
     FINGERPRINT_FORCED = ("resumed on a changed host",
                           "the run was resumed with --force on a host that differed from the "
                           "one it started on ({changes}): its repetitions before and after "
@@ -411,6 +419,46 @@ def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str
     return out
 
 
+def _concurrent(meta: Mapping[str, Any]) -> list[Warned]:
+    """One warning per environment and other run that measured while its cells ran (the
+    runner's "concurrent" meta: {other run: {"pid", "cells": [cell ident]}})."""
+    out = []
+    for other, entry in sorted(meta.items()):
+        by_env: dict[str, list[str]] = defaultdict(list)
+        for ident in entry.get("cells", []):
+            env, workload = str(ident).split("|")[:2]
+            by_env[env].append(workload)
+        for env, workloads in sorted(by_env.items()):
+            names = list(dict.fromkeys(workloads))
+            out.append(ReportWarning.CONCURRENT.say(
+                env=env, count=len(workloads), other=other, pid=entry.get("pid", "?"),
+                points=", ".join(names[:4]) + (f" and {len(names) - 4} more"
+                                               if len(names) > 4 else "")))
+    return out
+
+
+def _died(records: Any) -> list[Warned]:
+    """One warning per environment that died mid-run, from the runner's "restarts" meta (a
+    list of deaths: environment, why, outcome)."""
+    seen: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records if isinstance(records, list) else []:
+        seen[str(r.get("environment", "?"))].append(r)
+    def times(n: int) -> str:
+        return "once" if n == 1 else f"{n} times"
+
+    out = []
+    for env, deaths in seen.items():
+        restarted = sum(r.get("outcome") == "restarted" for r in deaths)
+        ended = [str(r["outcome"]) for r in deaths
+                 if str(r.get("outcome", "")).startswith(("given up", "restart failed"))]
+        outcome = (f"it was restarted {times(restarted)}" if restarted
+                   else "it was not restarted") + (
+            f", then {ended[-1]}: its remaining cells failed" if ended else "")
+        out.append(ReportWarning.DIED.say(env=env, deaths=times(len(deaths)),
+                                          why=str(deaths[-1].get("why", "")), outcome=outcome))
+    return out
+
+
 def _warnings(d: ReportData) -> list[Warned]:
     out: list[Warned] = []
     if d.run.status != "complete":
@@ -420,6 +468,7 @@ def _warnings(d: ReportData) -> list[Warned]:
             out.append(ReportWarning.UNAVAILABLE.say(env=e.name, reason=e.reason))
         elif d.emulated(e.name):
             out.append(ReportWarning.EMULATED.say(env=e.name))
+    out += _died(d.run_meta.get("restarts"))
     base = d.env(d.baseline)
     if base is not None:
         for e in d.environments:
@@ -464,6 +513,7 @@ def _warnings(d: ReportData) -> list[Warned]:
         cv, row = max(found, key=lambda x: x[0])
         out.append(ReportWarning.HIGH_VARIANCE.say(
             env=env, count=len(found), workload=row.workload, metric=row.metric, cv=cv))
+    out += _concurrent(d.run_meta.get("concurrent") or {})
     forced = d.run_meta.get("fingerprint_forced")
     if forced:
         out.append(ReportWarning.FINGERPRINT_FORCED.say(changes="; ".join(forced)))

@@ -12,6 +12,7 @@ and Ctrl-C; `stop()` must be idempotent and must remove every resource the insta
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,12 +22,15 @@ from isotax.host.numa import node_cpuset
 from isotax.parsers import procfs
 from isotax.protocols import (
     ENVIRONMENTS,
+    NETWORKS,
+    STORAGES,
     Availability,
     Environment,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -48,6 +52,30 @@ def mem_total_bytes() -> int:
     """The host's memory (MemTotal), what an instance without a memory limit may use; 1 GiB
     where /proc/meminfo does not say."""
     return procfs.parse_meminfo(Path("/proc/meminfo").read_text()).get("MemTotal", 1 << 30)
+
+
+# -- is an instance still there (Instance.alive) ---------------------------------------------
+
+def exit_words(returncode: int) -> str:
+    """How a child process ended, from Popen.returncode: "killed by signal 9 (SIGKILL)",
+    "exited with status 1". Pure."""
+    if returncode < 0:
+        try:
+            name = f" ({signal.Signals(-returncode).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-returncode}{name}"
+    return f"exited with status {returncode}"
+
+
+def process_gone(pid: int) -> str:
+    """"" while host process pid runs, else "exited" (a zombie not yet reaped has too): /proc
+    only, for a process this process did not start (no exit status to ask)."""
+    try:
+        st = procfs.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
+    except (OSError, ValueError):
+        return "exited"
+    return "exited" if st.state in ("Z", "X") else ""
 
 
 class Stopwatch:
@@ -91,11 +119,19 @@ class EnvironmentBase:
       isolation          Isolation.HOST, CONTAINER, SANDBOX or VM: what an instance must show
                          it is (run/identity.py), and how the rest of isotax finds the baseline
                          or a VM without naming a kind
-      supports_numa      whether it binds CPUs and memory to the plan's numa_node (the runner
-                         refuses numa_node for a kind that does not)
+      supports_numa      whether it binds CPUs and memory to the plan's numa_node (a plan
+                         that sets numa_node for a kind that does not is refused at load)
       leak_finders       functions that find what its instances leave behind if isotax is
                          killed (run/leaks.py calls each once, however many kinds share it);
                          () where it leaves nothing of its own
+      options            the plan's `options` it reads, as ParamSpecs (name, type, default,
+                         meaning, choices or bounds), as workloads declare their params; ()
+                         for none. The plan refuses at load an option not declared here or a
+                         value that does not fit its spec, naming the kind's options
+      networks           the plan `network` values it can do, of protocols.NETWORKS (a VM:
+                         bridge and none, never the host's stack); the plan refuses the others
+      storages           the plan `storage` values it can do, of protocols.STORAGES (vm9p:
+                         volume only, its root being a read-only share)
       version_command()  classmethod: how to ask its runtime's version (the fingerprint
                          records each runtime once), or None where it has no runtime of its own
       available()        whether it works here, or why not and the fix; never raises
@@ -119,6 +155,9 @@ class EnvironmentBase:
     isolation: ClassVar[Isolation]
     supports_numa: ClassVar[bool]
     leak_finders: ClassVar[tuple[LeakFinder, ...]]
+    options: ClassVar[tuple[ParamSpec, ...]]
+    networks: ClassVar[tuple[str, ...]]
+    storages: ClassVar[tuple[str, ...]]
 
     # version_command() has no default either: a kind declares it (see undeclared_facts).
 
@@ -144,7 +183,7 @@ class EnvironmentBase:
 # The facts EnvironmentBase leaves to each kind, and what a declared value must be.
 REQUIRED_FACTS: dict[str, type | tuple[type, ...]] = {
     "kind": str, "description": str, "isolation": Isolation, "supports_numa": bool,
-    "leak_finders": tuple,
+    "leak_finders": tuple, "options": tuple, "networks": tuple, "storages": tuple,
 }
 
 
@@ -164,6 +203,17 @@ def undeclared_facts(cls: type) -> list[str]:
     finders = getattr(cls, "leak_finders", None)
     if isinstance(finders, tuple):
         out += [f"leak_finders: {f!r} is not callable" for f in finders if not callable(f)]
+    options = getattr(cls, "options", None)
+    if isinstance(options, tuple):
+        out += [f"options: {o!r} is not a ParamSpec" for o in options
+                if not isinstance(o, ParamSpec)]
+    for fact, words in (("networks", NETWORKS), ("storages", STORAGES)):
+        said = getattr(cls, fact, None)
+        if isinstance(said, tuple):
+            if not said:
+                out.append(f"{fact}: empty")
+            out += [f"{fact}: {w!r} is not one of {', '.join(words)}" for w in said
+                    if w not in words]
     version = getattr(cls, "version_command", None)
     if not callable(version):
         out.append("version_command(): not declared")

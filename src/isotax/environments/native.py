@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -18,20 +17,24 @@ from isotax.environments.base import (
     READY_MARKER,
     EnvironmentBase,
     Stopwatch,
+    exit_words,
     parse_ready_marker,
     register,
 )
-from isotax.host import command
+from isotax.host import command, owners
 from isotax.host.numa import numactl_prefix
 from isotax.host.processes import leftover_processes
 from isotax.parsers import procfs
 from isotax.protocols import (
+    STORAGES,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    Leftover,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -84,7 +87,8 @@ class NativeInstance:
         # Scratch lives in tmpfs, like /tmp inside the containers and the VM: in-memory everywhere.
         # One directory per instance: the startup and density workloads start more instances
         # of the same environment beside the runner's own, and each removes its own at stop.
-        self._scratch = Path(tempfile.mkdtemp(prefix=f"itx-{spec.name}-", dir="/dev/shm"))
+        self._scratch = Path(owners.mark(tempfile.mkdtemp(prefix=f"itx-{spec.name}-",
+                                                        dir="/dev/shm")))
         self.scratch = str(self._scratch)
         # Disk workloads write under the run's workdir (removed by the runner), on the host's
         # disk. The plan's storage choice has no meaning here: the host has one filesystem.
@@ -96,7 +100,7 @@ class NativeInstance:
         # exactly, exited processes included (telemetry.cpuacct), as a container's group does.
         self.cpu_group: CpuGroup | None = None
         try:
-            self.cpu_group = CpuGroup(f"itx-native-{secrets.token_hex(3)}")
+            self.cpu_group = CpuGroup(f"itx-native-{owners.new_tag(3)}")
             self._start_hold(sw)
         except BaseException:
             self.stop()
@@ -117,7 +121,8 @@ class NativeInstance:
         sw.mark("create")
         self._hold = subprocess.Popen([str(helper), "--hold"], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      text=True, env=self.env, start_new_session=True)
+                                      text=True, env=command.owned_env(self.env),
+                                      start_new_session=True)
         sw.mark("started")
         assert self._hold.stdout is not None
         line = self._hold.stdout.readline()  # the helper prints its marker, flushed, at once
@@ -156,6 +161,14 @@ class NativeInstance:
     def host_pids(self) -> Sequence[int]:
         return [self._hold.pid] if self._hold is not None and self._hold.poll() is None else []
 
+    def alive(self) -> str:
+        # The host itself does not die; what this instance holds of its own can go.
+        if self._hold is not None and (rc := self._hold.poll()) is not None:
+            return f"its holding process (itx-ready --hold) {exit_words(rc)}"
+        if self.cpu_group is not None and not self.cpu_group.dir.is_dir():
+            return f"its CPU accounting group {self.cpu_group.dir} is gone"
+        return ""
+
     def kernel_memory_bytes(self) -> int | None:
         return None  # a host process has no cgroup of its own
 
@@ -175,7 +188,7 @@ class NativeInstance:
             self.cpu_group.remove()
 
 
-def held_processes() -> list[str]:
+def held_processes() -> list[Leftover]:
     """The native environment's holding process (`itx-ready --hold`) still running; a
     container's PID 1 shows up here too, beside its container."""
     return leftover_processes(lambda prog, args: prog == "itx-ready" and "--hold" in args[1:])
@@ -188,6 +201,10 @@ class Native(EnvironmentBase):
     isolation: ClassVar[Isolation] = Isolation.HOST
     supports_numa: ClassVar[bool] = True  # numa_node: every command under numactl
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (held_processes,)
+    options: ClassVar[tuple[ParamSpec, ...]] = ()
+    networks: ClassVar[tuple[str, ...]] = ("host",)  # the host's own stack, nothing else
+    # Both accepted, and the same here: the host has one filesystem (NativeInstance).
+    storages: ClassVar[tuple[str, ...]] = STORAGES
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

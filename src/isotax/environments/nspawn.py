@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import secrets
 import shlex
 import shutil
 import signal
@@ -47,22 +46,28 @@ from isotax.environments.base import (
     EnvironmentBase,
     Stopwatch,
     bound_cpus,
+    exit_words,
+    process_gone,
     register,
 )
 from isotax.environments.native import host_storage, run_host
 from isotax.environments.oci.bundle import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
 from isotax.environments.oci.instance import acquire_bridge_lease, release_bridge_lease
+from isotax.host import owners
 from isotax.host.network import Bridge, Lease, netns_path
 from isotax.host.numa import numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.parsers import procfs
 from isotax.protocols import (
+    STORAGES,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    Leftover,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -137,7 +142,7 @@ class NspawnInstance:
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
-        self.tag = secrets.token_hex(3)
+        self.tag = owners.new_tag(3)
         self.machine = f"itx-{spec.name[:20]}-{self.tag}"
         self.command_line = ""  # systemd-nspawn's, once started
         self.network = spec.network
@@ -340,6 +345,15 @@ class NspawnInstance:
         v2 = next((d for d in self._cgroups if d.parent == CGROUP_ROOT), None)
         return cgroup_kernel_bytes(v1, v2)
 
+    def alive(self) -> str:
+        if self._stopped:
+            return "the container was stopped"
+        if self._proc is not None and (rc := self._proc.poll()) is not None:
+            return f"systemd-nspawn {exit_words(rc)}"
+        if self._leader is not None and (gone := process_gone(self._leader)):
+            return f"the container's init (pid {self._leader}) {gone}"
+        return ""
+
     def _freezer(self, state: str) -> None:
         d = next((d for d in self._cgroups if d.parent.name == "freezer"), None)
         if d is None:
@@ -398,7 +412,7 @@ class NspawnInstance:
             shutil.rmtree(self._volume, ignore_errors=True)
 
 
-def nspawn_leaks() -> list[str]:
+def nspawn_leaks() -> list[Leftover]:
     """systemd-nspawn processes still running a machine of isotax's (itx-...). Its cgroups,
     overlay and bridge carry itx- names the host-wide finders see."""
     return leftover_processes(lambda prog, args: prog == NSPAWN and names_itx(args))
@@ -414,6 +428,11 @@ class Nspawn(EnvironmentBase):
     # nspawn and every exec where the host has no cpuset group).
     supports_numa: ClassVar[bool] = True
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (nspawn_leaks,)
+    options: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("boot_timeout", float, BOOT_TIMEOUT_S, "seconds the image's systemd may take "
+                  "to finish booting", minimum=1),)
+    networks: ClassVar[tuple[str, ...]] = ("host", "bridge")  # no empty-netns mode (yet)
+    storages: ClassVar[tuple[str, ...]] = STORAGES  # read-only root + volume, or an overlay
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

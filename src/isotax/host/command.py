@@ -16,10 +16,20 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from isotax.host.owners import ENV_VAR as OWNER_VAR
 from isotax.protocols import Completed
 
 TIMED_OUT = 124  # as coreutils' timeout reports it
 NOT_FOUND = 127  # as a shell reports it
+
+
+def owned_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """A command's own environment still names its owner (host.owners): a server it leaves
+    running after a crash is then known as the dead run's, and removed."""
+    if env is None:
+        return None
+    owner = os.environ.get(OWNER_VAR)
+    return {**env, OWNER_VAR: owner} if owner else dict(env)
 
 
 def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
@@ -33,7 +43,7 @@ def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = Non
         proc = subprocess.Popen(
             list(argv), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-            env=dict(env) if env is not None else None, start_new_session=True,
+            env=owned_env(env), start_new_session=True,
             preexec_fn=preexec)
     except (FileNotFoundError, PermissionError) as e:
         return Completed(tuple(argv), NOT_FOUND, "", str(e), time.monotonic() - t0)

@@ -40,9 +40,18 @@ from isotax.image.recipe import (
 from isotax.parsers import procfs
 
 Log = Callable[[str], None]
+# (directory, bytes needed, what for, the other fix) -> the refusal, or None when it fits
+SpaceCheck = Callable[[Path, int, str, str], str | None]
 
 MANIFEST_FORMAT = 1  # manifest.json format; history: 1 - first format
 HEADROOM = 512 * 1024 * 1024  # free space left in rootfs.ext4 for workload files
+# What a build takes in the cache, with a quarter more for the build's temporary files and a
+# larger package set. Measured on the development machine (2026-11-24, `isotax image show` and
+# `du -s --block-size=1M`): the image layer fd76eb4b3a742883, 3731 MiB (rootfs 1255, rootfs.tar
+# 1242, rootfs.ext4 1150 on disk, vmlinux 63, the rest 21); the base layer 0793dda237c7a576,
+# 1254 MiB, and debootstrap's package cache (debs/) 193 MiB.
+IMAGE_BUILD_BYTES = 4664 * 1024 * 1024  # 3731 MiB + 25%
+BASE_BUILD_BYTES = 1809 * 1024 * 1024  # 1254 + 193 MiB + 25%
 CHROOT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LC_ALL": "C",
@@ -63,10 +72,13 @@ def default_cache_dir() -> Path:
 
 
 def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None = None,
-                 guest_dir: Path | None = None) -> ImageArtifacts:
+                 guest_dir: Path | None = None,
+                 space: SpaceCheck | None = None) -> ImageArtifacts:
     """Return the image for the recipe and the guest helpers, building what is missing. The
     caller makes the recipe with the registered workloads' packages:
-    Recipe.for_workloads(isotax.protocols.workload_packages())."""
+    Recipe.for_workloads(isotax.protocols.workload_packages()). Before a build, `space`
+    (isotax.host.diskspace.check, from a caller above the host layer) is asked about the
+    cache and the bytes the build needs; its line, if it has one, refuses the build."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     say: Log = log or (lambda _msg: None)
     guest = guest_files(guest_dir or default_guest_dir())
@@ -82,6 +94,8 @@ def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None 
         if art.complete():
             return art
         _clean_stale(final.parent, ihash)
+        if space is not None:
+            _check_space(cache, recipe, space)
         base_root, base_info = _ensure_base(cache, recipe, say)
         if final.exists():  # no manifest: a leftover of something that was not our rename
             _remove_tree(final)
@@ -148,6 +162,18 @@ def remove_image(hash_or_all: str, cache_dir: Path | None = None) -> list[Path]:
     for d in targets:
         _remove_tree(d)
     return targets
+
+
+def _check_space(cache: Path, recipe: Recipe, space: SpaceCheck) -> None:
+    """Refuse, before anything is written, a build the cache's filesystem has no room for:
+    the image layer, and the base layer too when it is not cached."""
+    base = (cache / "base" / recipe.base_hash() / "base.json").exists()
+    needed = IMAGE_BUILD_BYTES + (0 if base else BASE_BUILD_BYTES)
+    what = "building the workload image" + ("" if base else " and its base layer")
+    refusal = space(cache, needed, what,
+                    "or set ISOTAX_CACHE to a directory on a larger disk, then run it again")
+    if refusal:
+        raise ImageError(refusal)
 
 
 # ------------------------------------------------------------------------------- base layer

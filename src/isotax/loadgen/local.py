@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shlex
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH
 from isotax.environments.native import run_host
+from isotax.host import owners
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
 from isotax.protocols import Completed, ExecError, Instance, Isolation, isolation_of
@@ -45,7 +45,7 @@ class NamespaceLoadGen:
     """The LoadGen protocol (isotax.workloads.base.LoadGen) on a local network namespace."""
 
     def __init__(self, tag: str | None = None) -> None:
-        self.tag = tag or secrets.token_hex(3)
+        self.tag = tag or owners.new_tag(3)
         self.veth = VethNamespace(name=f"itx-lg{self.tag}")
         # (container address, port, proto) -> (host address, port), and the host address
         # each mapped container owns.

@@ -6,10 +6,12 @@ never run or cli. No statistics here: what a number means was decided by the ana
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from isotax.analysis.report_data import ReportData
 from isotax.report import csv_report, json_report, markdown
+from isotax.store.base import DiskFull
 
 FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json",
              "html": "report.html"}
@@ -27,12 +29,22 @@ RENDERERS = {"md": markdown.render, "csv": csv_report.render, "json": json_repor
 
 def write_reports(data: ReportData, out_dir: Path,
                   formats: tuple[str, ...] = ("md", "csv", "json", "html")) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write each format into out_dir; a full disk raises DiskFull (store.base) naming
+    out_dir, and leaves no half-written file (a report written before stays as it was)."""
     written = []
-    for fmt in formats:
-        path = out_dir / FILENAMES[fmt]
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(RENDERERS[fmt](data))
-        tmp.replace(path)  # a reader never sees half a report
-        written.append(path)
+    tmp = out_dir
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for fmt in formats:
+            path = out_dir / FILENAMES[fmt]
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(RENDERERS[fmt](data))
+            tmp.replace(path)  # a reader never sees half a report
+            written.append(path)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        if tmp != out_dir:
+            tmp.unlink(missing_ok=True)
+        raise DiskFull(out_dir, f"the report of {data.run.id}") from e
     return written

@@ -12,15 +12,19 @@ finders each environment kind declares (its `leak_finders`), asked through the r
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import shlex
 import shutil
 from pathlib import Path
 
 from isotax import protocols
 from isotax.host import command
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
-from isotax.host.processes import cmdlines
+from isotax.host.processes import cmdlines, kill_and_reap, process_leftover, thaw
 from isotax.parsers import procfs
+from isotax.protocols import Leftover, Stage
 
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw", "security")
 
@@ -30,22 +34,21 @@ def _run(argv: list[str]) -> str:
     return p.stdout if p.returncode == 0 else ""
 
 
-def leaked_netns() -> list[str]:
+def leaked_netns() -> list[Leftover]:
     d = Path("/run/netns")
     names = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
-    return [f"netns {n} (ip netns del {n})" for n in names if n.startswith("itx")]
+    return [Leftover(f"netns {n}", [("ip", "netns", "del", n)], stage=Stage.NETNS)
+            for n in names if n.startswith("itx")]
 
 
-def leaked_links() -> list[str]:
-    out = []
-    for dev in sorted(os.listdir("/sys/class/net")):
-        if dev.startswith("itx"):
-            out.append(f"link {dev} (ip link del {dev})")
-    return out
+def leaked_links() -> list[Leftover]:
+    return [Leftover(f"link {dev}", [("ip", "link", "del", dev)], stage=Stage.LINK)
+            for dev in sorted(os.listdir("/sys/class/net")) if dev.startswith("itx")]
 
 
-def parse_iptables_save_rules(text: str, table: str) -> list[str]:
-    """Rules of `iptables -t TABLE -S` output that carry isotax's comment, as delete commands."""
+def parse_iptables_save_rules(text: str, table: str) -> list[Leftover]:
+    """Rules of `iptables -t TABLE -S` output that carry isotax's comment, each removed by its
+    delete command."""
     out = []
     for line in text.splitlines():
         parts = line.split()
@@ -55,11 +58,14 @@ def parse_iptables_save_rules(text: str, table: str) -> list[str]:
         if "--comment" in parts:
             c = parts[parts.index("--comment") + 1].strip('"')
             if c == COMMENT:
-                out.append(f"iptables rule (iptables -t {table} -D {line[3:]})")
+                out.append(Leftover("iptables rule", [
+                    ("iptables", "-w", "10", "-t", table, "-D", *shlex.split(line)[1:])],
+                    how=f"iptables -t {table} -D {line[3:]}", stage=Stage.RULE,
+                    names=(line,)))
     return out
 
 
-def leaked_iptables_rules() -> list[str]:
+def leaked_iptables_rules() -> list[Leftover]:
     if shutil.which("iptables") is None:
         return []
     out = []
@@ -75,22 +81,38 @@ def parse_mountinfo(text: str) -> list[str]:
             if "/itx-" in m.point or "isotax" in m.point]
 
 
-def leaked_mounts() -> list[str]:
+def leaked_mounts() -> list[Leftover]:
     netns_dir = "/run/netns/"
     points = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
-    # A named netns is a bind mount of nsfs; it is reported once, as a netns.
-    return [f"mount {p} (umount {p})" for p in points
+    # A named netns is a bind mount of nsfs; it is reported once, as a netns. Deepest first,
+    # so a mount on top of another goes before it.
+    return [Leftover(f"mount {p}", [("umount", p)], stage=Stage.MOUNT)
+            for p in sorted(points, key=lambda p: -p.count("/"))
             if not (p.startswith(netns_dir) and "/" not in p[len(netns_dir):])]
 
 
-def leaked_cgroups() -> list[str]:
+def leaked_cgroups() -> list[Leftover]:
     base = Path("/sys/fs/cgroup")
     found = set()
     for pattern in ("*/itx-*", "*/*/itx-*", "itx-*", "unified/itx-*"):
         for p in base.glob(pattern):
             if p.is_dir():
                 found.add(str(p))
-    return [f"cgroup {p} (rmdir {p})" for p in sorted(found)]
+    # Children before parents (a sorted list, reversed).
+    return [Leftover(f"cgroup {p}", [("rmdir", p)], stage=Stage.CGROUP,
+                     how=f"rmdir {p}, after thawing it and killing its tasks",
+                     removal=functools.partial(remove_cgroup, Path(p)))
+            for p in sorted(found, reverse=True)]
+
+
+def remove_cgroup(path: Path) -> None:
+    """Thaw a leftover cgroup, kill what still runs in it, and remove it (a cgroup with tasks
+    cannot be removed, and a frozen task does not die until thawed)."""
+    thaw(path)
+    with contextlib.suppress(OSError):
+        for pid in (path / "cgroup.procs").read_text().split():
+            kill_and_reap(int(pid))
+    path.rmdir()
 
 
 def is_our_server(args: list[str]) -> bool:
@@ -117,7 +139,7 @@ class _ServerMatcher:
             w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in self.ports for w in words[1:])
 
 
-def leaked_servers() -> list[str]:
+def leaked_servers() -> list[Leftover]:
     ours = _ServerMatcher()
     own_pidns = os.readlink("/proc/self/ns/pid")
     out = []
@@ -130,18 +152,38 @@ def leaked_servers() -> list[str]:
                 continue
         except OSError:
             continue  # gone meanwhile
-        out.append(f"server process {pid} {' '.join(args)[:100]} (kill {pid})")
+        out.append(process_leftover(pid, args, "server process"))
     return out
 
 
-def leaked_sysctl() -> list[str]:
-    if IP_FORWARD_SAVED.exists():
-        return [f"net.ipv4.ip_forward changed by isotax (restore: sysctl net.ipv4.ip_forward="
-                f"{IP_FORWARD_SAVED.read_text().strip()}; rm {IP_FORWARD_SAVED})"]
+# Where isotax keeps a run's scratch files: the run's workdir (VM overlays and data disks,
+# bundles, logs) and the native environment's tmpfs scratch.
+SCRATCH_DIRS = (Path("/var/tmp"), Path("/dev/shm"))
+
+
+def leaked_scratch() -> list[Leftover]:
+    """Scratch directories of runs and instances that ended without removing them (a killed
+    run's workdir holds its VMs' disks: gigabytes). Removed without crossing into another
+    filesystem: a mount left inside is a leftover of its own, removed before."""
+    return [Leftover(f"directory {d}", [("rm", "-rf", "--one-file-system", str(d))])
+            for base in SCRATCH_DIRS if base.is_dir()
+            for d in sorted(base.glob("itx-*")) if d.is_dir()]
+
+
+def leaked_sysctl() -> list[Leftover]:
+    """The forwarding sysctl an isotax bridge turned on, once no isotax bridge is left to
+    restore it (the last one that goes does)."""
+    if IP_FORWARD_SAVED.exists() and not any(d.startswith("itx-br")
+                                             for d in os.listdir("/sys/class/net")):
+        value = IP_FORWARD_SAVED.read_text().strip()
+        return [Leftover("net.ipv4.ip_forward changed by isotax", [
+            ("sysctl", "-w", f"net.ipv4.ip_forward={value}"), ("rm", str(IP_FORWARD_SAVED))],
+            how=f"restore: sysctl net.ipv4.ip_forward={value}; rm {IP_FORWARD_SAVED}",
+            stage=Stage.SETTING, anyone=True)]
     return []
 
 
-def environment_leaks() -> list[str]:
+def environment_leaks() -> list[Leftover]:
     """What every registered environment kind's leak finders find, each finder asked once
     however many kinds declare it (qemu, microvm and vm9p share theirs; docker and podman
     the engines' iptables finder)."""
@@ -151,7 +193,9 @@ def environment_leaks() -> list[str]:
     return [line for find in finders for line in find()]
 
 
-def find_leaks() -> list[str]:
-    """Every isotax-created resource still present, one line each; empty when clean."""
+def find_leaks() -> list[Leftover]:
+    """Every isotax-created resource still present, one Leftover (a line) each; empty when
+    clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
-            + leaked_cgroups() + leaked_servers() + leaked_sysctl() + environment_leaks())
+            + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
+            + environment_leaks())

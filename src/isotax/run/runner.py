@@ -17,6 +17,7 @@ import random
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,7 +27,7 @@ from typing import Any
 
 from isotax import protocols
 from isotax.analysis import adaptive
-from isotax.host import numa, parity
+from isotax.host import numa, owners, parity
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import open_loadgen
@@ -47,7 +48,9 @@ from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
 from isotax.run.finish import finish_cell
 from isotax.run.launcher import EnvLauncher
-from isotax.store.base import EnvRecord, Store
+from isotax.run.measuring import Overlap
+from isotax.run.restarts import META_KEY, Restarts
+from isotax.store.base import DiskFull, EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
 from isotax.telemetry.summary import TelemetrySummary
 
@@ -171,10 +174,16 @@ class Runner:
         self.multi_node = len(numa.nodes()) > 1
         # Environments that are not what the plan declares (identity.py): they fail the run.
         self.mislabelled: list[str] = []
+        # Environments that died mid-run and their restarts (run.restarts), made by the first
+        # cell with the records a resumed run already holds.
+        self.lives: Restarts | None = None
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
         # (summary, series) of the cell that just ran, when it was watched (telemetry.observe)
         self.telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
+        # Other runs measuring on this host while a cell ran (run.measuring), from the store
+        # on --resume.
+        self.overlap = Overlap()
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -186,12 +195,26 @@ class Runner:
         for name, a in avail.items():
             if a.ok and a.reason:
                 self.log(f"{name}: {a.reason}")
+        # An environment the plan needs (not `optional`) that cannot run here refuses the run
+        # before anything is started or measured; an optional one is skipped, said in yellow.
+        needed = [e for e in self.plan.run_environments
+                  if not avail[e.name].ok and not e.optional]
+        for entry in needed:
+            self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
+                                                 f"unavailable: {avail[entry.name]}", {}, {}, {}))
+        if needed:
+            self.refusal = _cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
+                                       len(needed) - 1)
+            return
         for entry in self.plan.run_environments:
             started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
             if isinstance(started, str):
-                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
                 self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
                                                      started, {}, {}, {}))
+                if not entry.optional:
+                    self.refusal = _cannot_run(entry, started)
+                    return
+                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
                 continue
             self.started[entry.name] = _Started(started)
             ready = started.milestones.get("ready", float("nan"))
@@ -362,9 +385,10 @@ class Runner:
     def run(self, run_id: str) -> str:
         """Run (or finish) run_id. Returns the final status."""
         done = self.store.done_cells(run_id)
+        self.overlap = Overlap(self.store.run_meta(run_id).get("concurrent"))
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
-        workdir = Path(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp"))
+        workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
         self.workdir = workdir
         status = "failed"
         owner = os.getpid()
@@ -377,6 +401,9 @@ class Runner:
                 # Unwinds first (LIFO): environments stop before the load generator goes.
                 stack.callback(self._stop_environments)
                 self._start_environments(run_id, workdir)
+                if self.refusal:  # an environment the plan needs cannot run here
+                    status = "refused"
+                    return status
                 if self.plan.baseline not in self.started:
                     self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
                              "nothing to compare against[/]")
@@ -412,11 +439,23 @@ class Runner:
                 os._exit(1)
             status = "interrupted"
             self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
+        except DiskFull:
+            status = "interrupted"  # resumable once space is freed; the caller says how
+            raise
         finally:
+            ending = sys.exc_info()[1]  # the error that ends the run, if one does
             self._stop_environments()  # idempotent: whatever the stack did not reach
             self.loadgen = None
             shutil.rmtree(workdir, ignore_errors=True)
-            self.store.set_run_status(run_id, status, time.time())
+            try:
+                self.store.set_run_status(run_id, status, time.time())
+            except DiskFull as e:
+                # A full disk refuses this row too: the run stays "running" (resumable) and
+                # the error that ended the run is the one raised, not this one.
+                if ending is None:
+                    raise
+                if not isinstance(ending, DiskFull):
+                    self.log(f"[red]the run's status was not stored: {e}[/]")
         return status
 
     def _run_cells(self, run_id: str, cells: Sequence[CellKey],
@@ -431,25 +470,134 @@ class Runner:
         for key in cells:
             if may_start is not None and not may_start():
                 break
-            if active != key.environment:
-                if active is not None:
-                    self.started[active].instance.pause()
-                self.started[key.environment].instance.resume()
-                active = key.environment
+            switching = active != key.environment
+            if switching and active is not None:
+                self._pause(run_id, active)
+            active = key.environment
+            # Why the cell fails without running: its environment is given up, or died as
+            # it was resumed ("" when it can run; a dead one is started again first).
+            blocked = self._ready_for(run_id, key, resume=switching)
             if self.progress is not None:
                 self.progress.update(task, description=f"{key.environment} {key.workload}")
             t0 = time.time()
-            status, reason, samples = self._run_cell(key)
+            self.overlap.start()
+            status, reason, samples = ((CellStatus.FAILED, blocked, []) if blocked
+                                       else self._run_cell_or_death(run_id, key))
             self.store.commit_cell(run_id, key, wversions[key.workload], status, reason, t0,
                                    time.time(), samples,
                                    self.telemetry if status is CellStatus.OK else None)
+            if self.overlap.end(key.ident):  # another run measured meanwhile: the report says
+                self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
             self.log(_describe_cell(key, status, reason, samples))
             if self.progress is not None:
                 self.progress.advance(task)
         if active is not None:
-            self.started[active].instance.pause()
+            self._pause(run_id, active)
         if task is not None and may_start is not None:  # an added round's bar: not kept
             self.progress.remove_task(task)
+
+    # -- an environment that dies (run.restarts) -------------------------------------------
+    def _deaths(self, run_id: str) -> Restarts:
+        if self.lives is None:
+            earlier = self.store.run_meta(run_id).get(META_KEY, [])
+            self.lives = Restarts(self.plan.restarts, earlier if isinstance(earlier, list) else [])
+        return self.lives
+
+    def _run_cell_or_death(self, run_id: str, key: CellKey
+                           ) -> tuple[CellStatus, str, list[Sample]]:
+        """_run_cell; a cell that fails (or raises) while its instance is no longer alive fails
+        with the death as its reason, and the dead instance is stopped."""
+        inst = self.started[key.environment].instance
+        try:
+            status, reason, samples = self._run_cell(key)
+        except Exception as e:
+            if not _why_dead(inst):
+                raise
+            self.telemetry = None
+            status, reason, samples = CellStatus.FAILED, f"{type(e).__name__}: {e}", []
+        if status is CellStatus.FAILED and (why := _why_dead(inst)):
+            died = self._died(run_id, key.environment, why, _cell_words(key))
+            reason = f"{died}; the cell saw: {reason[:300]}"
+        return status, reason, samples
+
+    def _ready_for(self, run_id: str, key: CellKey, resume: bool) -> str:
+        """Before one of an environment's cells: "" when its instance can run it (a dead one is
+        started again first, restarts allowing; a paused one resumed when `resume`, once
+        Instance.alive() says it did not die while paused), else the reason the cell fails
+        without running."""
+        name, lives = key.environment, self._deaths(run_id)
+        if lives.given_up(name):
+            return lives.given_up(name)
+        if lives.dead(name):
+            if lives.may_restart(name):
+                self._restart(run_id, name)  # the new instance runs: nothing to resume
+            if lives.given_up(name):
+                self.log(f"[red]{name}: {lives.given_up(name)}: its remaining cells fail[/]")
+            self.store.put_run_meta(run_id, META_KEY, lives.meta())
+            return lives.given_up(name)
+        if resume:
+            inst = self.started[name].instance
+            if why := _why_dead(inst):  # died while paused: no cell of it to fail
+                self._died(run_id, name, why, "")
+                return self._ready_for(run_id, key, resume=False)  # restarted, or given up
+            try:
+                inst.resume()
+            except Exception as e:
+                why = _why_dead(inst) or f"resume failed: {type(e).__name__}: {e}"
+                return self._died(run_id, name, why, _cell_words(key))
+        return ""
+
+    def _pause(self, run_id: str, name: str) -> None:
+        """Pause a live instance; one that cannot be paused died (its cell is already stored)."""
+        lives = self._deaths(run_id)
+        if lives.dead(name) or lives.given_up(name):
+            return
+        inst = self.started[name].instance
+        try:
+            inst.pause()
+        except Exception as e:
+            self._died(run_id, name, _why_dead(inst) or
+                       f"pause failed: {type(e).__name__}: {e}", "")
+
+    def _died(self, run_id: str, name: str, why: str, cell: str) -> str:
+        """Record that name's instance died and stop it (stop() removes all it held); the
+        reason the cell it died in fails with."""
+        lives = self._deaths(run_id)
+        reason = lives.died(name, cell, why, time.time())
+        self.log(f"[red]{name}: {reason}" + (f" (in {cell})" if cell else " (between its "
+                 "cells)") + "; stopping what is left of it[/]")
+        with _no_interrupts():
+            try:
+                self.started[name].instance.stop()
+            except Exception as e:
+                self.log(f"[red]{name}: stop failed: {e}[/]")
+        self.store.put_run_meta(run_id, META_KEY, lives.meta())
+        return reason
+
+    def _restart(self, run_id: str, name: str) -> None:
+        """A new instance of a dead environment from the same plan entry, for its remaining
+        cells: its workloads are prepared again. A restart that fails gives it up."""
+        lives = self._deaths(run_id)
+        entry = next(e for e in self.plan.run_environments if e.name == name)
+        self.log(f"{name}: restarting it (restart {lives.restarts_of(name) + 1} of at most "
+                 f"{self.plan.restarts}) after it died: {lives.dead(name)}")
+        t0 = time.monotonic()
+        got = self._start_one(entry, protocols.environments()[entry.kind](),
+                              Availability.yes(), self.workdir)
+        took = time.monotonic() - t0
+        if isinstance(got, str):
+            lives.restart_failed(name, got)
+            return
+        st = self.started[name]
+        st.instance, st.prepared = got, {}
+        lives.restarted(name, took)
+        ready = got.milestones.get("ready", float("nan"))
+        self.log(f"{name}: restarted: ready in {ready:.2f} s ({took:.1f} s in all); its "
+                 "workloads are prepared again")
+        describe = {**self.described.get(name, {}), **got.describe()}
+        if self.loadgen is not None:
+            describe["loadgen_path"] = self.loadgen.path(got)
+        self.described[name] = describe
 
     def _run_adaptive(self, run_id: str, environments: Sequence[str]) -> None:
         """After the fixed rounds: more interleaved rounds for the points whose ratios are not
@@ -519,6 +667,27 @@ def _env_cpu_sample(before: envcpu.Snapshot, after: envcpu.Snapshot) -> Sample:
     by_program = envcpu.delta_by_program(before, after)
     return Sample(envcpu.METRIC, round(sum(by_program.values()), 4), envcpu.UNIT,
                   higher_is_better=False, labels={"by_program": by_program})
+
+
+def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:
+    """The refusal of a run whose environment `entry` (not optional) cannot run here: one
+    line, with the fix."""
+    more = f" (and {others} more environment(s) unavailable)" if others else ""
+    return (f"refused: environment {entry.name!r} ({entry.kind}) cannot run here: {why}{more}; "
+            "fix that, or mark it optional = true in the plan to run without it")
+
+
+def _why_dead(inst: Instance) -> str:
+    """Instance.alive(), for the runner: a check that itself breaks says nothing."""
+    try:
+        return inst.alive()
+    except Exception:
+        return ""
+
+
+def _cell_words(key: CellKey) -> str:
+    return f"{key.workload} {key.params_key} " + (
+        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
 
 
 def _describe_cell(key: CellKey, status: CellStatus, reason: str,

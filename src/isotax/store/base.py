@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from isotax.model import CellKey, CellStatus, Sample
@@ -15,6 +16,18 @@ SCHEMA_VERSION = 2  # 2: telemetry and run_meta tables
 
 class StoreError(Exception):
     """A store problem the user can act on (missing run, newer schema, ...): one line."""
+
+
+class DiskFull(StoreError):
+    """The filesystem under `path` (a directory) had no room for `what` (the store, a report,
+    a bundle). Whatever was being written is rolled back or removed: what was committed
+    before stands, and the store stays whole. The caller says what to free and what to run
+    next (isotax.host.diskspace has the figures and the words)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"no space left under {path} for {what}; free space there")
+        self.path = path
+        self.what = what
 
 
 @dataclass(frozen=True)

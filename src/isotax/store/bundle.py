@@ -25,7 +25,7 @@ from typing import Any
 from isotax import __version__
 from isotax.model import FORMAT_VERSION
 from isotax.store.base import SCHEMA_VERSION, StoreError
-from isotax.store.sqlite import SQLiteStore
+from isotax.store.sqlite import SQLiteStore, full_disk
 
 BUNDLE_VERSION = 1
 _FILES = ("isotax.db", "plan.toml", "fingerprint.json")
@@ -62,6 +62,11 @@ def export_bundle(store: SQLiteStore, run_id: str, out: Path) -> Path:
                 for table, select in _COPY:
                     con.execute(f"INSERT INTO main.{table} {select}", {"run": run.id})
             con.execute("DETACH DATABASE src")
+        except sqlite3.Error as e:
+            full = full_disk(e, Path(d), "the bundle's copy of the run")
+            if full is None:
+                raise
+            raise full from e
         finally:
             con.close()
         files = {
@@ -74,14 +79,21 @@ def export_bundle(store: SQLiteStore, run_id: str, out: Path) -> Path:
         "isotax": __version__, "schema": SCHEMA_VERSION, "results_format": FORMAT_VERSION,
         "sha256": {name: _sha256(data) for name, data in files.items()},
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, data in [("manifest.json", json.dumps(manifest, indent=2).encode()),
-                           *files.items()]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, int(run.created)
-            tar.addfile(info, io.BytesIO(data))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(tmp, "w:gz") as tar:
+            for name, data in [("manifest.json", json.dumps(manifest, indent=2).encode()),
+                               *files.items()]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), 0o644, int(run.created)
+                tar.addfile(info, io.BytesIO(data))
+    except OSError as e:
+        tmp.unlink(missing_ok=True)  # half a bundle is no bundle
+        full = full_disk(e, out.parent, f"the bundle {out.name}")
+        if full is None:
+            raise
+        raise full from e
     tmp.replace(out)
     return out
 

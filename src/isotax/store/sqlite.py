@@ -3,7 +3,10 @@ cell in flight. Foreign keys cascade, so deleting a run removes all its rows."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import shutil
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -14,6 +17,7 @@ from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.store.base import (
     SCHEMA_VERSION,
     CellRecord,
+    DiskFull,
     EnvRecord,
     RunRecord,
     StoreError,
@@ -90,9 +94,29 @@ CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
 
 class SQLiteStore:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        except (OSError, sqlite3.Error) as e:
+            full = full_disk(e, path.parent, _what(path))
+            if full is None:
+                raise
+            raise full from e
+        try:
+            self._open()
+        except (OSError, sqlite3.Error) as e:
+            self.db.close()
+            full = full_disk(e, path.parent, _what(path))
+            if full is None:
+                raise
+            raise full from e
+        except StoreError:
+            self.db.close()
+            raise
+
+    def _open(self) -> None:
+        path = self.path
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
@@ -104,12 +128,14 @@ class SQLiteStore:
                 f"{path} has schema version {row[0]}, newer than this isotax ({SCHEMA_VERSION});"
                 " upgrade isotax to read it"
             )
-        # Older schemas only lack tables, which CREATE TABLE IF NOT EXISTS just added.
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                        (str(SCHEMA_VERSION),))
+        # Older schemas only lack tables, which CREATE TABLE IF NOT EXISTS just added. Written
+        # only when it changes: a store on a full disk still opens for reading.
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                            (str(SCHEMA_VERSION),))
 
     def _tx(self) -> _Tx:
-        return _Tx(self.db)
+        return _Tx(self.db, self.path)
 
     # runs
     def create_run(self, run_id: str, plan_name: str, plan_toml: str, seed: int,
@@ -261,19 +287,66 @@ class SQLiteStore:
 
 
 class _Tx:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (Ctrl-C included)."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (Ctrl-C included). A full
+    disk, at any step (the COMMIT included), ends in DiskFull once the transaction is rolled
+    back: every transaction committed before stands, and the store stays whole."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
         self.db = db
+        self.path = path
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            full = full_disk(e, self.path.parent, _what(self.path))
+            if full is None:
+                raise
+            raise full from e
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.db.execute("COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                self.db.execute("COMMIT")
+                return
+            except sqlite3.Error as e:
+                failed: BaseException = e
         else:
-            self.db.execute("ROLLBACK")
+            failed = exc
+        # SQLite rolls back on its own after some errors (a full disk among them).
+        if self.db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+        full = full_disk(failed, self.path.parent, _what(self.path))
+        if full is not None:
+            raise full from failed
+        if exc is None:
+            raise failed
+
+
+def _what(path: Path) -> str:
+    return f"the store {path.name}"
+
+
+def full_disk(e: BaseException, where: Path, what: str) -> DiskFull | None:
+    """The DiskFull that `e` amounts to, or None: SQLite's SQLITE_FULL ("database or disk is
+    full"), an OSError ENOSPC or EDQUOT, or an SQLite I/O error while the filesystem under
+    `where` has less than 1 MiB left (SQLite reports a -shm index it cannot grow so)."""
+    if isinstance(e, OSError):
+        return DiskFull(where, what) if e.errno in (errno.ENOSPC, errno.EDQUOT) else None
+    if not isinstance(e, sqlite3.Error):
+        return None
+    code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code == sqlite3.SQLITE_FULL:
+        return DiskFull(where, what)
+    if code == sqlite3.SQLITE_IOERR:
+        try:
+            left = shutil.disk_usage(where).free
+        except OSError:
+            return None
+        if left < 1024 * 1024:
+            return DiskFull(where, what)
+    return None
 
 
 def open_store(results_dir: Path, create: bool = True) -> SQLiteStore:

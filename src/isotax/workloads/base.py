@@ -22,6 +22,7 @@ from isotax.protocols import (
     FigureHints,
     Instance,
     LoadGen,
+    Needs,
     Params,
     ParamSpec,
     Port,
@@ -33,7 +34,7 @@ from isotax.protocols import (
 REQUIRED_FACTS = ("name", "version", "description", "params", "tools", "needs_loadgen",
                   "ports", "packages", "figures")
 # The hooks BaseWorkload gives a default to; a workload overrides what it knows better.
-HOOKS = ("work", "in_flight", "needs_network", "not_applicable", "prepare")
+HOOKS = ("work", "in_flight", "needs_network", "not_applicable", "prepare", "host_needs")
 
 
 class BaseWorkload:
@@ -66,7 +67,13 @@ class BaseWorkload:
                                   line; None (the default): it applies. The runner checks the
                                   rules every workload shares (network) first;
       prepare(inst, params, loadgen) once per instance and parameter set, before warm-ups;
-                                  default: nothing.
+                                  default: nothing;
+      host_needs(params)          what this point asks of the host at the least, from its
+                                  parameters alone (protocols.Needs: memory in the
+                                  environment, host memory beside it, open files in one
+                                  process, disk): isotax.run.feasibility refuses a plan at
+                                  load whose point cannot fit this host; default Needs():
+                                  nothing worth checking.
     """
 
     name: ClassVar[str]
@@ -93,6 +100,9 @@ class BaseWorkload:
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         pass
+
+    def host_needs(self, params: Params) -> Needs:
+        return Needs()
 
 
 def missing_facts(cls: type) -> list[str]:

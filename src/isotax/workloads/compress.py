@@ -16,7 +16,16 @@ from typing import ClassVar
 
 from isotax.model import Sample, SanityError
 from isotax.parsers.itx_time import parse_itx_time
-from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.protocols import (
+    FigureHints,
+    Instance,
+    LoadGen,
+    Need,
+    Needs,
+    Params,
+    ParamSpec,
+    Port,
+)
 from isotax.workloads.base import BaseWorkload, register
 
 MIB = 1024 * 1024
@@ -44,6 +53,11 @@ class Compress(BaseWorkload):
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
         """The corpus read, in GB."""
         return params["corpus_mib"] * MIB / 1e9, "GB"
+
+    def host_needs(self, params: Params) -> Needs:
+        """The corpus lives in the environment's tmpfs scratch: in its memory."""
+        return Needs(memory=Need(params["corpus_mib"] * MIB, ("corpus_mib",),
+                                 "the corpus, kept in a tmpfs"))
 
     # Same bits everywhere: the corpus digest and the compressed size (xz output is
     # deterministic for a given level, thread count and block size) must agree across

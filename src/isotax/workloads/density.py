@@ -33,6 +33,8 @@ from isotax.protocols import (
     Launched,
     Launcher,
     LoadGen,
+    Need,
+    Needs,
     Params,
     ParamSpec,
     Port,
@@ -41,6 +43,11 @@ from isotax.telemetry.footprint import Footprint, measure
 from isotax.workloads.base import BaseWorkload, register
 
 MIB = 1024 * 1024
+# What an idle instance costs the host at the least, for the load-time check of max_instances
+# (host_needs): below the smallest footprint measured on the development machine, native's one
+# idle itx-ready process at 0.17 MiB PSS (docs/measured-here.md, "Startup phases and idle
+# memory"); a container costs 0.3 MiB and more there, a VM hundreds.
+MIN_INSTANCE_BYTES = 128 * 1024
 
 
 def parse_mem_available(meminfo: str) -> int:
@@ -95,6 +102,14 @@ class Density(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         pass
+
+    def host_needs(self, params: Params) -> Needs:
+        """max_instances idle instances, MIN_INSTANCE_BYTES each at least, beside the
+        MemAvailable floor the sweep keeps free."""
+        return Needs(host_memory=Need(
+            int(params["max_instances"]) * MIN_INSTANCE_BYTES
+            + int(params["min_available_mib"]) * MIB, ("max_instances", "min_available_mib"),
+            "128 KiB or more per idle instance, and the floor kept free"))
 
     def launch_and_measure(self, launcher: Launcher, params: Params,
                            loadgen: LoadGen | None) -> list[Sample]:

@@ -31,7 +31,16 @@ from typing import Any, ClassVar
 
 from isotax.model import Sample, SanityError
 from isotax.parsers.fio import PERCENTILE_LIST, fio_samples, job_error, parse_fio_json
-from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.protocols import (
+    FigureHints,
+    Instance,
+    LoadGen,
+    Need,
+    Needs,
+    Params,
+    ParamSpec,
+    Port,
+)
 from isotax.workloads.base import BaseWorkload, register
 
 PATTERNS = ("read", "write", "randread", "randwrite", "randrw")
@@ -123,6 +132,11 @@ class Fio(BaseWorkload):
 
     def in_flight(self, params: Params) -> int:
         return int(params["iodepth"])
+
+    def host_needs(self, params: Params) -> Needs:
+        """numjobs files of size_mib each, on the host's disk (whatever the storage path)."""
+        return Needs(disk=Need(int(params["numjobs"]) * int(params["size_mib"]) * 2**20,
+                               ("numjobs", "size_mib"), "fio's files"))
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         """fio's I/Os in the measured window: IOPS x runtime, reads and writes."""

@@ -52,6 +52,8 @@ from isotax.protocols import (
     FigureHints,
     Instance,
     LoadGen,
+    Need,
+    Needs,
     Params,
     ParamSpec,
     Port,
@@ -304,6 +306,11 @@ class HpccWorkload(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         check_tools(inst)
+
+    def host_needs(self, params: Params) -> Needs:
+        """HPL's matrix, N^2 * 8 bytes: hpcc sizes STREAM and RandomAccess from the same."""
+        n = int(param(params, self.params, "n"))
+        return Needs(memory=Need(8 * n * n, ("n",), "HPL's N^2 * 8 byte matrix"))
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         result = run_hpcc(inst, config_from(inst, params, self.params))

@@ -63,6 +63,8 @@ from isotax.protocols import (
     Instance,
     LatencyPanel,
     LoadGen,
+    Need,
+    Needs,
     Params,
     ParamSpec,
     Port,
@@ -262,6 +264,14 @@ class Mysql(BaseWorkload):
     def in_flight(self, params: Params) -> int:
         """Each sysbench thread waits for its transaction's answer before the next."""
         return int(params["threads"])
+
+    def host_needs(self, params: Params) -> Needs:
+        """The buffer pool mariadbd is given, and a connection per sysbench thread (a socket
+        in sysbench and in mariadbd)."""
+        return Needs(
+            memory=Need(int(params["buffer_pool_mib"]) * 2**20, ("buffer_pool_mib",),
+                        "the InnoDB buffer pool"),
+            open_files=Need(int(params["threads"]), ("threads",), "a connection per thread"))
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         """sysbench's transactions."""

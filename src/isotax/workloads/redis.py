@@ -36,6 +36,8 @@ from isotax.protocols import (
     Instance,
     LatencyPanel,
     LoadGen,
+    Need,
+    Needs,
     Params,
     ParamSpec,
     Port,
@@ -46,6 +48,10 @@ from isotax.workloads.base import BaseWorkload, host_tool_version, need_loadgen,
 PORT = Port(46379, server="redis-server")
 REDIS_PORT = PORT.number
 KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
+# redis-server's default maxclients (isotax does not raise it): a connection more is refused
+# ("max number of clients reached"). It also keeps 32 descriptors for itself beyond them.
+MAXCLIENTS = 10000
+RESERVED_FDS = 32
 
 
 def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
@@ -66,8 +72,9 @@ class Redis(BaseWorkload):
     description: ClassVar[str] = ("redis-server in the environment, redis-benchmark SET and GET "
                                   "from the load generator, pipelined; requests/s and ms")
     params: ClassVar[Sequence[ParamSpec]] = (
-        ParamSpec("connections", int, 10, "client connections (redis-benchmark -c); sweep it",
-                  minimum=1),
+        ParamSpec("connections", int, 10, "client connections (redis-benchmark -c); sweep it; "
+                  f"at most redis-server's maxclients, {MAXCLIENTS}", minimum=1,
+                  maximum=MAXCLIENTS),
         ParamSpec("requests", int, 100000, "requests per test (SET, then GET)", minimum=1000),
         ParamSpec("pipeline", int, 10, "requests in flight per connection (-P)", minimum=1),
         ParamSpec("value_bytes", int, 50, "value size of SET (-d)", minimum=1),
@@ -87,6 +94,16 @@ class Redis(BaseWorkload):
 
     def in_flight(self, params: Params) -> int:
         return int(params["connections"]) * int(params["pipeline"])
+
+    def host_needs(self, params: Params) -> Needs:
+        """A descriptor per connection in redis-benchmark and in redis-server (which keeps 32
+        more for itself); the keys SET, each its key and value at least, in the server."""
+        keys = min(int(params["requests"]), int(params["keyspace"]))
+        return Needs(
+            memory=Need(keys * (KEY_BYTES + int(params["value_bytes"])),
+                        ("requests", "keyspace", "value_bytes"), "the keys SET, in redis-server"),
+            open_files=Need(int(params["connections"]) + RESERVED_FDS, ("connections",),
+                            "a socket per connection, and redis-server's 32 of its own"))
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
         """redis-benchmark's requests: `requests` SETs, then as many GETs."""

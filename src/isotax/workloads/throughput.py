@@ -39,7 +39,8 @@ class Throughput(BaseWorkload):
         ParamSpec("direction", str, "to_env", "to_env: the environment receives; from_env: "
                   "it sends (iperf3 -R)", choices=("to_env", "from_env")),
         ParamSpec("seconds", int, 10, "length of the transfer", minimum=1),
-        ParamSpec("streams", int, 1, "parallel TCP streams (iperf3 -P)", minimum=1),
+        ParamSpec("streams", int, 1, "parallel TCP streams (iperf3 -P; it takes 128 at most)",
+                  minimum=1, maximum=128),
         ParamSpec("placement", str, "free", "CPU placement of client and server: free, "
                   "same-cpu, split (see isotax.loadgen.local)", choices=PLACEMENTS),
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import resource
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from isotax import protocols
 from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER, mem_total_bytes
 from isotax.environments.engines.client import LABEL
 from isotax.environments.oci.bundle import SCRATCH, VOLUME_DIR
+from isotax.host import owners
 from isotax.protocols import EnvSpec
 
 NETWORKS = ("bridge", "host")
@@ -70,7 +70,7 @@ def published_ports() -> list[tuple[int, str]]:
 def new_name(name: str) -> str:
     """itx-<plan name>-<random>: a container name engines accept (and leaks.py recognises)."""
     clean = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:24] or "c"
-    return f"itx-{clean}-{secrets.token_hex(3)}"
+    return f"itx-{clean}-{owners.new_tag(3)}"
 
 
 

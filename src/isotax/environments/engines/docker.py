@@ -31,7 +31,6 @@ import fcntl
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -42,10 +41,16 @@ from typing import IO, Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import Stopwatch, register
+from isotax.environments.base import Stopwatch, exit_words, register
 from isotax.environments.engines.client import EngineCli, EngineError
 from isotax.environments.engines.commands import KATA_INSTALL, KATA_RUNTIME_TYPE, KATA_SHIM
-from isotax.environments.engines.engine import Engine, EngineInstance
+from isotax.environments.engines.engine import (
+    PUBLISH_OPTION,
+    STORAGE_OPTION,
+    Engine,
+    EngineInstance,
+    runtime_option,
+)
 from isotax.environments.engines.iptables import (
     engine_iptables_leaks,
     iptables_snapshot,
@@ -53,15 +58,24 @@ from isotax.environments.engines.iptables import (
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
 from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
-from isotax.host import command
+from isotax.host import command, owners
 from isotax.host.network import Bridge, uplink_mtu
-from isotax.host.processes import pids_matching, pids_matching_prefix
+from isotax.host.processes import (
+    kill_and_reap,
+    pids_matching,
+    pids_matching_prefix,
+    process_leftover,
+    read_cmdline,
+)
 from isotax.parsers import procfs
 from isotax.protocols import (
     Availability,
     EnvSpec,
     Instance,
     LeakFinder,
+    Leftover,
+    ParamSpec,
+    Stage,
     Unavailable,
     VersionCommand,
 )
@@ -142,7 +156,7 @@ class PrivateDockerd:
     with everything it made when the last one is released."""
 
     def __init__(self, userland_proxy: bool) -> None:
-        self.tag = secrets.token_hex(3)
+        self.tag = owners.new_tag(3)
         self.userland_proxy = userland_proxy
         self.exec_root = Path(f"{EXEC_ROOT_PREFIX}{self.tag}")
         self.socket = self.exec_root / "docker.sock"
@@ -248,9 +262,20 @@ class PrivateDockerd:
         shutil.rmtree(self.exec_root, ignore_errors=True)
         if self.exec_root.exists():
             errors.append(f"{self.exec_root} could not be removed")
+        # A dockerd that died leaves its containers' processes running without it (their
+        # shims killed above) in its cgroups, and the containers in its store: ours, since the
+        # store is this daemon's alone while it holds the lock.
+        orphans: set[str] = set()
         for d in cgroup_dirs_named(self.cgroup_parent):
+            orphans |= {c.name for c in d.iterdir() if c.is_dir()}
+            for procs in d.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    for pid in procfs.parse_pids(procs.read_text()):
+                        kill_and_reap(pid)
             with contextlib.suppress(OSError):
                 remove_cgroup_tree(d)
+        for cid in orphans:
+            forget_container(cid)
         try:
             self.bridge.down()
         except Exception as e:
@@ -285,6 +310,19 @@ def mounts_under(roots: tuple[str, ...]) -> list[str]:
             if any(m.point == r or m.point.startswith(r + "/") for r in roots):
                 out.append(m.point)
     return sorted(set(out), key=len, reverse=True)
+
+
+def forget_container(cid: str) -> None:
+    """Remove a container of the private store that no dockerd can remove any more (its
+    daemon died): its directory, and its writable layer with the layer's init layer."""
+    mounts = DATA_ROOT / "image" / "overlay2" / "layerdb" / "mounts" / cid
+    dirs = [DATA_ROOT / "containers" / cid, mounts]
+    with contextlib.suppress(OSError):
+        layer = (mounts / "mount-id").read_text().strip()
+        if layer and "/" not in layer:
+            dirs += [DATA_ROOT / "overlay2" / layer, DATA_ROOT / "overlay2" / f"{layer}-init"]
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def cgroup_dirs_named(name: str) -> list[Path]:
@@ -478,6 +516,12 @@ class DockerInstance(EngineInstance):
             d["image_import_s"] = f"{self.import_s:.1f}"
         return d
 
+    def _engine_gone(self) -> str:
+        d = self.daemon
+        if d is not None and d.proc is not None and (rc := d.proc.poll()) is not None:
+            return f"the container's dockerd is gone ({exit_words(rc)})"
+        return ""
+
     def _release_engine(self) -> None:
         if self._pub is not None:
             pub, self._pub = self._pub, None
@@ -490,30 +534,36 @@ class DockerInstance(EngineInstance):
             self.release_errors = _release_private(d, self.program)
 
 
-def docker_leaks() -> list[str]:
+def docker_leaks() -> list[Leftover]:
     """What isotax's Docker use can leave: a private dockerd (or its containerd) still running,
     its exec root, its cgroups, and isotax-labelled containers and volumes in a system dockerd.
     The image store (DATA_ROOT) is a cache, not a leak."""
-    out = []  # its cgroups (itx-docker-*) are found by leaks.leaked_cgroups
+    out: list[Leftover] = []  # its cgroups (itx-docker-*) are found by leaks.leaked_cgroups
     for prog in ("dockerd", "containerd", "containerd-shim-runc-v2"):
         for pid in pids_matching_prefix(prog, EXEC_ROOT_PREFIX):
-            out.append(f"process {pid} {prog} of a private dockerd (kill {pid})")
+            args = read_cmdline(pid)
+            out.append(process_leftover(pid, args or [prog], f"{prog} of a private dockerd:"))
     for d in sorted(Path("/run").glob("itx-dockerd-*")):
-        out.append(f"directory {d} of a private dockerd (rm -rf {d})")
+        out.append(Leftover(f"directory {d} of a private dockerd", [("rm", "-rf", str(d))]))
     if not out and (DATA_ROOT / "containers").is_dir():
         # No private dockerd runs: containers in its store were left by a crashed run.
         for c in sorted((DATA_ROOT / "containers").iterdir()):
-            out.append(f"container {c.name[:12]} in the private dockerd's store (rm -rf {c}, "
-                       "with no private dockerd running)")
+            out.append(Leftover(f"container {c.name[:12]} in the private dockerd's store",
+                                [("rm", "-rf", str(c))],
+                                how=f"rm -rf {c}, with no private dockerd running"))
     program = docker_cli()
     if program is not None and SYSTEM_SOCKET.exists():
         cli = EngineCli(program, ["-H", f"unix://{SYSTEM_SOCKET}"])
         for name in cli.call("ps", "-a", "--filter", "label=isotax", "--format",
                              "{{.Names}}", timeout=20).stdout.split():
-            out.append(f"docker container {name} (docker rm -f {name})")
+            out.append(Leftover(f"docker container {name}", [(
+                program, "-H", f"unix://{SYSTEM_SOCKET}", "rm", "-f", name)],
+                how=f"docker rm -f {name}", stage=Stage.CONTAINER))
         for name in cli.call("volume", "ls", "-q", "--filter", "label=isotax",
                              timeout=20).stdout.split():
-            out.append(f"docker volume {name} (docker volume rm {name})")
+            out.append(Leftover(f"docker volume {name}", [(
+                program, "-H", f"unix://{SYSTEM_SOCKET}", "volume", "rm", name)],
+                how=f"docker volume rm {name}"))
     return out
 
 
@@ -524,6 +574,10 @@ class Docker(Engine):
                                   "none runs); bridge+ports or host net; runc/crun/runsc/kata")
     # What a killed run leaves: its own (above), and rules dockerd made for isotax's bridge.
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (docker_leaks, engine_iptables_leaks)
+    options: ClassVar[tuple[ParamSpec, ...]] = (
+        STORAGE_OPTION, runtime_option(), PUBLISH_OPTION,
+        ParamSpec("userland_proxy", bool, True, "false: isotax's private dockerd runs without "
+                  "Docker's userland proxy (with publish = true)"))
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

@@ -54,6 +54,9 @@ from isotax.environments.base import (
 )
 from isotax.environments.engines.client import LABEL, EngineCli, ensure_image, image_ref
 from isotax.environments.engines.commands import (
+    NETWORKS,
+    RUNTIMES,
+    STORAGES,
     Choices,
     exec_argv,
     host_limits,
@@ -66,7 +69,15 @@ from isotax.environments.oci.bundle import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.oci.runtime import exec_not_found
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
-from isotax.protocols import Availability, Completed, EnvSpec, Isolation, Unavailable
+from isotax.protocols import STORAGES as PLAN_STORAGES
+from isotax.protocols import (
+    Availability,
+    Completed,
+    EnvSpec,
+    Isolation,
+    ParamSpec,
+    Unavailable,
+)
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 # -- processes and cgroups ---------------------------------------------------------------------
@@ -154,6 +165,11 @@ class EngineInstance:
 
     def _release_engine(self) -> None:
         """Undo _prepare_engine and _network_flags; never raises."""
+
+    def _engine_gone(self) -> str:
+        """Why the engine that runs the container is gone (a daemon of isotax's that
+        exited), "" while it is there or not known without asking it."""
+        return ""
 
     def _engine_words(self) -> Mapping[str, str]:
         return {}
@@ -331,6 +347,21 @@ class EngineInstance:
     def kernel_memory_bytes(self) -> int | None:
         return cgroup_kernel_bytes(*cgroup_dirs(self.pid1)) if self.pid1 else None
 
+    def alive(self) -> str:
+        if self._stopped:
+            return "the container was removed"
+        gone = self._engine_gone()
+        if gone:
+            return gone
+        p = self.cli.call("container", "inspect", "--format", "{{.State.Status}}", self.name,
+                          timeout=20)
+        if p.returncode != 0:
+            words = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            return f"{self.engine} cannot inspect the container {self.name}: {words[0]}"
+        status = p.stdout.strip()
+        return "" if status in ("running", "paused") else \
+            f"the container is {status or 'in no state'} ({self.engine} inspect)"
+
     def pause(self) -> None:
         p = self.cli.call("pause", self.name, timeout=30)
         if p.returncode != 0:
@@ -363,6 +394,20 @@ class EngineInstance:
 
 # -- the kinds --------------------------------------------------------------------------------
 
+# The plan's options every engine reads (the module's docstring has the axes they stand for).
+STORAGE_OPTION = ParamSpec("storage", str, None, "in place of the plan's storage; \"bind\": a "
+                           "host directory under the workdir, bind-mounted at /mnt",
+                           choices=STORAGES)
+PUBLISH_OPTION = ParamSpec("publish", bool, False, "true: the engine's own -p, on a host "
+                           "address of the instance's own (the load generator's DNAT if false)")
+
+
+def runtime_option(runtimes: tuple[str, ...] = RUNTIMES, note: str = "") -> ParamSpec:
+    """The OCI runtime the engine runs its container with (options.runtime)."""
+    return ParamSpec("runtime", str, "runc", "the OCI runtime the engine runs the container "
+                     "with" + note, choices=runtimes)
+
+
 class Engine(EnvironmentBase):
     """What docker and podman declare in common (see EnvironmentBase for every fact and hook):
     containers on the host's kernel, unless the plan's runtime makes them something else."""
@@ -370,6 +415,9 @@ class Engine(EnvironmentBase):
     isolation: ClassVar[Isolation] = Isolation.CONTAINER
     # numa_node: the node's CPUs and memory as the container's cpuset (--cpuset-cpus/-mems).
     supports_numa: ClassVar[bool] = True
+    # options: each engine its own (STORAGE_OPTION, a runtime_option, PUBLISH_OPTION, ...).
+    networks: ClassVar[tuple[str, ...]] = NETWORKS  # the engine's bridge, or the host's stack
+    storages: ClassVar[tuple[str, ...]] = PLAN_STORAGES  # options.storage may say "bind"
 
     @classmethod
     def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from isotax.host.network import COMMENT, iptables
+from isotax.protocols import Leftover, Stage
 
 _BUILTIN = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
 
@@ -53,7 +54,7 @@ def iptables_leftovers(before: str, after: str, table: str, chain_prefixes: Sequ
     return out
 
 
-def foreign_rules_on_our_links(text: str, table: str) -> list[str]:
+def foreign_rules_on_our_links(text: str, table: str) -> list[Leftover]:
     """Rules of `iptables -S` output that name an isotax interface (itx-...) but lack isotax's
     comment: what an engine (dockerd, CNI) made for an isotax bridge and left. Pure."""
     out = []
@@ -64,12 +65,14 @@ def foreign_rules_on_our_links(text: str, table: str) -> list[str]:
         links = [parts[i + 1] for i, w in enumerate(parts[:-1]) if w in ("-i", "-o")]
         if any(x.startswith("itx") for x in links) and not (
                 "--comment" in parts and parts[parts.index("--comment") + 1] == COMMENT):
-            out.append(f"iptables rule (iptables -t {table} -D {line[3:]})")
+            out.append(Leftover("iptables rule", [
+                ("iptables", "-w", "10", "-t", table, "-D", *shlex.split(line)[1:])],
+                how=f"iptables -t {table} -D {line[3:]}", stage=Stage.RULE, names=(line,)))
     return out
 
 
-def engine_iptables_leaks() -> list[str]:
-    out: list[str] = []
+def engine_iptables_leaks() -> list[Leftover]:
+    out: list[Leftover] = []
     for table in ("filter", "nat"):
         out += foreign_rules_on_our_links(iptables("-t", table, "-S").stdout, table)
     return out

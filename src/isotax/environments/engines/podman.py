@@ -37,7 +37,13 @@ from isotax.environments.engines.docker import (
     mounts_under,
     runsc_platform,
 )
-from isotax.environments.engines.engine import Engine, EngineInstance
+from isotax.environments.engines.engine import (
+    PUBLISH_OPTION,
+    STORAGE_OPTION,
+    Engine,
+    EngineInstance,
+    runtime_option,
+)
 from isotax.environments.engines.iptables import (
     engine_iptables_leaks,
     iptables_snapshot,
@@ -53,6 +59,9 @@ from isotax.protocols import (
     EnvSpec,
     Instance,
     LeakFinder,
+    Leftover,
+    ParamSpec,
+    Stage,
     Unavailable,
     VersionCommand,
 )
@@ -259,10 +268,11 @@ class PodmanInstance(EngineInstance):
             self.release_errors += _release(self.cli)
 
 
-def podman_leaks() -> list[str]:
+def podman_leaks() -> list[Leftover]:
     """isotax-labelled Podman containers and volumes in isotax's own storage, CNI networks
     left in its network directory, conmon processes of its containers."""
-    out = []
+    out: list[Leftover] = []
+    podman = ("podman", "--root", str(ROOT), "--runroot", str(RUNROOT))
     if not RUNROOT.is_dir():
         # No podman of isotax's is live (asking podman would set up its run root and storage
         # mounts): its storage's own container list says what a crashed run left.
@@ -270,21 +280,20 @@ def podman_leaks() -> list[str]:
             listed = json.loads((ROOT / "overlay-containers" / "containers.json").read_text())
             for c in listed:
                 name = next(iter(c.get("names") or []), c.get("id", "?"))
-                out.append(f"podman container {name} in {ROOT} (podman --root {ROOT} "
-                           f"--runroot {RUNROOT} rm -f {name})")
+                out.append(Leftover(f"podman container {name} in {ROOT}",
+                                    [(*podman, "rm", "-f", name)], stage=Stage.CONTAINER))
     elif shutil.which("podman") is not None:
         cli = EngineCli("podman", podman_flags())
         for name in cli.call("ps", "-a", "--filter", f"label={LABEL}", "--format",
                              "{{.Names}}", timeout=30).stdout.split():
-            out.append(f"podman container {name} (podman --root {ROOT} --runroot {RUNROOT} "
-                       f"rm -f {name})")
+            out.append(Leftover(f"podman container {name}", [(*podman, "rm", "-f", name)],
+                                stage=Stage.CONTAINER))
         for name in cli.call("volume", "ls", "-q", "--filter", f"label={LABEL}",
                              timeout=30).stdout.split():
-            out.append(f"podman volume {name} (podman --root {ROOT} --runroot {RUNROOT} "
-                       f"volume rm {name})")
+            out.append(Leftover(f"podman volume {name}", [(*podman, "volume", "rm", name)]))
     if NET_DIR.is_dir():
         for f in sorted(NET_DIR.glob("*.conflist")):
-            out.append(f"podman CNI network {f} (rm {f})")
+            out.append(Leftover(f"podman CNI network {f}", [("rm", str(f))]))
     return out
 
 
@@ -295,6 +304,11 @@ class Podman(Engine):
                                   "bridge+ports (CNI) or host net; runc/crun/runsc")
     # What a killed run leaves: its own (above), and rules CNI made for isotax's bridge.
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (podman_leaks, engine_iptables_leaks)
+    options: ClassVar[tuple[ParamSpec, ...]] = (
+        STORAGE_OPTION,
+        runtime_option(("runc", "crun", "runsc"), " (not kata: Kata 2+ has no OCI command-line "
+                       "runtime for conmon; kind docker runs it)"),
+        PUBLISH_OPTION)
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

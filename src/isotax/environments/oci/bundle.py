@@ -12,14 +12,13 @@ import json
 import os
 import re
 import resource
-import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from isotax.environments.base import GUEST_ENV, mem_total_bytes
-from isotax.host import command
+from isotax.host import command, owners
 from isotax.protocols import Availability, Unavailable
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
@@ -137,7 +136,7 @@ def write_bundle(bundle: Path, config: Mapping[str, Any]) -> None:
 def new_container_id(name: str) -> str:
     """itx-<name>-<random>; the name squeezed to what runtimes accept in an id."""
     clean = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:24] or "c"
-    return f"itx-{clean}-{secrets.token_hex(3)}"
+    return f"itx-{clean}-{owners.new_tag(3)}"
 
 
 # -- the root filesystem --

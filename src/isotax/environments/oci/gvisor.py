@@ -34,17 +34,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import EnvironmentBase, register
+from isotax.environments.base import EnvironmentBase, process_gone, register
 from isotax.environments.oci.bundle import VOLUME_DIR
 from isotax.environments.oci.instance import OciInstance
 from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, RuntimeLeftovers, probe
 from isotax.parsers import procfs
 from isotax.protocols import (
+    STORAGES,
     Availability,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -59,7 +61,15 @@ PLATFORMS = ("systrap", "ptrace", "kvm")
 DEFAULT_PLATFORM = "systrap"
 # The plan's network -> runsc's --network.
 NETWORKS = {"bridge": "sandbox", "host": "host", "none": "none"}
-OPTIONS = ("platform", "overlay2")
+# The plan's options (the module's docstring says what each does).
+OPTION_SPECS = (
+    ParamSpec("platform", str, DEFAULT_PLATFORM, "how the Sentry intercepts system calls: "
+              "systrap, ptrace or kvm (needs real hardware virtualisation; probed at start)",
+              choices=PLATFORMS),
+    ParamSpec("overlay2", str, None, "runsc's --overlay2 (e.g. none, root:memory); unset: "
+              "runsc's default, root:self"),
+)
+OPTIONS = tuple(o.name for o in OPTION_SPECS)
 # A platform that hangs (kvm on a host whose /dev/kvm is not the real thing) is given this long
 # to run /bin/true before it is declared unusable.
 PLATFORM_PROBE_S = 20.0
@@ -257,6 +267,22 @@ class GvisorInstance(OciInstance):
         pids += [p for p in super().host_pids() if p not in pids]
         return [p for p in pids if os.path.exists(f"/proc/{p}")]
 
+    def alive(self) -> str:
+        """The Sentry and the Gofer from runsc's state file, by pid (`runsc state` still
+        says "running" after the sandbox was killed)."""
+        if self._stopped:
+            return "the sandbox was stopped"
+        try:
+            state = json.loads(self.state_file().read_text())
+        except (OSError, ValueError):
+            return f"runsc has no state for the sandbox ({self.state_file().name})"
+        for program, pid in (("runsc-sandbox", state.get("sandbox", {}).get("pid", 0)),
+                             ("runsc-gofer", state.get("goferPid", 0))):
+            if isinstance(pid, int) and pid > 0 and (gone := process_gone(pid)):
+                what = "the gVisor sandbox" if program == "runsc-sandbox" else "its Gofer"
+                return f"{what} ({program}, pid {pid}) {gone}"
+        return ""
+
     def stop(self) -> None:
         """OciInstance.stop(), then wait until the sandbox's host processes are gone: `runsc
         delete` returns before the Gofer (and systrap's stubs) have exited. Any that outlive
@@ -317,7 +343,10 @@ class Gvisor(EnvironmentBase):
     # numa_node: the bundle's cpuset (bundle.py) holds the Sentry, the Gofer and the stubs.
     supports_numa: ClassVar[bool] = True
     # Its sandboxes under runsc's --root, the Sentry (runsc-sandbox) and the Gofer.
-    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (RuntimeLeftovers("runsc"),)
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = (RuntimeLeftovers("runsc", runsc_path),)
+    options: ClassVar[tuple[ParamSpec, ...]] = OPTION_SPECS
+    networks: ClassVar[tuple[str, ...]] = tuple(NETWORKS)  # its netstack, hostinet, or none
+    storages: ClassVar[tuple[str, ...]] = STORAGES  # as runc's (overlay2 decides the rest)
 
     @classmethod
     def recognises(cls, release: str, dmesg: str) -> bool:

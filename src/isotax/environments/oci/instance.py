@@ -45,11 +45,13 @@ from isotax.host.network import Bridge, Lease, netns_path
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
+    NETWORKS,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Isolation,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -310,6 +312,16 @@ class OciInstance:
     def kernel_memory_bytes(self) -> int | None:
         return cgroup_kernel_bytes(*self._cgroup_dirs())
 
+    def alive(self) -> str:
+        if self._stopped:
+            return "the container was stopped"
+        try:
+            st = self.state()  # runc and crun check the container's init process
+        except Exception as e:
+            return f"{self.rt.name} state failed: {e}"
+        return "" if st in ("running", "paused") else \
+            f"the container is {st} ({self.rt.name} state {self.cid})"
+
     def pause(self) -> None:
         p = self.rt.call("pause", self.cid)
         if p.returncode != 0:
@@ -354,6 +366,9 @@ class OciEnvironment(EnvironmentBase):
     # numa_node: the node's CPUs and memory as the container's cpuset (linux.resources.cpu).
     supports_numa: ClassVar[bool] = True
     # leak_finders: each kind its own (RuntimeLeftovers of its runtime).
+    options: ClassVar[tuple[ParamSpec, ...]] = ()  # the plan's axes say it all
+    networks: ClassVar[tuple[str, ...]] = NETWORKS  # host, bridge + NAT, or an empty netns
+    storages: ClassVar[tuple[str, ...]] = STORAGES  # a bind-mounted volume, or an overlay root
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

@@ -39,7 +39,7 @@ from isotax.host import command
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
 from isotax.parsers import procfs
-from isotax.protocols import Availability, Completed
+from isotax.protocols import Availability, Completed, Leftover, Stage
 
 # Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
 OCI_STATE_ROOT = Path("/run/isotax")
@@ -213,22 +213,36 @@ class RuntimeLeftovers:
     directory there, runsc's a `<container>_sandbox:<sandbox>.state` file; reading the
     directory works even when the runtime binary is broken or gone), and the runtime's
     processes still running for an isotax container (runsc's own are runsc-sandbox, the
-    Sentry, and runsc-gofer)."""
+    Sentry, and runsc-gofer). A container is removed with `<runtime> delete --force` (which
+    thaws a paused one to kill it), named by the program's full path where it is not on PATH
+    (isotax's own runsc); `program` says where it is."""
 
     runtime: str  # the program, and the name of its state root under OCI_STATE_ROOT
+    program: Callable[[], str | None] | None = None  # its path; None: `runtime` on PATH
 
-    def __call__(self) -> list[str]:
+    def __call__(self) -> list[Leftover]:
         out = []
         root = OCI_STATE_ROOT / self.runtime
+        binary = (self.program() if self.program else None) or \
+            shutil.which(self.runtime) or self.runtime
         if root.is_dir():
+            rt = Runtime(self.runtime, binary)
             for d in runtime_state_containers(sorted(root.iterdir())):
-                out.append(f"{self.runtime} container {d} ({self.runtime} --root {root} "
-                           f"delete --force {d})")
+                out.append(Leftover(
+                    f"{self.runtime} container {d}", [tuple(rt.argv("delete", "--force", d))],
+                    stage=Stage.CONTAINER, removal=functools.partial(_delete, rt, d)))
         return out + leftover_processes(self._ours)
 
     def _ours(self, program: str, args: Sequence[str]) -> bool:
         return (program == self.runtime or program.startswith(f"{self.runtime}-")) \
             and names_itx(args)
+
+
+def _delete(rt: Runtime, cid: str) -> None:
+    p = rt.call("delete", "--force", cid, timeout=60)
+    if p.returncode != 0 and rt.root.is_dir() and \
+            cid in runtime_state_containers(sorted(rt.root.iterdir())):
+        raise OSError(f"{rt.name} delete --force {cid}: {(p.stderr or p.stdout).strip()}")
 
 
 # -- start time ------------------------------------------------------------------------------------

@@ -21,13 +21,15 @@ import shutil
 from typing import Any, ClassVar
 
 from isotax.environments.base import EnvironmentBase, register
-from isotax.environments.vm.qemu import Qemu, QemuInstance
+from isotax.environments.vm.qemu import Qemu, QemuInstance, vm_options
 from isotax.protocols import (
+    STORAGES,
     Availability,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -44,6 +46,7 @@ class Microvm(Qemu):
     description: ClassVar[str] = ("a QEMU microvm (virtio-mmio, no firmware, direct kernel "
                                   "boot) booting the image's kernel")
     instance_class: ClassVar[type[QemuInstance]] = MicrovmInstance
+    options: ClassVar[tuple[ParamSpec, ...]] = vm_options("microvm")
 
 
 class _NotDriven(EnvironmentBase):
@@ -55,6 +58,9 @@ class _NotDriven(EnvironmentBase):
     isolation: ClassVar[Isolation] = Isolation.VM
     supports_numa: ClassVar[bool] = False  # not driven: nothing to bind
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()  # not driven: nothing started
+    options: ClassVar[tuple[ParamSpec, ...]] = ()  # not driven: nothing to set
+    networks: ClassVar[tuple[str, ...]] = ("bridge", "none")  # a VM: never the host's stack
+    storages: ClassVar[tuple[str, ...]] = STORAGES
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

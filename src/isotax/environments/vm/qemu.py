@@ -37,7 +37,6 @@ engine, so the two differ only by qcow2 vs raw.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,7 +44,13 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import GUEST_ENV, EnvironmentBase, Stopwatch, register
+from isotax.environments.base import (
+    GUEST_ENV,
+    EnvironmentBase,
+    Stopwatch,
+    exit_words,
+    register,
+)
 from isotax.environments.native import host_storage
 from isotax.environments.vm.qemu_accel import (
     Probe,
@@ -62,6 +67,7 @@ from isotax.environments.vm.qemu_share import (
     find_virtiofsd,
 )
 from isotax.environments.vm.qemu_tuning import (
+    KNOB_OPTIONS,
     HugepageError,
     HugepageReservation,
     KnobError,
@@ -86,17 +92,21 @@ from isotax.environments.vm.qemu_vm import (
     qemu_version,
     select_kernel,
 )
+from isotax.host import owners
 from isotax.host.network import Bridge, Lease, uplink_mtu
 from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
 from isotax.protocols import (
+    STORAGES,
     Availability,
     Completed,
     EnvSpec,
     Instance,
     Isolation,
     LeakFinder,
+    Leftover,
+    ParamSpec,
     Unavailable,
     VersionCommand,
 )
@@ -110,6 +120,33 @@ ROOTFS_DATA_DIR = "/var/lib/itx-data"  # on the root disk, as in a container's o
 _TRUE = {"1", "true", "yes", "on"}
 MACHINES = ("pc", "microvm")
 RUN_DIR = Path("/run/isotax")  # short paths for sockets and mounts (sun_path is 108 bytes)
+
+
+def vm_options(machine: str) -> tuple[ParamSpec, ...]:
+    """The plan options every QEMU kind reads (the module's docstring), its machine type
+    defaulting to `machine`, then the profile and the tuning knobs (qemu_tuning)."""
+    return (
+        ParamSpec("accel", str, "auto", "auto (a probe boot decides: KVM where a KVM guest "
+                  "really boots, else TCG), kvm or tcg", choices=("auto", "kvm", "tcg")),
+        ParamSpec("kernel", str, "auto", "auto (= vmlinux, faster under TCG), vmlinux or "
+                  "vmlinuz", choices=("auto", "vmlinux", "vmlinuz")),
+        ParamSpec("initrd", str, "auto", "auto (= minimal), minimal (isotax's own) or image "
+                  "(the image's Debian one)", choices=("auto", "minimal", "image")),
+        ParamSpec("disk_cache", str, None, "QEMU -drive cache=; unset: none where the workdir "
+                  "takes O_DIRECT, else writeback",
+                  choices=("none", "writeback", "writethrough", "directsync", "unsafe")),
+        ParamSpec("disk_aio", str, None, "QEMU -drive aio=; unset: native with cache none or "
+                  "directsync, else threads", choices=("threads", "native", "io_uring")),
+        ParamSpec("boot_timeout", float, DEFAULT_BOOT_TIMEOUT_S, "seconds the VM may take to "
+                  "boot (TCG on a busy host is slow)", minimum=1),
+        ParamSpec("data_disk_gib", float, DEFAULT_DATA_DISK_GIB, "size of the data disk, GiB "
+                  "(storage \"volume\"; a sparse file)", minimum=0.1),
+        ParamSpec("quiet", bool, False, "true: the kernel logs quietly on the console",
+                  also=(str,), choices=(True, False, "on", "off")),
+        ParamSpec("machine", str, machine, "the QEMU machine type: pc or microvm",
+                  choices=MACHINES),
+        *KNOB_OPTIONS,
+    )
 
 
 def host_tsc_khz() -> int | None:
@@ -173,7 +210,7 @@ class QemuInstance:
         self._volume_dir: Path | None = None
         self.pinned: list[str] = []
         self._stopped = False
-        self._tag = "q" + secrets.token_hex(3)  # itx-t<tag> / itx-br<tag>: 12 characters
+        self._tag = owners.new_tag(3, prefix="q")  # itx-t<tag> / itx-br<tag>: 12 characters
         opts = spec.options
         kind = self.kind
         if spec.network not in ("bridge", "none"):
@@ -432,6 +469,19 @@ class QemuInstance:
     def kernel_memory_bytes(self) -> int | None:
         return None  # qemu runs in the caller's cgroup: there is none of the VM's own
 
+    def alive(self) -> str:
+        if self._stopped:
+            return "the VM was stopped"
+        vm = self._vm
+        if vm is None or vm.proc is None:
+            return "the VM was never started"
+        if (rc := vm.proc.poll()) is not None:
+            return f"QEMU {exit_words(rc)}"
+        for d in self._daemons:
+            if d.proc is not None and (rc := d.proc.poll()) is not None:
+                return f"virtiofsd (share {d.share.tag}) {exit_words(rc)}"
+        return ""
+
     def pause(self) -> None:
         if self._vm is not None:
             self._vm.pause()
@@ -476,7 +526,7 @@ def _manifest_kernel(path: Path) -> str:
         return ""
 
 
-def vm_processes() -> list[str]:
+def vm_processes() -> list[Leftover]:
     """QEMU processes of isotax's VMs still running (their sockets, disks and names are
     itx-...), and a vm9p share's virtiofsd (its socket is /run/isotax/itx-vfs-*)."""
     return leftover_processes(
@@ -498,6 +548,11 @@ class Qemu(EnvironmentBase):
     # Its VMs' processes, and hugepages reserved for a VM and never given back; microvm and
     # vm9p inherit them (the leak check calls each once).
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (vm_processes, leaked_hugepage_reservations)
+    options: ClassVar[tuple[ParamSpec, ...]] = vm_options("pc")
+    # A tap on an isotax bridge, or no NIC: a VM has a kernel and network stack of its own, so
+    # it cannot share the host's (QemuInstance refuses "host" too).
+    networks: ClassVar[tuple[str, ...]] = ("bridge", "none")
+    storages: ClassVar[tuple[str, ...]] = STORAGES  # a second virtio-blk disk, or the root disk
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:

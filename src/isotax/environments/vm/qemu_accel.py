@@ -31,6 +31,7 @@ from isotax import protocols
 from isotax.environments.base import Stopwatch
 from isotax.environments.vm.qemu_initrd import select_initrd
 from isotax.environments.vm.qemu_vm import BootError, Vm, VmConfig, qemu_version, select_kernel
+from isotax.host import owners
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.build import default_cache_dir
 from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
@@ -239,7 +240,7 @@ def probe_accelerator(image: ImageArtifacts, cache_dir: Path | None = None,
 def _probe_boot(image: ImageArtifacts, cache: Path, timeout: float) -> Probe:
     cache.mkdir(parents=True, exist_ok=True)
     # On the cache's file system, next to the image: O_DIRECT works there (not on tmpfs).
-    workdir = Path(tempfile.mkdtemp(prefix="itx-probe-", dir=cache))
+    workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-probe-", dir=cache)))
     t0 = time.monotonic()
     try:
         cfg = VmConfig(accel="kvm", vcpus=1, memory_mib=1024, kernel=select_kernel(image),

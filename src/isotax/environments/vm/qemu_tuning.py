@@ -30,6 +30,7 @@ cpu_model = "<model>" to approximate host-model.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -42,6 +43,7 @@ from typing import Any
 from isotax.host.locks import exclusive
 from isotax.parsers import procfs
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
+from isotax.protocols import Leftover, ParamSpec, Stage
 
 PROFILES = ("default", "untuned", "tuned")
 _TRUE = {"1", "true", "yes", "on"}
@@ -61,6 +63,35 @@ PROFILE_KNOBS: dict[str, dict[str, Any]] = {
               "vnuma": True},
 }
 KNOBS = tuple(PROFILE_KNOBS["default"])
+
+
+def _onoff_knob(name: str, help: str) -> ParamSpec:
+    """An on/off knob: true or false, or "on" or "off" as the module's docstring writes it."""
+    return ParamSpec(name, bool, None, help + " (unset: the profile's)", also=(str,),
+                     choices=(True, False, "on", "off"))
+
+
+# The plan options the profile and each knob are (the module's docstring says what each does):
+# every QEMU kind declares them among its options.
+KNOB_OPTIONS = (
+    ParamSpec("profile", str, "default", "default, untuned (a cloud's defaults) or tuned (the "
+              "IBM paper's): the knobs' defaults", choices=PROFILES),
+    ParamSpec("cpu_model", str, None, "the -cpu model: qemu64, max, host (max under TCG) or any "
+              "QEMU model; unset: the profile's (auto: host under KVM, max under TCG)"),
+    ParamSpec("cpu_topology", str, None, "flat (-smp N), sockets (one per vCPU) or host (the "
+              "host's threads and cores); unset: the profile's",
+              choices=("flat", "sockets", "host")),
+    _onoff_knob("cache_info", "the host's cache sizes and sharing in CPUID 4"),
+    _onoff_knob("pin", "each vCPU thread pinned to one host CPU"),
+    ParamSpec("pin_cpus", str, None, "host CPUs to pin to, in vCPU order (\"0,1\"); unset: "
+              "those isotax may run on (on the plan's numa_node: that node's)"),
+    _onoff_knob("hugepages", "guest RAM on 2 MiB hugetlbfs pages, preallocated"),
+    _onoff_knob("iothread", "virtio-blk served by a dedicated QEMU iothread"),
+    ParamSpec("vhost", str, None, "vhost-net for the NIC: auto (where /dev/vhost-net exists), "
+              "on or off; unset: the profile's (auto)", also=(bool,),
+              choices=("auto", "on", "off", True, False)),
+    _onoff_knob("vnuma", "guest NUMA nodes mirroring the host's (needs more than one host node)"),
+)
 
 
 class KnobError(ValueError):
@@ -430,23 +461,34 @@ class HugepageReservation:
         return errors
 
 
-def leaked_hugepage_reservations() -> list[str]:
-    """Reservations whose ledger file outlived its VM, one line each with the fix."""
+def leaked_hugepage_reservations() -> list[Leftover]:
+    """Reservations whose ledger file outlived its VM: each removed by lowering the pool it
+    raised and removing the file."""
     if not LEDGER.is_dir():
         return []
     out = []
     for f in sorted(LEDGER.glob("itx-*")):
-        counter = "vm.nr_hugepages"
+        counter, path = "vm.nr_hugepages", NR_HUGEPAGES
         try:
             d = json.loads(f.read_text())
             pages = int(d["pages"])
             if d.get("counter", str(NR_HUGEPAGES)) != str(NR_HUGEPAGES):
-                counter = str(d["counter"])  # one node's pool (a VM bound to a node)
+                path = Path(str(d["counter"]))  # one node's pool (a VM bound to a node)
+                counter = str(path)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pages = 0
-        out.append(f"hugepages reservation {f.name}: {pages} pages in {counter} "
-                   f"(lower {counter} by {pages}; rm {f})")
+        out.append(Leftover(f"hugepages reservation {f.name}: {pages} pages in {counter}",
+                            how=f"lower {counter} by {pages}; rm {f}", stage=Stage.SETTING,
+                            removal=functools.partial(_give_back, path, pages, f)))
     return out
+
+
+def _give_back(counter: Path, pages: int, ledger_file: Path) -> None:
+    """Lower a hugepage pool by what a dead VM's reservation added, and drop its record."""
+    with exclusive(LOCK):
+        now = int(counter.read_text())
+        counter.write_text(str(max(0, now - pages)))
+    ledger_file.unlink()
 
 
 # -- pinning -------------------------------------------------------------------------------------

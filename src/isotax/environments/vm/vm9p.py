@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.base import register
-from isotax.environments.vm.qemu import RUN_DIR, Qemu, QemuInstance
+from isotax.environments.vm.qemu import RUN_DIR, Qemu, QemuInstance, vm_options
 from isotax.environments.vm.qemu_share import (
     KATA_MSIZE_9P,
     ReadonlyBind,
     Share,
     find_virtiofsd,
 )
-from isotax.protocols import Availability, Unavailable
+from isotax.protocols import Availability, ParamSpec, Unavailable
 
 SHARES = ("9p", "virtiofs")
 VOLUMES = ("share", "disk")
@@ -114,3 +114,20 @@ class Vm9p(Qemu):
     description: ClassVar[str] = ("a container in a lightweight VM (Kata's shape): the image's "
                                   "rootfs shared into a microvm over virtio-9p or virtio-fs")
     instance_class: ClassVar[type[QemuInstance]] = Vm9pInstance
+    options: ClassVar[tuple[ParamSpec, ...]] = (
+        *vm_options("microvm"),
+        ParamSpec("share", str, "9p", "how the rootfs (and the volume) reach the guest: 9p "
+                  "(Kata's old default) or virtiofs (needs virtiofsd; machine = \"pc\" under "
+                  "TCG)", choices=SHARES),
+        ParamSpec("volume", str, "share", "the volume: share (a host directory over the same "
+                  "transport) or disk (a virtio-blk disk, Kata's block volumes)", choices=VOLUMES),
+        ParamSpec("msize_9p", int, KATA_MSIZE_9P, "9p payload size in bytes (Kata's 8192)",
+                  minimum=4096),
+        # The 9p cache modes of the image's kernel (Debian 12's 6.1).
+        ParamSpec("cache_9p", str, None, "the guest's 9p cache mode; unset: mmap, as Kata's "
+                  "agent mounts", choices=("none", "loose", "fscache", "mmap")),
+        ParamSpec("virtiofs_cache", str, None, "virtiofsd's cache mode; unset: auto (Kata's "
+                  "virtio_fs_cache)"),
+    )
+    # The guest's root is the image shared read-only: "rootfs" has nowhere to write.
+    storages: ClassVar[tuple[str, ...]] = ("volume",)
