@@ -127,8 +127,10 @@ def test_sigkill_mid_cell_then_resume_recovers_everything(tmp_path: Path) -> Non
                  if not (who := owner_of(x, ledgers).ledger) or not who.live
                  or who.name == owners.mine()]
     assert not remaining, f"{remaining}\n--- resume said:\n{said[-4000:]}"
-    print(f"resume with recovery took {time.monotonic() - t0:.1f} s; "
-          f"{len(left)} leftovers removed; {len(kept)} cells kept")
+    recovery = next((ln for ln in said.splitlines() if ln.startswith("recovery: removed")), "")
+    print(f"resume (recovery and the {CELLS - len(kept)} cells left) took "
+          f"{time.monotonic() - t0:.1f} s; {len(left)} leftovers after the kill; {len(kept)} "
+          f"cells kept; {recovery}")
     if not before and not [lg for lg in owners.ledgers() if lg.live and lg.name != owners.mine()]:
         doctor = subprocess.run([sys.executable, "-m", "isotax", "doctor"], capture_output=True,
                                 text=True, timeout=300)
