@@ -70,9 +70,16 @@ def leftover_processes(match: Callable[[str, Sequence[str]], bool],
 
 
 def process_leftover(pid: int, args: Sequence[str], what: str = "process") -> Leftover:
+    """A leftover process, known by its command line and its cgroups (a container's init
+    carries the container's environment, not isotax's, but sits in the container's cgroups,
+    whose names carry its owner's tag)."""
     line = " ".join(args)
+    try:
+        groups = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        groups = ""
     return Leftover(f"{what} {pid} {line[:120]}", [("kill", "-9", str(pid))],
-                    stage=Stage.PROCESS, names=(line,), pid=pid,
+                    stage=Stage.PROCESS, names=(line, groups), pid=pid,
                     removal=lambda: kill_and_reap(pid))
 
 

@@ -126,7 +126,7 @@ def recover(find: Callable[[], list[Leftover]] = find_leaks,
     t0 = time.monotonic()
     out = Recovery()
     me = owners.mine()
-    done: set[str] = set()
+    done: dict[str, tuple[Leftover, Owner]] = {}  # every leftover recovery set out to remove
     for _ in range(PASSES):
         # This process's own ledger counts as live: what it made is never its leftover.
         ledgers = owners.ledgers(ledger_dir)
@@ -149,15 +149,15 @@ def recover(find: Callable[[], list[Leftover]] = find_leaks,
         if not todo:
             break
         for lo, who in sorted(todo, key=lambda t: t[0].stage):
-            done.add(str(lo))
+            done[str(lo)] = (lo, who)
             why = _remove(lo)
             if why:
                 out.failed.append((lo, why))
-            else:
-                out.removed.append((lo, who))
-    # What failed once but is gone now (removed with its container) did not fail.
-    remaining = find() if out.removed or out.failed else [lo for lo, _ in out.kept]
+    # Removed: what is gone now, by its own command or with what held it (a container's
+    # cgroups go with the container); what failed once but is gone now did not fail.
+    remaining = find() if done else [lo for lo, _ in out.kept]
     left = {str(x) for x in remaining}
+    out.removed = [pair for key, pair in done.items() if key not in left]
     out.failed = [(lo, why) for lo, why in out.failed if str(lo) in left]
     # A dead owner's ledger goes once nothing it names is left.
     for lg in owners.ledgers(ledger_dir):
