@@ -2,7 +2,8 @@
 doctor.
 
 `main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
-Every user error is one line on stderr and exit status 2.
+Every user error is one line on stderr and exit status 2; a disk that fills while a command
+writes is one line and exit status 75 (EX_TEMPFAIL: free space, then run it again).
 
 Each command imports the stages it uses inside its own function, for start-up speed alone:
 `isotax --help` takes 0.07 s so, against 1.3 s with every stage and plugin imported (numpy,
