@@ -36,6 +36,9 @@ PACKAGES=(
   chromium
   # the tests read the VM's initramfs back with busybox's cpio (an independent reader)
   busybox
+  # the PostgreSQL store (--store postgresql://...); its tests start a private server of their
+  # own (initdb, pg_ctl) on a Unix socket in /tmp/itx-pg-*, never the system cluster
+  postgresql
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main
@@ -57,13 +60,14 @@ fi
 # `install` also upgrades an installed package to the candidate version: the image gets the
 # candidate from debootstrap, and native runs must use the same version of each tool.
 "${APT[@]}" update
-# redis-server's and mariadb-server's postinsts start (and enable) a system Redis on 6379 and
-# MariaDB on 3306 through invoke-rc.d: isotax starts its own servers, on its own ports, and a
-# stray service would load the host.
+# redis-server's, mariadb-server's and postgresql's postinsts start (and enable) a system Redis
+# on 6379, MariaDB on 3306 and PostgreSQL's cluster 'main' on 5432 through invoke-rc.d: isotax
+# starts its own servers, on its own ports or sockets, and a stray service would load the host.
 # A policy-rc.d that exits 101 tells invoke-rc.d "no": created only if none is there (a
 # container host may have its own), and removed right after. If a service still got started
 # (a host whose init ignores policy-rc.d), it is the system's, not isotax's: stop it with
-# `systemctl disable --now redis-server mariadb` if you want them gone; this script kills nothing.
+# `systemctl disable --now redis-server mariadb postgresql` if you want them gone; this script
+# kills nothing.
 POLICY=/usr/sbin/policy-rc.d
 OWN_POLICY=
 if [ ! -e "$POLICY" ]; then

@@ -60,12 +60,32 @@ console = _console(stderr=True)
 # One place for the results whatever the current directory: a store is never made in the
 # directory someone happened to stand in.
 DEFAULT_RESULTS = Path("/var/lib/isotax/results")
-results_option = click.option(
+_results_dir_option = click.option(
     "--results", "results_dir", type=click.Path(path_type=Path),
     default=lambda: Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS),
     show_default="$ISOTAX_RESULTS, else /var/lib/isotax/results, wherever isotax runs from",
-    help="Directory of the result store (isotax.db) and the reports.",
+    help="Directory of the reports, and of the result store (isotax.db) unless --store.",
 )
+# The store's URL when it is not the SQLite file under --results (a PostgreSQL store that
+# several hosts or runs share): kept here for _open_store, so that every command that opens
+# a store takes it without another parameter.
+_store_url: list[str | None] = [None]
+
+
+def _remember_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    _store_url[0] = value or None
+
+
+_store_option = click.option(
+    "--store", metavar="URL", envvar="ISOTAX_STORE", expose_value=False, is_eager=True,
+    callback=_remember_store,
+    help="The result store: postgresql://USER@HOST/DB (psycopg 3), shared by several runs "
+         "or hosts; default: the SQLite file isotax.db under --results. Also $ISOTAX_STORE.")
+
+
+def results_option(f):  # type: ignore[no-untyped-def]
+    """--results DIR and --store URL, for every command that reads or writes results."""
+    return _results_dir_option(_store_option(f))
 
 
 def fail(message: str) -> NoReturn:
@@ -81,6 +101,14 @@ def _open_store(results_dir: Path, create: bool = False):
     from isotax.store.sqlite import open_store
 
     try:
+        if _store_url[0] is not None:
+            from isotax.store.postgres import PostgresStore, is_postgres_url
+
+            if not is_postgres_url(_store_url[0]):
+                fail(f"--store {_store_url[0]!r} is not a store URL; give "
+                     "postgresql://USER@HOST/DATABASE, or leave it out for the SQLite store "
+                     "under --results")
+            return PostgresStore(_store_url[0])
         return open_store(results_dir, create=create)
     except StoreError as e:
         fail(str(e))
