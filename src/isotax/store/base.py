@@ -3,7 +3,8 @@ PostgreSQL will implement the same interface. Reports read only from a store."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,6 +66,58 @@ class CellRecord:
     started: float
     ended: float
     samples: Sequence[Sample]
+
+
+# -- rows to records: what every backend's SELECTs give, in the tables' column order ---------
+
+def run_record(row: Sequence[Any]) -> RunRecord:
+    """A runs row (id, created, finished, status, plan_name, plan_toml, seed, host_json,
+    format_version)."""
+    return RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                     json.loads(row[7]), row[8])
+
+
+def env_record(row: Sequence[Any]) -> EnvRecord:
+    """An environments row (run_id, name, kind, available, reason, describe_json, tools_json,
+    milestones_json)."""
+    return EnvRecord(row[0], row[1], row[2], bool(row[3]), row[4], json.loads(row[5]),
+                     json.loads(row[6]), json.loads(row[7]))
+
+
+def cell_records(sample_rows: Iterable[Sequence[Any]],
+                 cell_rows: Iterable[Sequence[Any]]) -> list[CellRecord]:
+    """A run's cells with their samples: sample rows (cell_id, metric, value, unit,
+    higher_is_better, labels_json) in order, cell rows (id, environment, workload,
+    params_json, repetition, warmup, workload_version, status, reason, started, ended)."""
+    samples: dict[int, list[Sample]] = {}
+    for cid, metric, value, unit, hib, labels in sample_rows:
+        samples.setdefault(int(cid), []).append(
+            Sample(metric, value, unit, bool(hib), json.loads(labels)))
+    out = []
+    for r in cell_rows:
+        key = CellKey(r[1], r[2], json.loads(r[3]), r[4], bool(r[5]))
+        out.append(CellRecord(int(r[0]), key, r[6], CellStatus(r[7]), r[8], r[9], r[10],
+                              tuple(samples.get(int(r[0]), []))))
+    return out
+
+
+def unknown_run(run_id: str, matches: int, recent: Sequence[RunRecord], where: str
+                ) -> StoreError:
+    """The error for a run id that names no run, or more than one by its prefix."""
+    known = ", ".join(r.id for r in recent[-5:]) or "none yet"
+    why = "is ambiguous" if matches else "is not in"
+    return StoreError(f"run {run_id!r} {why} {where} (recent runs: {known}); "
+                      "give a full id from `isotax runs`")
+
+
+# Every store's SELECTs, in the column order the functions above read.
+RUN_COLUMNS = ("id, created, finished, status, plan_name, plan_toml, seed, host_json, "
+               "format_version")
+ENV_COLUMNS = ("run_id, name, kind, available, reason, describe_json, tools_json, "
+               "milestones_json")
+SAMPLE_COLUMNS = "s.cell_id, s.metric, s.value, s.unit, s.higher_is_better, s.labels_json"
+CELL_COLUMNS = ("id, environment, workload, params_json, repetition, warmup, workload_version,"
+                " status, reason, started, ended")
 
 
 class Store(Protocol):

@@ -24,7 +24,21 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
-from isotax.store.base import SCHEMA_VERSION, CellRecord, EnvRecord, RunRecord, StoreError
+from isotax.store.base import (
+    CELL_COLUMNS,
+    ENV_COLUMNS,
+    RUN_COLUMNS,
+    SAMPLE_COLUMNS,
+    SCHEMA_VERSION,
+    CellRecord,
+    EnvRecord,
+    RunRecord,
+    StoreError,
+    cell_records,
+    env_record,
+    run_record,
+    unknown_run,
+)
 from isotax.telemetry.summary import TelemetrySummary
 
 SCHEMES = ("postgresql", "postgres")
@@ -143,28 +157,21 @@ class PostgresStore:
                              json.dumps(dict(host)), FORMAT_VERSION))
         return self.get_run(run_id)
 
-    @staticmethod
-    def _run(row: Sequence[Any]) -> RunRecord:
-        return RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                         json.loads(row[7]), row[8])
-
     def get_run(self, run_id: str) -> RunRecord:
-        row = self.db.execute("SELECT * FROM runs WHERE id=%s", (run_id,)).fetchone()
+        row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id=%s", (run_id,)
+                              ).fetchone()
         if row is None:
             # A unique prefix will do, as git does for commits.
-            rows = self.db.execute("SELECT * FROM runs WHERE starts_with(id, %s) ORDER BY "
-                                   "created", (run_id,)).fetchall()
+            rows = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE starts_with(id, %s) "
+                                   "ORDER BY created", (run_id,)).fetchall()
             if len(rows) == 1:
-                return self._run(rows[0])
-            known = ", ".join(r.id for r in self.list_runs()[-5:]) or "none yet"
-            why = "is ambiguous" if rows else "is not in"
-            raise StoreError(f"run {run_id!r} {why} {self.where} (recent runs: {known}); "
-                             "give a full id from `isotax runs`")
-        return self._run(row)
+                return run_record(rows[0])
+            raise unknown_run(run_id, len(rows), self.list_runs(), self.where)
+        return run_record(row)
 
     def list_runs(self) -> list[RunRecord]:
-        return [self._run(r) for r in
-                self.db.execute("SELECT * FROM runs ORDER BY created").fetchall()]
+        return [run_record(r) for r in
+                self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created").fetchall()]
 
     def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None:
         with self._tx():
@@ -196,10 +203,8 @@ class PostgresStore:
 
     def environments(self, run_id: str) -> list[EnvRecord]:
         rows = self.db.execute(
-            "SELECT run_id, name, kind, available, reason, describe_json, tools_json, "
-            "milestones_json FROM environments WHERE run_id=%s ORDER BY seq", (run_id,))
-        return [EnvRecord(r[0], r[1], r[2], bool(r[3]), r[4], json.loads(r[5]),
-                          json.loads(r[6]), json.loads(r[7])) for r in rows.fetchall()]
+            f"SELECT {ENV_COLUMNS} FROM environments WHERE run_id=%s ORDER BY seq", (run_id,))
+        return [env_record(r) for r in rows.fetchall()]
 
     # cells and samples
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
@@ -260,22 +265,12 @@ class PostgresStore:
                                               (run_id,)).fetchall()}
 
     def cells(self, run_id: str) -> list[CellRecord]:
-        samples: dict[int, list[Sample]] = {}
-        for cid, metric, value, unit, hib, labels in self.db.execute(
-            "SELECT s.cell_id, s.metric, s.value, s.unit, s.higher_is_better, s.labels_json"
-            " FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id=%s ORDER BY s.id",
-            (run_id,)).fetchall():
-            samples.setdefault(int(cid), []).append(
-                Sample(metric, value, unit, bool(hib), json.loads(labels)))
-        out = []
-        for r in self.db.execute(
-            "SELECT id, environment, workload, params_json, repetition, warmup, "
-            "workload_version, status, reason, started, ended FROM cells WHERE run_id=%s "
-            "ORDER BY id", (run_id,)).fetchall():
-            key = CellKey(r[1], r[2], json.loads(r[3]), r[4], bool(r[5]))
-            out.append(CellRecord(int(r[0]), key, r[6], CellStatus(r[7]), r[8], r[9], r[10],
-                                  tuple(samples.get(int(r[0]), []))))
-        return out
+        return cell_records(
+            self.db.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples s JOIN cells c ON "
+                            "c.id = s.cell_id WHERE c.run_id=%s ORDER BY s.id", (run_id,)
+                            ).fetchall(),
+            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=%s ORDER BY id",
+                            (run_id,)).fetchall())
 
     def close(self) -> None:
         self.db.close()

@@ -15,12 +15,20 @@ from typing import Any
 
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.store.base import (
+    CELL_COLUMNS,
+    ENV_COLUMNS,
+    RUN_COLUMNS,
+    SAMPLE_COLUMNS,
     SCHEMA_VERSION,
     CellRecord,
     DiskFull,
     EnvRecord,
     RunRecord,
     StoreError,
+    cell_records,
+    env_record,
+    run_record,
+    unknown_run,
 )
 from isotax.telemetry.summary import TelemetrySummary
 
@@ -149,30 +157,22 @@ class SQLiteStore:
             )
         return self.get_run(run_id)
 
-    def _run(self, row: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                         json.loads(row[7]), row[8])
-
     def get_run(self, run_id: str) -> RunRecord:
-        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id=?", (run_id,)
+                              ).fetchone()
         if row is None:
             # Accept a unique prefix, as git does for commits.
             rows = self.db.execute(
-                "SELECT * FROM runs WHERE id LIKE ? ORDER BY created", (run_id + "%",)
-            ).fetchall()
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created",
+                (len(run_id), run_id)).fetchall()
             if len(rows) == 1:
-                return self._run(rows[0])
-            known = ", ".join(r.id for r in self.list_runs()[-5:]) or "none yet"
-            why = "is ambiguous" if rows else "is not in"
-            raise StoreError(
-                f"run {run_id!r} {why} {self.path} (recent runs: {known}); "
-                "give a full id from `isotax runs`"
-            )
-        return self._run(row)
+                return run_record(rows[0])
+            raise unknown_run(run_id, len(rows), self.list_runs(), str(self.path))
+        return run_record(row)
 
     def list_runs(self) -> list[RunRecord]:
-        rows = self.db.execute("SELECT * FROM runs ORDER BY created").fetchall()
-        return [self._run(r) for r in rows]
+        rows = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created").fetchall()
+        return [run_record(r) for r in rows]
 
     def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None:
         with self._tx():
@@ -200,10 +200,9 @@ class SQLiteStore:
 
     def environments(self, run_id: str) -> list[EnvRecord]:
         rows = self.db.execute(
-            "SELECT * FROM environments WHERE run_id=? ORDER BY rowid", (run_id,)
+            f"SELECT {ENV_COLUMNS} FROM environments WHERE run_id=? ORDER BY rowid", (run_id,)
         ).fetchall()
-        return [EnvRecord(r[0], r[1], r[2], bool(r[3]), r[4], json.loads(r[5]),
-                          json.loads(r[6]), json.loads(r[7])) for r in rows]
+        return [env_record(r) for r in rows]
 
     # cells and samples
     def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
@@ -263,24 +262,11 @@ class SQLiteStore:
         return {r[0] for r in rows}
 
     def cells(self, run_id: str) -> list[CellRecord]:
-        samples: dict[int, list[Sample]] = {}
-        for cid, metric, value, unit, hib, labels in self.db.execute(
-            "SELECT s.cell_id, s.metric, s.value, s.unit, s.higher_is_better, s.labels_json"
-            " FROM samples s JOIN cells c ON c.id = s.cell_id WHERE c.run_id=? ORDER BY s.id",
-            (run_id,),
-        ):
-            samples.setdefault(cid, []).append(
-                Sample(metric, value, unit, bool(hib), json.loads(labels))
-            )
-        out = []
-        for r in self.db.execute(
-            "SELECT id, environment, workload, params_json, repetition, warmup, workload_version,"
-            " status, reason, started, ended FROM cells WHERE run_id=? ORDER BY id", (run_id,)
-        ):
-            key = CellKey(r[1], r[2], json.loads(r[3]), r[4], bool(r[5]))
-            out.append(CellRecord(r[0], key, r[6], CellStatus(r[7]), r[8], r[9], r[10],
-                                  tuple(samples.get(r[0], []))))
-        return out
+        return cell_records(
+            self.db.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples s JOIN cells c ON "
+                            "c.id = s.cell_id WHERE c.run_id=? ORDER BY s.id", (run_id,)),
+            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=? ORDER BY id",
+                            (run_id,)))
 
     def close(self) -> None:
         self.db.close()
