@@ -24,7 +24,8 @@ from isotax.parsers.fio import fio_samples
 from isotax.parsers.sockperf import parse_sockperf_full_log
 from isotax.plan import parse_plan
 from isotax.protocols import EnvSpec, FigureHints, Instance, LoadGen, Params, ParamSpec, Port
-from isotax.run.runner import Runner, new_run_id
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import BaseWorkload

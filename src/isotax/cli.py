@@ -170,7 +170,8 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     from isotax.host.fingerprint import fingerprint, fingerprint_differences
     from isotax.plan import PlanError, load_plan, parse_plan, plan_source
     from isotax.run import feasibility
-    from isotax.run.runner import Runner, new_run_id
+    from isotax.run.runner import Runner
+    from isotax.run.schedule import new_run_id
 
     if plan and resume_id:
         fail("give a PLAN or --resume RUN, not both: a resumed run uses its stored plan")
@@ -272,7 +273,7 @@ def _cells_to_commit(p: Plan, done: int) -> int:
     """The cells a run of p still commits, `done` being committed: every scheduled one, and
     for adaptive repetitions as many measured ones more as max_repetitions allows (without it,
     as many again as the fixed rounds; the quick plan's 600 s added 145 to its 320)."""
-    from isotax.run.runner import schedule
+    from isotax.run.schedule import schedule
 
     envs = [e.name for e in p.run_environments]
     cells = len(schedule(p, envs))

@@ -16,7 +16,8 @@ from isotax.analysis.report_data import analyze
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
 from isotax.report import json_report, markdown
-from isotax.run.runner import Runner, new_run_id
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id
 from isotax.store.base import CellRecord
 from isotax.store.sqlite import SQLiteStore
 

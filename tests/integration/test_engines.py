@@ -14,11 +14,8 @@ import pytest
 from support import ours
 
 from isotax import protocols
-from isotax.environments.engines.docker import (
-    RUNSC,
-    docker_cli,
-    docker_leaks,
-)
+from isotax.environments.engines.docker import docker_leaks
+from isotax.environments.engines.dockerd import RUNSC, docker_cli
 from isotax.environments.engines.podman import (
     podman_leaks,
 )

@@ -27,7 +27,8 @@ from isotax.model import CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.run.leaks import find_leaks
-from isotax.run.runner import Runner, new_run_id
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id
 from isotax.store.base import CellRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import BaseWorkload

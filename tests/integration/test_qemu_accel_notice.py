@@ -22,7 +22,8 @@ from isotax.protocols import (
     ParamSpec,
     Port,
 )
-from isotax.run.runner import Runner, new_run_id
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id
 from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import BaseWorkload
 from isotax.workloads.base import register as wl_register

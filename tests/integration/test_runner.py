@@ -35,7 +35,8 @@ from isotax.protocols import (
     VersionCommand,
 )
 from isotax.report import json_report, markdown
-from isotax.run.runner import Runner, new_run_id
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry import envcpu
 from isotax.workloads.base import BaseWorkload, register

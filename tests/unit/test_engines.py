@@ -18,7 +18,7 @@ from isotax.environments.engines.commands import (
     ready_from_log,
     run_argv,
 )
-from isotax.environments.engines.docker import (
+from isotax.environments.engines.dockerd import (
     DATA_ROOT,
     EXEC_ROOT_PREFIX,
     crun_wrapper_text,
@@ -230,7 +230,7 @@ def test_registered() -> None:
 
 
 def test_docker_runs_shim_runtimes_from_23() -> None:
-    from isotax.environments.engines.docker import runs_shim_runtimes
+    from isotax.environments.engines.dockerd import runs_shim_runtimes
 
     assert not runs_shim_runtimes("20.10.24+dfsg1")  # Debian 12's docker.io
     assert runs_shim_runtimes("23.0.0") and runs_shim_runtimes("27.3.1")

@@ -21,7 +21,7 @@ from isotax.environments.vm.qemu_accel import (
     with_pvm_reason,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.run.runner import emulation_notice
+from isotax.run.lines import emulation_notice
 
 KERNEL, QEMU = "6.1.0-test", "7.2.22 (test)"
 

@@ -29,7 +29,8 @@ from isotax.protocols import (
     VersionCommand,
 )
 from isotax.run.applicability import why_not_applicable
-from isotax.run.runner import Runner, new_run_id, schedule
+from isotax.run.runner import Runner
+from isotax.run.schedule import new_run_id, schedule
 from isotax.store.sqlite import SQLiteStore
 
 
@@ -58,10 +59,10 @@ def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
     import signal
     import time
 
-    from isotax.run.runner import _interrupts_for_this_process_only
+    from isotax.run.interrupts import interrupts_for_this_process_only
 
     marker = tmp_path / "teardown-ran-in"
-    with _interrupts_for_this_process_only():
+    with interrupts_for_this_process_only():
         pid = os.fork()
         if pid == 0:  # the child: wait for SIGTERM inside a try/finally like the runner's
             try:
@@ -74,7 +75,7 @@ def test_a_forked_child_never_runs_the_teardown(tmp_path: Path) -> None:
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
     assert not marker.exists()
-    with pytest.raises(KeyboardInterrupt), _interrupts_for_this_process_only():
+    with pytest.raises(KeyboardInterrupt), interrupts_for_this_process_only():
         os.kill(os.getpid(), signal.SIGTERM)  # the run's own process still stops cleanly
         time.sleep(1)
 

@@ -207,7 +207,7 @@ def next_round(progress: Progress, baseline: str, settings: Adaptive) -> Decisio
 
 
 def round_order(points: Sequence[Point], seed: int, number: int) -> list[Point]:
-    """The round's points in a seeded random order, as the fixed rounds are (runner.schedule);
+    """The round's points in a seeded random order, as the fixed rounds are (run.schedule.schedule);
     `number` is the added round's number, counted over the run."""
     order = sorted(points)
     random.Random(f"{seed}:extra:{number}").shuffle(order)

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
-import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,38 +44,17 @@ from isotax.protocols import (
 from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
 from isotax.run.finish import finish_cell
+from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupts
 from isotax.run.launcher import EnvLauncher
+from isotax.run.lines import cell_words, describe_cell, emulation_notice
 from isotax.run.measuring import Overlap
 from isotax.run.restarts import META_KEY, Restarts
+from isotax.run.schedule import schedule
 from isotax.store.base import DiskFull, EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
 from isotax.telemetry.summary import TelemetrySummary
 
 Log = Callable[[str], None]
-
-
-def new_run_id(plan_name: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{plan_name}-{secrets.token_hex(2)}"
-
-
-def schedule(plan: Plan, environments: Sequence[str]) -> list[CellKey]:
-    """Every cell of the run in execution order; a pure function of the plan and its seed."""
-    points = [
-        (env, w.name, params)
-        for env in environments
-        for w in plan.workloads
-        for params in w.combinations()
-    ]
-    out: list[CellKey] = []
-    for i in range(plan.warmups):
-        order = list(points)
-        random.Random(f"{plan.seed}:warmup:{i}").shuffle(order)
-        out += [CellKey(e, w, p, i + 1, warmup=True) for e, w, p in order]
-    for rep in range(plan.repetitions):
-        order = list(points)
-        random.Random(f"{plan.seed}:round:{rep}").shuffle(order)
-        out += [CellKey(e, w, p, rep + 1) for e, w, p in order]
-    return out
 
 
 class _Deadline:
@@ -118,44 +94,6 @@ def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
             first = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
             versions[tool] = first if done.returncode == 0 else f"unavailable ({done.returncode})"
     return versions
-
-
-@contextlib.contextmanager
-def _interrupts_for_this_process_only() -> Iterator[None]:
-    """Ctrl-C and SIGTERM stop a run through its teardown, in this process only.
-
-    Libraries fork helpers that run on in a copy of this process (pyroute2 forks to create a
-    network namespace). Python's default SIGINT handler, or a SIGTERM turned into an
-    exception, would make such a child unwind through the runner's teardown and remove the
-    parent's namespaces, links and containers while the parent still uses them. A child just
-    exits; the process that started the run raises KeyboardInterrupt.
-    """
-    owner = os.getpid()
-
-    def handler(signum: int, frame: object) -> None:
-        if os.getpid() != owner:
-            os._exit(128 + signum)
-        raise KeyboardInterrupt
-
-    old_int = signal.signal(signal.SIGINT, handler)
-    old_term = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
-
-
-@contextlib.contextmanager
-def _no_interrupts() -> Iterator[None]:
-    """Teardown must finish: a second Ctrl-C must not leave a VM or a netns behind."""
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
 
 
 class Runner:
@@ -229,7 +167,7 @@ class Runner:
                 describe.update(parity.probe(started).as_describe())
             except (ValueError, ExecError) as e:
                 describe["parity.error"] = str(e)
-            describe["host_memory"] = _idle_footprint(started)
+            describe["host_memory"] = footprint.idle_words(started)
             self._prove_identity(entry.name, started, describe)
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
@@ -286,7 +224,7 @@ class Runner:
             return f"failed to start: {type(e).__name__}: {e}"
 
     def _stop_environments(self) -> None:
-        with _no_interrupts():
+        with no_interrupts():
             for name, st in list(self.started.items()):
                 # Teardown goes on whatever one step of it says.
                 with contextlib.suppress(Exception):
@@ -328,7 +266,7 @@ class Runner:
                 with watch as obs:
                     samples = workload.run(inst, key.params, self.loadgen)
                 if samples:
-                    env_cpu = _env_cpu_sample(cpu_before, envcpu.snapshot(st.instance))
+                    env_cpu = envcpu.cpu_sample(cpu_before, envcpu.snapshot(st.instance))
             if samples and obs is not None and obs.error:
                 self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
         except NotApplicable as e:
@@ -377,7 +315,7 @@ class Runner:
         try:
             return workload.launch_and_measure(launcher, key.params, self.loadgen)
         finally:
-            with _no_interrupts():
+            with no_interrupts():
                 launcher.close()
                 shutil.rmtree(spec.workdir, ignore_errors=True)
                 main.resume()
@@ -393,7 +331,7 @@ class Runner:
         status = "failed"
         owner = os.getpid()
         try:
-            with _interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
+            with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
                 wls = protocols.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
 
@@ -488,7 +426,7 @@ class Runner:
                                    self.telemetry if status is CellStatus.OK else None)
             if self.overlap.end(key.ident):  # another run measured meanwhile: the report says
                 self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
-            self.log(_describe_cell(key, status, reason, samples))
+            self.log(describe_cell(key, status, reason, samples))
             if self.progress is not None:
                 self.progress.advance(task)
         if active is not None:
@@ -516,7 +454,7 @@ class Runner:
             self.telemetry = None
             status, reason, samples = CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         if status is CellStatus.FAILED and (why := _why_dead(inst)):
-            died = self._died(run_id, key.environment, why, _cell_words(key))
+            died = self._died(run_id, key.environment, why, cell_words(key))
             reason = f"{died}; the cell saw: {reason[:300]}"
         return status, reason, samples
 
@@ -544,7 +482,7 @@ class Runner:
                 inst.resume()
             except Exception as e:
                 why = _why_dead(inst) or f"resume failed: {type(e).__name__}: {e}"
-                return self._died(run_id, name, why, _cell_words(key))
+                return self._died(run_id, name, why, cell_words(key))
         return ""
 
     def _pause(self, run_id: str, name: str) -> None:
@@ -566,7 +504,7 @@ class Runner:
         reason = lives.died(name, cell, why, time.time())
         self.log(f"[red]{name}: {reason}" + (f" (in {cell})" if cell else " (between its "
                  "cells)") + "; stopping what is left of it[/]")
-        with _no_interrupts():
+        with no_interrupts():
             try:
                 self.started[name].instance.stop()
             except Exception as e:
@@ -635,40 +573,6 @@ class Runner:
                             phase=f"adaptive round {rounds}")
 
 
-def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
-    """"" unless the started environment says it is emulated (describe key "emulated", as
-    analysis.ReportData.emulated reads it): then one line saying so, with its accelerator and
-    the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
-    if str(describe.get("emulated", "")).lower() not in ("yes", "true", "1"):
-        return ""
-    accel = str(describe.get("accelerator", "")).strip()
-    how = f"{accel.upper()} software emulation" if accel else "software emulation"
-    reason = str(describe.get("accelerator_reason", "")).strip()
-    return (f"{name}: runs under {how} (emulated)" + (f": {reason}" if reason else "")
-            + "; its ratios will measure the emulator, not the overhead of hardware "
-              "virtualisation")
-
-
-def _idle_footprint(inst: Instance) -> str:
-    """What the started instance holds on the host before any workload, in words: its total
-    and the programs it comes from (a sandbox's Sentry and Gofer, QEMU, an engine's shim)."""
-    fp = footprint.measure(inst)
-    mib = 1024 * 1024
-    parts = [f"{name} {b / mib:.1f}" for name, b in
-             sorted(fp.by_program().items(), key=lambda kv: -kv[1])[:4]]
-    if fp.kernel_bytes:
-        parts.append(f"cgroup kernel memory {fp.kernel_bytes / mib:.1f}")
-    return f"{fp.total_bytes / mib:.1f} MiB" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def _env_cpu_sample(before: envcpu.Snapshot, after: envcpu.Snapshot) -> Sample:
-    """The CPU the instance's own host processes (Sentry, Gofer, shim, QEMU, ...) used during
-    the run, with the split by program."""
-    by_program = envcpu.delta_by_program(before, after)
-    return Sample(envcpu.METRIC, round(sum(by_program.values()), 4), envcpu.UNIT,
-                  higher_is_better=False, labels={"by_program": by_program})
-
-
 def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:
     """The refusal of a run whose environment `entry` (not optional) cannot run here: one
     line, with the fix."""
@@ -683,23 +587,6 @@ def _why_dead(inst: Instance) -> str:
         return inst.alive()
     except Exception:
         return ""
-
-
-def _cell_words(key: CellKey) -> str:
-    return f"{key.workload} {key.params_key} " + (
-        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
-
-
-def _describe_cell(key: CellKey, status: CellStatus, reason: str,
-                   samples: Sequence[Sample]) -> str:
-    what = f"{key.environment:>12} {key.workload} {key.params_key} " + (
-        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
-    if status is CellStatus.FAILED:
-        return f"[red]{what}: FAILED: {reason}[/]"
-    if status is CellStatus.NOT_APPLICABLE:
-        return f"[yellow]{what}: not applicable: {reason}[/]"
-    first = samples[0]
-    return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
 
 
 def host_summary(host: Mapping[str, Any]) -> str:

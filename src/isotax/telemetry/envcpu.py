@@ -28,6 +28,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from isotax.model import Sample
 from isotax.parsers import procfs
 from isotax.protocols import Instance
 from isotax.telemetry.footprint import process_parents, program_names, with_descendants
@@ -66,3 +67,11 @@ def delta_by_program(before: Snapshot, after: Snapshot,
         used = ticks - before[key][1] if key in before else ticks
         out[name] = out.get(name, 0.0) + max(0, used) / hz
     return {k: round(v, 4) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+
+def cpu_sample(before: Snapshot, after: Snapshot) -> Sample:
+    """The CPU the instance's own host processes (Sentry, Gofer, shim, QEMU, ...) used during
+    the run, with the split by program."""
+    by_program = delta_by_program(before, after)
+    return Sample(METRIC, round(sum(by_program.values()), 4), UNIT,
+                  higher_is_better=False, labels={"by_program": by_program})

@@ -192,3 +192,15 @@ def measure(inst: Instance) -> Footprint:
     parents = process_parents()
     pids = with_descendants(inst.host_pids(), parents)
     return Footprint(process_memory(pids, parents), inst.kernel_memory_bytes())
+
+
+def idle_words(inst: Instance) -> str:
+    """What the started instance holds on the host before any workload, in words: its total
+    and the programs it comes from (a sandbox's Sentry and Gofer, QEMU, an engine's shim)."""
+    fp = measure(inst)
+    mib = 1024 * 1024
+    parts = [f"{name} {b / mib:.1f}" for name, b in
+             sorted(fp.by_program().items(), key=lambda kv: -kv[1])[:4]]
+    if fp.kernel_bytes:
+        parts.append(f"cgroup kernel memory {fp.kernel_bytes / mib:.1f}")
+    return f"{fp.total_bytes / mib:.1f} MiB" + (f" ({', '.join(parts)})" if parts else "")

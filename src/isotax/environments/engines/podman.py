@@ -31,7 +31,7 @@ from pyroute2 import IPRoute
 
 from isotax.environments.base import Stopwatch, register
 from isotax.environments.engines.client import LABEL, EngineCli
-from isotax.environments.engines.docker import (
+from isotax.environments.engines.dockerd import (
     RUNSC,
     crun_wrapper_text,
     mounts_under,

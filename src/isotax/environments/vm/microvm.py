@@ -21,7 +21,8 @@ import shutil
 from typing import Any, ClassVar
 
 from isotax.environments.base import EnvironmentBase, register
-from isotax.environments.vm.qemu import Qemu, QemuInstance, vm_options
+from isotax.environments.vm.qemu import Qemu, QemuInstance
+from isotax.environments.vm.qemu_options import vm_options
 from isotax.protocols import (
     STORAGES,
     Availability,

@@ -60,6 +60,12 @@ from isotax.environments.vm.qemu_accel import (
     proven_accelerator,
 )
 from isotax.environments.vm.qemu_initrd import select_initrd
+from isotax.environments.vm.qemu_options import (
+    DEFAULT_BOOT_TIMEOUT_S,
+    DEFAULT_DATA_DISK_GIB,
+    MACHINES,
+    vm_options,
+)
 from isotax.environments.vm.qemu_share import (
     ReadonlyBind,
     Share,
@@ -67,7 +73,6 @@ from isotax.environments.vm.qemu_share import (
     find_virtiofsd,
 )
 from isotax.environments.vm.qemu_tuning import (
-    KNOB_OPTIONS,
     HugepageError,
     HugepageReservation,
     KnobError,
@@ -112,41 +117,11 @@ from isotax.protocols import (
 )
 
 DEFAULT_MEMORY_MIB = 2048
-DEFAULT_BOOT_TIMEOUT_S = 120.0
 SCRATCH = "/tmp"  # a tmpfs mounted by itx-init, like the containers' /tmp
-DEFAULT_DATA_DISK_GIB = 4.0
 VOLUME_DIR = "/mnt"  # the data disk's mount point (the containers' volume is there too)
 ROOTFS_DATA_DIR = "/var/lib/itx-data"  # on the root disk, as in a container's overlay rootfs
 _TRUE = {"1", "true", "yes", "on"}
-MACHINES = ("pc", "microvm")
 RUN_DIR = Path("/run/isotax")  # short paths for sockets and mounts (sun_path is 108 bytes)
-
-
-def vm_options(machine: str) -> tuple[ParamSpec, ...]:
-    """The plan options every QEMU kind reads (the module's docstring), its machine type
-    defaulting to `machine`, then the profile and the tuning knobs (qemu_tuning)."""
-    return (
-        ParamSpec("accel", str, "auto", "auto (a probe boot decides: KVM where a KVM guest "
-                  "really boots, else TCG), kvm or tcg", choices=("auto", "kvm", "tcg")),
-        ParamSpec("kernel", str, "auto", "auto (= vmlinux, faster under TCG), vmlinux or "
-                  "vmlinuz", choices=("auto", "vmlinux", "vmlinuz")),
-        ParamSpec("initrd", str, "auto", "auto (= minimal), minimal (isotax's own) or image "
-                  "(the image's Debian one)", choices=("auto", "minimal", "image")),
-        ParamSpec("disk_cache", str, None, "QEMU -drive cache=; unset: none where the workdir "
-                  "takes O_DIRECT, else writeback",
-                  choices=("none", "writeback", "writethrough", "directsync", "unsafe")),
-        ParamSpec("disk_aio", str, None, "QEMU -drive aio=; unset: native with cache none or "
-                  "directsync, else threads", choices=("threads", "native", "io_uring")),
-        ParamSpec("boot_timeout", float, DEFAULT_BOOT_TIMEOUT_S, "seconds the VM may take to "
-                  "boot (TCG on a busy host is slow)", minimum=1),
-        ParamSpec("data_disk_gib", float, DEFAULT_DATA_DISK_GIB, "size of the data disk, GiB "
-                  "(storage \"volume\"; a sparse file)", minimum=0.1),
-        ParamSpec("quiet", bool, False, "true: the kernel logs quietly on the console",
-                  also=(str,), choices=(True, False, "on", "off")),
-        ParamSpec("machine", str, machine, "the QEMU machine type: pc or microvm",
-                  choices=MACHINES),
-        *KNOB_OPTIONS,
-    )
 
 
 def host_tsc_khz() -> int | None:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.base import register
-from isotax.environments.vm.qemu import RUN_DIR, Qemu, QemuInstance, vm_options
+from isotax.environments.vm.qemu import RUN_DIR, Qemu, QemuInstance
+from isotax.environments.vm.qemu_options import vm_options
 from isotax.environments.vm.qemu_share import (
     KATA_MSIZE_9P,
     ReadonlyBind,

@@ -1,0 +1,37 @@
+"""The runner's log lines: one per cell, and the notice of an emulated environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from isotax.model import CellKey, CellStatus, Sample
+
+
+def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
+    """"" unless the started environment says it is emulated (describe key "emulated", as
+    analysis.ReportData.emulated reads it): then one line saying so, with its accelerator and
+    the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
+    if str(describe.get("emulated", "")).lower() not in ("yes", "true", "1"):
+        return ""
+    accel = str(describe.get("accelerator", "")).strip()
+    how = f"{accel.upper()} software emulation" if accel else "software emulation"
+    reason = str(describe.get("accelerator_reason", "")).strip()
+    return (f"{name}: runs under {how} (emulated)" + (f": {reason}" if reason else "")
+            + "; its ratios will measure the emulator, not the overhead of hardware "
+              "virtualisation")
+
+
+def cell_words(key: CellKey) -> str:
+    return f"{key.workload} {key.params_key} " + (
+        f"warm-up {key.repetition}" if key.warmup else f"rep {key.repetition}")
+
+
+def describe_cell(key: CellKey, status: CellStatus, reason: str,
+                   samples: Sequence[Sample]) -> str:
+    what = f"{key.environment:>12} {cell_words(key)}"
+    if status is CellStatus.FAILED:
+        return f"[red]{what}: FAILED: {reason}[/]"
+    if status is CellStatus.NOT_APPLICABLE:
+        return f"[yellow]{what}: not applicable: {reason}[/]"
+    first = samples[0]
+    return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
