@@ -121,6 +121,9 @@ SCRATCH = "/tmp"  # a tmpfs mounted by itx-init, like the containers' /tmp
 VOLUME_DIR = "/mnt"  # the data disk's mount point (the containers' volume is there too)
 ROOTFS_DATA_DIR = "/var/lib/itx-data"  # on the root disk, as in a container's overlay rootfs
 _TRUE = {"1", "true", "yes", "on"}
+# A tap on an isotax bridge, or no NIC: a VM has a kernel and network stack of its own, so it
+# cannot share the host's (the plan refuses "host" at load; an instance refuses it too).
+NETWORKS = ("bridge", "none")
 RUN_DIR = Path("/run/isotax")  # short paths for sockets and mounts (sun_path is 108 bytes)
 
 
@@ -188,7 +191,7 @@ class QemuInstance:
         self._tag = owners.new_tag(3, prefix="q")  # itx-t<tag> / itx-br<tag>: 12 characters
         opts = spec.options
         kind = self.kind
-        if spec.network not in ("bridge", "none"):
+        if spec.network not in NETWORKS:
             raise Unavailable(Availability.no(
                 f"{kind}: network {spec.network!r} is impossible for a VM (it has its own "
                 "kernel and network stack)", 'set network = "bridge" or "none" for this '
@@ -524,9 +527,7 @@ class Qemu(EnvironmentBase):
     # vm9p inherit them (the leak check calls each once).
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (vm_processes, leaked_hugepage_reservations)
     options: ClassVar[tuple[ParamSpec, ...]] = vm_options("pc")
-    # A tap on an isotax bridge, or no NIC: a VM has a kernel and network stack of its own, so
-    # it cannot share the host's (QemuInstance refuses "host" too).
-    networks: ClassVar[tuple[str, ...]] = ("bridge", "none")
+    networks: ClassVar[tuple[str, ...]] = NETWORKS
     storages: ClassVar[tuple[str, ...]] = STORAGES  # a second virtio-blk disk, or the root disk
 
     @classmethod
