@@ -148,8 +148,11 @@ def _names_of(inst: Instance) -> list[str]:
     """Words a leftover of inst would carry: its workdir, container or machine name, its VM's
     tag (links, bridge), its CPU group, its host processes."""
     words = [str(inst.spec.workdir)]  # type: ignore[attr-defined]
-    words += [str(v) for v in (getattr(inst, a, None) for a in ("cid", "machine", "name", "_tag"))
-              if isinstance(v, str) and v]
+    # A name counts where it is an isotax name: QemuInstance.machine is the machine type
+    # ("pc"), which every QEMU process on the host carries.
+    words += [v for a in ("cid", "machine", "name", "_tag")
+              if isinstance(v := getattr(inst, a, None), str) and v
+              and (a == "_tag" or v.startswith("itx"))]
     group = getattr(inst, "cpu_group", None)
     if group is not None:
         words.append(group.dir.name)

@@ -112,9 +112,9 @@ class Runner:
         self.multi_node = len(numa.nodes()) > 1
         # Environments that are not what the plan declares (identity.py): they fail the run.
         self.mislabelled: list[str] = []
-        # Environments that died mid-run and their restarts (run.restarts), made by the first
-        # cell with the records a resumed run already holds.
-        self.lives: Restarts | None = None
+        # Environments that died mid-run and their restarts (run.restarts); run() takes in the
+        # records a resumed run already holds.
+        self.lives = Restarts(plan.restarts, [])
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
         # (summary, series) of the cell that just ran, when it was watched (telemetry.observe)
@@ -323,7 +323,12 @@ class Runner:
     def run(self, run_id: str) -> str:
         """Run (or finish) run_id. Returns the final status."""
         done = self.store.done_cells(run_id)
-        self.overlap = Overlap(self.store.run_meta(run_id).get("concurrent"))
+        # What the run recorded before a resume: other runs measuring beside it, and deaths
+        # (the bound counts only the restarts since this start).
+        meta = self.store.run_meta(run_id)
+        self.overlap = Overlap(meta.get("concurrent"))
+        earlier = meta.get(META_KEY, [])
+        self.lives = Restarts(self.plan.restarts, earlier if isinstance(earlier, list) else [])
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
@@ -435,12 +440,6 @@ class Runner:
             self.progress.remove_task(task)
 
     # -- an environment that dies (run.restarts) -------------------------------------------
-    def _deaths(self, run_id: str) -> Restarts:
-        if self.lives is None:
-            earlier = self.store.run_meta(run_id).get(META_KEY, [])
-            self.lives = Restarts(self.plan.restarts, earlier if isinstance(earlier, list) else [])
-        return self.lives
-
     def _run_cell_or_death(self, run_id: str, key: CellKey
                            ) -> tuple[CellStatus, str, list[Sample]]:
         """_run_cell; a cell that fails (or raises) while its instance is no longer alive fails
@@ -463,7 +462,7 @@ class Runner:
         started again first, restarts allowing; a paused one resumed when `resume`, once
         Instance.alive() says it did not die while paused), else the reason the cell fails
         without running."""
-        name, lives = key.environment, self._deaths(run_id)
+        name, lives = key.environment, self.lives
         if lives.given_up(name):
             return lives.given_up(name)
         if lives.dead(name):
@@ -487,7 +486,7 @@ class Runner:
 
     def _pause(self, run_id: str, name: str) -> None:
         """Pause a live instance; one that cannot be paused died (its cell is already stored)."""
-        lives = self._deaths(run_id)
+        lives = self.lives
         if lives.dead(name) or lives.given_up(name):
             return
         inst = self.started[name].instance
@@ -500,7 +499,7 @@ class Runner:
     def _died(self, run_id: str, name: str, why: str, cell: str) -> str:
         """Record that name's instance died and stop it (stop() removes all it held); the
         reason the cell it died in fails with."""
-        lives = self._deaths(run_id)
+        lives = self.lives
         reason = lives.died(name, cell, why, time.time())
         self.log(f"[red]{name}: {reason}" + (f" (in {cell})" if cell else " (between its "
                  "cells)") + "; stopping what is left of it[/]")
@@ -515,7 +514,7 @@ class Runner:
     def _restart(self, run_id: str, name: str) -> None:
         """A new instance of a dead environment from the same plan entry, for its remaining
         cells: its workloads are prepared again. A restart that fails gives it up."""
-        lives = self._deaths(run_id)
+        lives = self.lives
         entry = next(e for e in self.plan.run_environments if e.name == name)
         self.log(f"{name}: restarting it (restart {lives.restarts_of(name) + 1} of at most "
                  f"{self.plan.restarts}) after it died: {lives.dead(name)}")
