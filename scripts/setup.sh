@@ -39,6 +39,9 @@ PACKAGES=(
   # the PostgreSQL store (--store postgresql://...); its tests start a private server of their
   # own (initdb, pg_ctl) on a Unix socket in /tmp/itx-pg-*, never the system cluster
   postgresql
+  # beyond one machine: sshd for the tests' namespace hosts, the ssh client for the remote load
+  # generator and Ansible, ping for the link's round-trip floor
+  openssh-server openssh-client iputils-ping
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main

@@ -17,6 +17,14 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     budget_s = 600           # wall time the added repetitions may take (optional)
     max_repetitions = 20     # measured repetitions per point at most (optional; one of the two)
 
+    [loadgen]                # optional: where network clients run (default: a network namespace
+    host = "ssh://root@lg.example:22"   # on this host); a second machine reached over SSH
+    key_file = "/root/.ssh/id_ed25519"  # optional: the SSH key (default: ssh's own choice)
+    known_hosts = "/root/.ssh/known_hosts"  # optional: host keys checked strictly (default:
+                             # ssh's own files); an unknown host key refuses the run
+    install = true           # install the image's client tool versions there with apt where
+                             # they differ (false: refuse instead)
+
     [[environments]]
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
     kind = "runc"            # see `isotax envs`
@@ -42,6 +50,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -213,6 +222,55 @@ class TelemetrySettings(_Frozen):
     perf: bool = True
 
 
+class LoadGenSettings(_Frozen):
+    """[loadgen]: where the network workloads' clients run (isotax.loadgen). No host: a
+    network namespace on this host (the default); host = "ssh://[user@]HOST[:PORT]": a second
+    machine over SSH, as the studies had."""
+
+    host: str | None = None
+    key_file: str | None = None
+    known_hosts: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)  # overrides the URL's port
+    install: bool = True
+    # The seconds a connection (or a reconnection after a lost one) may take.
+    connect_timeout_s: int = Field(default=10, ge=1, le=300)
+
+    @field_validator("host")
+    @classmethod
+    def _ssh_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            ssh_url_parts(v)  # raises ValueError naming the problem
+        return v
+
+    @property
+    def remote(self) -> bool:
+        return self.host is not None
+
+    def destination(self) -> tuple[str, str, int]:
+        """(user, host, port) of the SSH load generator; user defaults to root, port to 22
+        (or `port`)."""
+        if self.host is None:
+            raise ValueError("the load generator is local: it has no SSH destination")
+        user, host, port = ssh_url_parts(self.host)
+        return user, host, self.port or port
+
+
+def ssh_url_parts(url: str) -> tuple[str, str, int]:
+    """(user, host, port) of "ssh://[user@]host[:port]"; ValueError with the fix otherwise."""
+    u = urlsplit(url)
+    fix = 'write it as "ssh://root@HOST" or "ssh://USER@HOST:PORT"'
+    if u.scheme != "ssh":
+        raise ValueError(f"{url!r} is not an ssh:// URL; {fix}")
+    try:
+        port = u.port or 22
+    except ValueError:
+        raise ValueError(f"{url!r} has no valid port; {fix}") from None
+    if not u.hostname or u.path not in ("", "/") or u.query or u.fragment or u.password:
+        raise ValueError(f"{url!r} is not a plain SSH destination (a host, and optionally a "
+                         f"user and a port, nothing else); {fix}")
+    return u.username or "root", u.hostname, port
+
+
 class Plan(_Frozen):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
     description: str = ""
@@ -234,6 +292,7 @@ class Plan(_Frozen):
     aa: bool = False
     adaptive: Adaptive | None = None
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

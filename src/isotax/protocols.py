@@ -19,6 +19,7 @@ import pkgutil
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from functools import cache
@@ -321,12 +322,17 @@ def _word(choice: Any) -> str:
 
 
 class LoadGen(Protocol):
-    """The studies' "other machine": a network namespace joined to the host by a veth pair.
-    Network clients run here, so every environment, native included, is reached over a real
-    network path and adds only its own layers (bridge, NAT, tap + virtio, ...)."""
+    """The studies' "other machine", where network clients run: a network namespace on this
+    host joined by a veth pair (isotax.loadgen.local), or a second machine reached over SSH
+    (isotax.loadgen.ssh). Every environment, native included, is reached over a real network
+    path and adds only its own layers (bridge, NAT, tap + virtio, ...)."""
+
+    # Where the clients run, in words for labels and the report ("a network namespace on
+    # this host", "root@10.0.0.2 over SSH").
+    where: str
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
-        """Run a client inside the load generator's namespace."""
+        """Run a client in the load generator; a lost load generator is a SanityError."""
 
     def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
         """Where a client reaches a server listening on `port` inside `inst` (installing the
@@ -334,6 +340,16 @@ class LoadGen(Protocol):
 
     def path(self, inst: Instance) -> str:
         """The layers between the load generator and `inst`, in words, for the report."""
+
+    def describe(self) -> Mapping[str, str]:
+        """The load generator's facts for the run's record (kind, addresses, link, host)."""
+
+    def scratch_file(self, prefix: str, suffix: str) -> AbstractContextManager[str]:
+        """A new empty file on the load generator for a client to write (its path there),
+        removed when the block ends."""
+
+    def read_text(self, path: str) -> str:
+        """The text of a file on the load generator (a client's log)."""
 
 
 @dataclass(frozen=True)
@@ -431,6 +447,8 @@ class WorkloadFacts(Protocol):
     # True for workloads with a network client: the runner then creates the load generator
     # and passes it; otherwise `loadgen` is None.
     needs_loadgen: ClassVar[bool]
+    # The Debian packages of its clients (a load generator over SSH gets the image's versions).
+    client_packages: ClassVar[Sequence[str]]
     # The ports its servers listen on inside an environment, by name ({} without a server).
     ports: ClassVar[Mapping[str, Port]]
     # The Debian packages its image needs (the image gets every registered workload's).

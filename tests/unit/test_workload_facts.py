@@ -161,3 +161,13 @@ def test_the_protocols_declare_every_fact(fact: str) -> None:
     assert fact in protocols.WorkloadFacts.__annotations__
     assert protocols.WorkloadFacts in protocols.Workload.__mro__
     assert protocols.WorkloadFacts in protocols.LaunchingWorkload.__mro__
+
+
+def test_a_workload_with_a_client_names_its_client_packages() -> None:
+    """A load generator over SSH gets the image's versions of exactly these (loadgen.ssh):
+    a network workload without them would run whatever client that host has."""
+    for name, cls in protocols.workloads().items():
+        if cls.needs_loadgen:
+            assert cls.client_packages, f"{name} runs a client but names no client_packages"
+        else:
+            assert not cls.client_packages, f"{name} runs no client but names client_packages"

@@ -34,10 +34,12 @@ Words used by the rules (all from the summary):
                not requests, so the latency rule does not use it.
 
 Rules, in order (the first that fires is the verdict):
-  1. load generator   a load-generator thread is saturated, or the load generator's CPU
-                      (exact, from its cgroup) is >= LOADGEN_ALL (0.90) of all the host's
-                      CPUs. First, because then the result measures the client, not the
-                      environment, whatever else is also busy.
+  1. load generator   a load-generator thread is saturated (on a load generator over SSH:
+                      one client command used >= SATURATED of a core, by its own times), or
+                      the load generator's CPU (exact, from its cgroup or its clients' times)
+                      is >= LOADGEN_ALL (0.90) of all its host's CPUs. First, because then
+                      the result measures the client, not the environment, whatever else
+                      is also busy.
   2. one core         a thread of the workload (groups inside, machinery -- a VM's vCPU or
                       TCG thread, gVisor's Sentry --, kernel -- ksoftirqd, vhost) is
                       saturated while the rest of the own CPU is < ONE_CORE_REST (0.5) of
@@ -179,8 +181,10 @@ def own_cpu_s(s: TelemetrySummary) -> float:
     inside = s.group_cpu_s("inside")
     if s.inside is not None and "cgroup" in s.inside.source:  # a guest's own count is not
         inside = max(inside, float(s.inside.cpu_s))  # host CPU
-    loadgen = max(s.group_cpu_s("loadgen"),
-                  float(s.loadgen.cpu_s) if s.loadgen is not None else 0.0)
+    # A load generator on another machine (counted there: cpus set) used none of this host's.
+    remote = s.loadgen is not None and s.loadgen.cpus is not None
+    loadgen = 0.0 if remote else max(
+        s.group_cpu_s("loadgen"), float(s.loadgen.cpu_s) if s.loadgen is not None else 0.0)
     return inside + loadgen + sum(s.group_cpu_s(g) for g in ("machinery", "kernel", "isotax"))
 
 
@@ -299,16 +303,25 @@ def suspect(summary: TelemetrySummary | None) -> Verdict:
                                           f"{_pct(SATURATED_SUSTAINED)})", *ctx),
                            float(t.core_share))
     lg = s.loadgen
+    if lg is not None and lg.busiest is not None and lg.busiest >= SATURATED:
+        # A load generator on another machine: its busiest client command's share of a core.
+        return Verdict(Limiter.LOADGEN,
+                       f"load generator saturated: a client used {_pct(lg.busiest)} of a "
+                       "core on the load generator: the result measures the client",
+                       (f"busiest client command {_pct(lg.busiest)} of a core >= "
+                        f"{_pct(SATURATED)} ({lg.source})", *ctx), float(lg.busiest))
     if lg is not None:
-        lg_share = float(lg.cpu_s) / f.dur / f.cpus
+        lg_cpus = lg.cpus or f.cpus
+        lg_share = float(lg.cpu_s) / f.dur / lg_cpus
+        whose = "the load generator's" if lg.cpus else "the host's"
         if lg_share >= LOADGEN_ALL:
             return Verdict(Limiter.LOADGEN,
-                           f"load generator saturated: it used {_pct(lg_share)} of the host's "
-                           f"{f.cpus} CPUs: the result measures the client",
+                           f"load generator saturated: it used {_pct(lg_share)} of {whose} "
+                           f"{lg_cpus} CPUs: the result measures the client",
                            (f"load generator CPU {float(lg.cpu_s):.2f} s over "
-                            f"{f.dur:.1f} s on {f.cpus} CPUs ({lg.source}) >= "
+                            f"{f.dur:.1f} s on {lg_cpus} CPUs ({lg.source}) >= "
                             f"{_pct(LOADGEN_ALL)}", *ctx), lg_share)
-        ruled_out = [f"load generator: no thread saturated, {lg_share * f.cpus:.2f} cores "
+        ruled_out = [f"load generator: no thread saturated, {lg_share * lg_cpus:.2f} cores "
                      "in all"]
     else:
         ruled_out = []

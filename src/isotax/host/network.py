@@ -94,7 +94,7 @@ def pick_subnet(preferred: ipaddress.IPv4Network,
 
 
 @dataclass
-class _Rule:
+class TaggedRule:
     table: str
     chain: str
     spec: tuple[str, ...]
@@ -152,14 +152,23 @@ def match_uplink_offloads(ipr: IPRoute, dev: str, netns: str | None = None) -> N
         command.run([*pre, "ethtool", "-K", dev, *args], 10)
 
 
-def add_tagged_rule(table: str, chain: str, *spec: str, insert: bool = False) -> _Rule:
+def add_tagged_rule(table: str, chain: str, *spec: str, insert: bool = False) -> TaggedRule:
     """Append (or insert) an iptables rule tagged with isotax's comment; the rule, for its
     owner to delete later."""
     full = (*spec, "-m", "comment", "--comment", COMMENT)
     p = iptables("-t", table, "-I" if insert else "-A", chain, *full)
     if p.returncode != 0:
         raise NetworkError(f"iptables -t {table} {chain} {' '.join(spec)}: {p.stderr.strip()}")
-    return _Rule(table, chain, full)
+    return TaggedRule(table, chain, full)
+
+
+def delete_tagged_rule(rule: TaggedRule) -> str | None:
+    """Delete a rule add_tagged_rule made; an error's words, or None (gone already is fine)."""
+    p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)
+    if p.returncode != 0 and "does a matching rule exist" not in p.stderr \
+            and "Bad rule" not in p.stderr:
+        return f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}"
+    return None
 
 
 def veth_into_netns(ipr: IPRoute, iface: str, ns: str, address: str, prefixlen: int,
@@ -196,7 +205,7 @@ class Bridge:
     _net: ipaddress.IPv4Network | None = field(default=None, init=False, repr=False)
     _next_host: int = field(default=2, init=False, repr=False)
     _created_link: bool = field(default=False, init=False, repr=False)
-    _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
+    _rules: list[TaggedRule] = field(default_factory=list, init=False, repr=False)
     _leases: list[Lease] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -346,11 +355,7 @@ class Bridge:
                 self.release(lease)
             except Exception as e:
                 errors.append(str(e))
-        for rule in reversed(self._rules):
-            p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)
-            if p.returncode != 0 and "does a matching rule exist" not in p.stderr \
-                    and "Bad rule" not in p.stderr:
-                errors.append(f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}")
+        errors += [err for rule in reversed(self._rules) if (err := delete_tagged_rule(rule))]
         self._rules.clear()
         with exclusive(_LOCK):  # bridge count and the saved sysctl change together
             if self._created_link:
@@ -403,7 +408,7 @@ class VethNamespace:
     _net: ipaddress.IPv4Network | None = field(default=None, init=False, repr=False)
     _next_host: int = field(default=10, init=False, repr=False)
     _created: bool = field(default=False, init=False, repr=False)
-    _rules: list[_Rule] = field(default_factory=list, init=False, repr=False)
+    _rules: list[TaggedRule] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name.startswith("itx") or len(self.name) > 14:
@@ -477,11 +482,7 @@ class VethNamespace:
         """Remove our rules, the namespace and the veth pair (with its addresses). Idempotent;
         tries everything, then raises one error naming what could not be removed."""
         errors: list[str] = []
-        for rule in reversed(self._rules):
-            p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)
-            if p.returncode != 0 and "does a matching rule exist" not in p.stderr \
-                    and "Bad rule" not in p.stderr:
-                errors.append(f"iptables -t {rule.table} -D {rule.chain}: {p.stderr.strip()}")
+        errors += [err for rule in reversed(self._rules) if (err := delete_tagged_rule(rule))]
         self._rules.clear()
         if self._created:
             if self.name in netns.listnetns():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -42,7 +43,9 @@ _CLIENT_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
 
 
 class NamespaceLoadGen:
-    """The LoadGen protocol (isotax.workloads.base.LoadGen) on a local network namespace."""
+    """The LoadGen protocol (isotax.protocols.LoadGen) on a local network namespace."""
+
+    where = "a network namespace on this host"
 
     def __init__(self, tag: str | None = None) -> None:
         self.tag = tag or owners.new_tag(3)
@@ -75,8 +78,22 @@ class NamespaceLoadGen:
         return self.veth.netns
 
     def describe(self) -> Mapping[str, str]:
-        return {"netns": self.netns, "host_address": self.veth.host_ip,
-                "client_address": self.veth.ns_ip, "mtu": str(self._mtu)}
+        return {"kind": "local", "where": self.where, "netns": self.netns,
+                "host_address": self.veth.host_ip, "client_address": self.veth.ns_ip,
+                "mtu": str(self._mtu)}
+
+    @contextlib.contextmanager
+    def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:
+        # The namespace shares this host's files.
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+        os.close(fd)
+        try:
+            yield path
+        finally:
+            Path(path).unlink(missing_ok=True)
+
+    def read_text(self, path: str) -> str:
+        return Path(path).read_text(errors="replace")
 
     # -- the protocol ------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
@@ -98,7 +115,7 @@ class NamespaceLoadGen:
     def _target(self, inst: Instance, port: int, proto: str) -> tuple[str, int]:
         if proto not in ("tcp", "udp"):
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
-        kind, mode = _network_of(inst)
+        kind, mode = network_of(inst)
         if mode == "host":
             return self.veth.host_ip, port
         if mode == "tap":
@@ -132,7 +149,7 @@ class NamespaceLoadGen:
 
     def path(self, inst: Instance) -> str:
         d = inst.describe()
-        kind, mode = _network_of(inst)
+        kind, mode = network_of(inst)
         head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self._mtu})"
         if mode == "host":
             where = kind if isolation_of(kind) is Isolation.HOST \
@@ -157,7 +174,7 @@ class NamespaceLoadGen:
         return f"{head} -> unreachable ({kind}, network {mode})"
 
 
-def _network_of(inst: Instance) -> tuple[str, str]:
+def network_of(inst: Instance) -> tuple[str, str]:
     d = inst.describe()
     return str(d.get("kind", "?")), network_mode(d, inst.address)
 
@@ -222,7 +239,7 @@ def _wait_listening(inst: Instance, port: int, proto: str, pid: int, timeout: fl
     table, state = proto, _LISTEN_STATE[proto]
     argv = ["sh", "-c", _listening_script(table), "sh", str(max(1, int(timeout))),
             f"{port:04X}", state, str(pid), str(port)]
-    if _network_of(inst)[1] != "host":
+    if network_of(inst)[1] != "host":
         done = inst.exec(argv, timeout + 30)
         if done.returncode != 0:
             raise SanityError(f"server did not start listening on {proto} port {port}: "

@@ -134,6 +134,33 @@ def host_blocks(d: ReportData) -> list[Block]:
     return out
 
 
+def loadgen_blocks(d: ReportData) -> list[Block]:
+    """Where the network clients ran: the load generator the run recorded (none: the run had
+    no network workload, or was recorded before load generators were)."""
+    lg = d.run_meta.get("loadgen")
+    if not isinstance(lg, dict) or not lg:
+        return []
+    if lg.get("kind") != "ssh":
+        where = _esc(lg.get("where", "a network namespace on this host"))
+        return [Heading(2, "Load generator"),
+                Text(f"The clients ran in {where} ({_esc(lg.get('netns', '?'))}, veth MTU "
+                     f"{_esc(lg.get('mtu', '?'))}): they share this host's CPUs, and the path "
+                     "never leaves its kernel.")]
+    rows = [[k, _esc(str(lg[k]))] for k in (
+        "destination", "hostname", "os", "kernel", "cpu_model", "cpus", "mem_total_kib",
+        "client_address", "host_address", "uplink", "speed_mbit_s", "mtu", "remote_mtu",
+        "offloads", "rtt_floor_ms", "rtt_avg_ms", "tools", "installed") if lg.get(k)]
+    out: list[Block] = [Heading(2, "Load generator"),
+                        Text(f"The clients ran on {_esc(lg.get('where', '?'))}, reaching each "
+                             "environment over the link below (each result's path says how)."),
+                        Grid(["what", "value"], rows)]
+    if lg.get("same_machine") == "yes":
+        out.append(Text("**The load generator is this same machine** (another network "
+                        "namespace of it: same machine-id and boot): its clients share this "
+                        "host's CPUs, as with the local load generator."))
+    return out
+
+
 def environments_blocks(d: ReportData) -> list[Block]:
     env_rows = []
     for e in d.environments:
@@ -219,7 +246,7 @@ def plan_blocks(d: ReportData) -> list[Block]:
 
 def report_blocks(d: ReportData) -> list[Block]:
     """Every section of the report, in the Markdown's order."""
-    return [*host_blocks(d), *environments_blocks(d), *results_blocks(d),
+    return [*host_blocks(d), *loadgen_blocks(d), *environments_blocks(d), *results_blocks(d),
             *verdicts.blocks(d), *repetitions.blocks(d), *layers.blocks(d),
             *hostcpu.blocks(d), *tool_versions_blocks(d), *not_applicable_blocks(d),
             *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]

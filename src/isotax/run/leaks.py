@@ -23,6 +23,7 @@ from isotax import protocols
 from isotax.host import command
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
 from isotax.host.processes import cmdlines, kill_and_reap, process_leftover, thaw
+from isotax.loadgen.ssh import leaked_connections
 from isotax.parsers import procfs
 from isotax.protocols import Leftover, Stage
 
@@ -198,4 +199,4 @@ def find_leaks() -> list[Leftover]:
     clean."""
     return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
             + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
-            + environment_leaks())
+            + leaked_connections() + environment_leaks())

@@ -27,7 +27,8 @@ from isotax.analysis import adaptive
 from isotax.host import numa, owners, parity
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import open_loadgen
+from isotax.loadgen.choose import open_loadgen
+from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.protocols import (
@@ -339,8 +340,14 @@ class Runner:
             with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
                 wls = protocols.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
-
-                    self.loadgen = stack.enter_context(open_loadgen())
+                    try:
+                        self.loadgen = stack.enter_context(
+                            open_loadgen(self.plan, self.image.package_versions()))
+                    except LoadGenRefused as e:
+                        self.refusal, status = f"refused: {e}", "refused"
+                        return status
+                    # Which load generator the results used, for the report.
+                    self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
                 # Unwinds first (LIFO): environments stop before the load generator goes.
                 stack.callback(self._stop_environments)
                 self._start_environments(run_id, workdir)

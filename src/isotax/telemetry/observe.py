@@ -205,6 +205,8 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
         if guest0 is not None and settings.interval_s > 0 else None
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
+    # A remote load generator's meter also says who it counts and per client command.
+    lg_mark = lg_group.mark() if lg_group is not None and hasattr(lg_group, "mark") else None
     classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)
     perf_cm: Any = (perf_counting(",".join(PERF_SOFTWARE_EVENTS)) if settings.perf
                     else contextlib.nullcontext(None))
@@ -243,7 +245,10 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
                          "sampled threads (misses a thread's last tick before it exits)")
     lg: Counted | None = None
     if lg0 is not None and lg1 is not None:
-        lg = Counted(round(lg1 - lg0, 4), "cgroup CPU accounting")
+        lg = Counted(round(lg1 - lg0, 4), getattr(lg_group, "source", "cgroup CPU accounting"),
+                     cpus=getattr(lg_group, "cpus", None),
+                     busiest=None if lg_mark is None or lg_group is None
+                     else lg_group.busiest_since(lg_mark))
     elif loadgen is not None:
         lg = Counted(sampled.group_cpu_s("loadgen"), "sampled threads")
     obs.summary = replace(sampled, kind_class=cls, links=link_speeds(sampled.links),

@@ -159,6 +159,10 @@ class Counted:
 
     cpu_s: float
     source: str
+    # Counted on another machine (a load generator over SSH): its CPU count, and the highest
+    # share of a core one of its client commands used while it ran. None: this host's.
+    cpus: int | None = None
+    busiest: float | None = None
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,9 @@ with its reason and no number.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, TypeVar
 
-from isotax.environments.native import run_host
 from isotax.model import Sample, SanityError
 from isotax.protocols import (
     WORKLOADS,
@@ -48,6 +46,9 @@ class BaseWorkload:
       params                      its ParamSpecs;
       tools                       tool -> argv printing its version (recorded per run);
       needs_loadgen               True when a client runs in the load generator;
+      client_packages             (default: none) the Debian packages of its load-generator
+                                  clients: a load generator over SSH must have the image's
+                                  versions of them (isotax.loadgen.ssh checks, installs);
       ports                       name -> Port its servers listen on ({} without a server):
                                   engines publish them, the leak finder knows them;
       packages                    the Debian packages its image needs (the image recipe gets
@@ -82,6 +83,7 @@ class BaseWorkload:
     params: ClassVar[Sequence[ParamSpec]]
     tools: ClassVar[Mapping[str, Sequence[str]]]
     needs_loadgen: ClassVar[bool]
+    client_packages: ClassVar[Sequence[str]] = ()
     ports: ClassVar[Mapping[str, Port]]
     packages: ClassVar[Sequence[str]]
     figures: ClassVar[FigureHints]
@@ -118,14 +120,21 @@ def need_loadgen(loadgen: LoadGen | None) -> LoadGen:
     return loadgen
 
 
-@functools.cache
-def host_tool_version(argv: tuple[str, ...], parse: Callable[[str], str]) -> str:
-    """The version of a client tool that runs on the host (in the load generator), parsed
-    from `argv`'s output; "unknown" when it cannot be told. Asked once per process."""
-    try:
-        return parse(run_host(list(argv), 30).stdout)
-    except (ValueError, OSError):
-        return "unknown"
+def client_tool_version(lg: LoadGen, argv: tuple[str, ...],
+                        parse: Callable[[str], str]) -> str:
+    """The version of a client tool as the load generator has it (this host's for the local
+    one, the remote machine's over SSH), parsed from `argv`'s output; "unknown" when it cannot
+    be told. Asked once per load generator and tool."""
+    key = (lg.where, argv)
+    if key not in _CLIENT_VERSIONS:
+        try:
+            _CLIENT_VERSIONS[key] = parse(lg.exec(list(argv), 30).stdout)
+        except (ValueError, OSError, SanityError):
+            return "unknown"
+    return _CLIENT_VERSIONS[key]
+
+
+_CLIENT_VERSIONS: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def put_text(inst: Instance, path: str, text: str, timeout: float = 30) -> None:

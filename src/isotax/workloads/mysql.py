@@ -72,7 +72,7 @@ from isotax.protocols import (
 from isotax.telemetry.counters import CpuTimes, read_cpu_times
 from isotax.workloads.base import (
     BaseWorkload,
-    host_tool_version,
+    client_tool_version,
     need_loadgen,
     put_text,
     register,
@@ -217,8 +217,8 @@ def _check_client(done: Completed, what: str) -> None:
                           f"{(fatal[-1] if fatal else text.strip()[-200:])[:200]}")
 
 
-def _client_version() -> str:
-    return host_tool_version(("sysbench", "--version"), parse_sysbench_version)
+def _client_version(lg: LoadGen) -> str:
+    return client_tool_version(lg, ("sysbench", "--version"), parse_sysbench_version)
 
 
 @register
@@ -250,6 +250,7 @@ class Mysql(BaseWorkload):
         "sysbench": ("sysbench", "--version"),
     }
     needs_loadgen: ClassVar[bool] = True
+    client_packages: ClassVar[Sequence[str]] = ("sysbench", "mariadb-client")
     ports: ClassVar[Mapping[str, Port]] = {"mysql": PORT}
     # sysbench drives it from the load generator on the host; in the image for the version
     # record and for runs without a load generator.
@@ -375,7 +376,7 @@ class Mysql(BaseWorkload):
             raise SanityError(f"the tables hold {after} rows after the run, not {tables * rows}"
                               " (oltp_read_write's delete + insert keep the count)")
         return self._samples(r, delta, params, {
-            "tool": f"sysbench {_client_version()} oltp_read_write (client on the host)",
+            "tool": f"sysbench {_client_version(lg)} oltp_read_write (client: {lg.where})",
             "path": lg.path(inst), "threads": threads, "seconds": seconds, "tables": tables,
             "table_size": rows, "buffer_pool_mib": int(params["buffer_pool_mib"]),
             "flush_log_at_trx_commit": int(params["flush_log_at_trx_commit"]),

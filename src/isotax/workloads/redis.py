@@ -42,7 +42,7 @@ from isotax.protocols import (
     ParamSpec,
     Port,
 )
-from isotax.workloads.base import BaseWorkload, host_tool_version, need_loadgen, register
+from isotax.workloads.base import BaseWorkload, client_tool_version, need_loadgen, register
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 PORT = Port(46379, server="redis-server")
@@ -61,8 +61,8 @@ def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
                           f"{(done.stdout + done.stderr).strip()[:200]}")
 
 
-def _benchmark_version() -> str:
-    return host_tool_version(("redis-benchmark", "--version"), parse_redis_version)
+def _benchmark_version(lg: LoadGen) -> str:
+    return client_tool_version(lg, ("redis-benchmark", "--version"), parse_redis_version)
 
 
 @register
@@ -85,6 +85,7 @@ class Redis(BaseWorkload):
         "redis-benchmark": ("redis-benchmark", "--version"),
     }
     needs_loadgen: ClassVar[bool] = True
+    client_packages: ClassVar[Sequence[str]] = ("redis-tools",)
     ports: ClassVar[Mapping[str, Port]] = {"redis": PORT}
     packages: ClassVar[Sequence[str]] = ("redis-server", "redis-tools")
     figures: ClassVar[FigureHints] = FigureHints(concurrency=("connections",), latency_panels=(
@@ -152,7 +153,7 @@ class Redis(BaseWorkload):
             keys = -1
         if keys <= 0:
             raise SanityError(f"after SET the server holds {size.stdout.strip() or '?'} keys")
-        labels = {"tool": f"redis-benchmark {_benchmark_version()} (client on the host)",
+        labels = {"tool": f"redis-benchmark {_benchmark_version(lg)} (client: {lg.where})",
                   "path": lg.path(inst), "connections": conns, "pipeline": pipeline,
                   "in_flight": conns * pipeline, "value_bytes": value, "key_bytes": KEY_BYTES,
                   "keyspace": keyspace, "requests_per_test": requests, "keys_after": keys}

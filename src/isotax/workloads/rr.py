@@ -19,10 +19,7 @@ loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CP
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.oci.gvisor import sockperf_tcp_unsupported
@@ -32,14 +29,14 @@ from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
-from isotax.workloads.base import BaseWorkload, host_tool_version, need_loadgen, register
+from isotax.workloads.base import BaseWorkload, client_tool_version, need_loadgen, register
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
 
 
-def _netperf_version() -> str:
-    return host_tool_version(("netperf", "-V"), parse_netperf_version)
+def _netperf_version(lg: LoadGen) -> str:
+    return client_tool_version(lg, ("netperf", "-V"), parse_netperf_version)
 
 
 @register
@@ -62,6 +59,7 @@ class RequestResponse(BaseWorkload):
         "sockperf": ("dpkg-query", "-W", "-f=${Version}", "sockperf"),
     }
     needs_loadgen: ClassVar[bool] = True
+    client_packages: ClassVar[Sequence[str]] = ("netperf", "sockperf")
     # Unusual numbers, so they do not clash with a service of the host's when the
     # environment shares the host's network. netserver's control connection, the test's
     # data connection (netperf -P; udp for UDP_RR), and sockperf's (tcp or udp).
@@ -133,7 +131,7 @@ class RequestResponse(BaseWorkload):
         if r.protocol != proto.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
             raise SanityError(f"netperf ran {r.protocol} {r.request_bytes}/{r.response_bytes}"
                               f" bytes, asked {proto.upper()} 100/200")
-        labels = {"tool": f"netperf {_netperf_version()} {test}", "protocol": proto,
+        labels = {"tool": f"netperf {_netperf_version(lg)} {test}", "protocol": proto,
                   "request_bytes": 100, "response_bytes": 200, "path": path,
                   "transactions": r.transactions, "min_us": r.min_us, "max_us": r.max_us}
         return [
@@ -150,14 +148,12 @@ class RequestResponse(BaseWorkload):
         host, mapped = lg.target(inst, port, proto)
         tcp = ["--tcp"] if proto == "tcp" else []
         server = [*server_pin, "sockperf", "server", "-i", "0.0.0.0", "-p", str(port), *tcp]
-        # Every round trip goes to a log on the host (the load generator shares its files),
-        # read back for the latency CDF: 1-2 MB per 10 s run here, removed at once.
-        fd, log = tempfile.mkstemp(prefix="itx-sockperf-", suffix=".csv")
-        os.close(fd)
-        client = [*client_pin, "sockperf", "ping-pong", "-i", host, "-p", str(mapped), *tcp,
-                  "-t", str(seconds), "-m", str(SOCKPERF_BYTES), "--full-rtt",
-                  "--full-log", log]
-        try:
+        # Every round trip goes to a log on the load generator, read back for the latency
+        # CDF: 1-2 MB per 10 s run here, removed at once.
+        with lg.scratch_file("itx-sockperf-", ".csv") as log:
+            client = [*client_pin, "sockperf", "ping-pong", "-i", host, "-p", str(mapped),
+                      *tcp, "-t", str(seconds), "-m", str(SOCKPERF_BYTES), "--full-rtt",
+                      "--full-log", log]
             with serving(inst, server, port, proto, program="sockperf"):
                 done = lg.exec(client, seconds + 60)
             if done.returncode == 124:
@@ -166,9 +162,7 @@ class RequestResponse(BaseWorkload):
             if done.returncode != 0:
                 raise SanityError(f"sockperf exited {done.returncode}: "
                                   f"{done.stderr.strip()[:200]}")
-            rtts = parse_sockperf_full_log(Path(log).read_text(errors="replace"))
-        finally:
-            Path(log).unlink(missing_ok=True)
+            rtts = parse_sockperf_full_log(lg.read_text(log))
         if len(rtts) != r.observations:
             raise SanityError(f"sockperf logged {len(rtts)} round trips, counted "
                               f"{r.observations}")

@@ -126,6 +126,7 @@ class Startup(BaseWorkload):
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {"redis-server": ("redis-server", "--version")}
     needs_loadgen: ClassVar[bool] = True
+    client_packages: ClassVar[Sequence[str]] = ("redis-tools",)
     ports: ClassVar[Mapping[str, Port]] = {"redis": redis.PORT}  # the redis probe's
     packages: ClassVar[Sequence[str]] = ("redis-server",)
     # Each start's phases: the milestones, and the time the stop took.

@@ -48,6 +48,7 @@ class Throughput(BaseWorkload):
         "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),
     }
     needs_loadgen: ClassVar[bool] = True
+    client_packages: ClassVar[Sequence[str]] = ("iperf3",)
     # An unusual number, so it does not clash with a service of the host's when the
     # environment shares the host's network.
     ports: ClassVar[Mapping[str, Port]] = {"iperf3": Port(45201, server="iperf3")}
@@ -94,7 +95,7 @@ class Throughput(BaseWorkload):
                               f"reverse={reverse} streams={streams}")
         cost = cost_per_gb(delta, r.bytes_received)
         labels = {
-            "tool": f"{r.version} (client on the host)", "protocol": r.protocol,
+            "tool": f"{r.version} (client: {lg.where})", "protocol": r.protocol,
             "direction": params["direction"], "streams": streams,
             "path": lg.path(inst), "congestion": r.congestion,
             "retransmits": r.retransmits if r.retransmits is not None else "n/a",
