@@ -39,6 +39,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from isotax.host import owners
+
 SUPERNET = ipaddress.IPv4Network("10.214.0.0/16")
 SSHD = "/usr/sbin/sshd"  # absolute: sshd re-executes itself for every connection
 # Debian's default sshd_config line: Ansible falls back to sftp/scp to copy its modules.
@@ -228,6 +230,10 @@ def _claim_tag() -> tuple[str, Path]:
             workdir.mkdir(mode=0o700)
         except FileExistsError:
             continue
+        # Recorded as this process's (isotax.host.owners): an isotax run started meanwhile
+        # (the tests' own) recovers what dead isotax processes left, and without the record
+        # these namespaces and links would be no one's, removed under the test's feet.
+        owners.mark(prefix)
         return tag, workdir
     raise RuntimeError("ssh_hosts: no free tag after 50 draws")
 
