@@ -148,30 +148,39 @@ class NamespaceLoadGen:
         return self._published[address]
 
     def path(self, inst: Instance) -> str:
-        d = inst.describe()
-        kind, mode = network_of(inst)
         head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self._mtu})"
-        if mode == "host":
-            where = kind if isolation_of(kind) is Isolation.HOST \
-                else f"{kind} container sharing the host's netns"
-            return f"{head} -> host network stack ({where})"
-        if mode == "bridge":
+        bridge_front = "host DNAT"
+        if network_of(inst)[1] == "bridge":
             try:
-                pub = self._published_for(inst.address)
+                bridge_front = f"host DNAT {self._published_for(inst.address)}"
             except NetworkError as e:
                 raise SanityError(f"load generator: {e}") from e
-            return (f"{head} -> host DNAT {pub} -> {inst.address} (iptables nat, as docker -p) "
-                    f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
-        if mode == "published":
-            return (f"{head} -> host {d.get('published')} -> {kind}'s own port mapping (-p: "
-                    f"iptables DNAT) -> bridge {d.get('bridge', '?')} -> veth -> {kind} "
-                    "container netns")
-        if mode == "tap":
-            accel = d.get("accelerator", "?")
-            emulated = ", emulated" if d.get("emulated") == "yes" else ""
-            return (f"{head} -> host routing -> {d.get('network')} -> guest kernel "
-                    f"({kind}, {accel}{emulated})")
-        return f"{head} -> unreachable ({kind}, network {mode})"
+        return path_words(head, inst, bridge_front, "host routing")
+
+
+def path_words(head: str, inst: Instance, bridge_front: str, tap_front: str) -> str:
+    """The layers from a load generator's link (`head`) to inst, in words: the host's stack,
+    or how a bridged container (`bridge_front`: its port mapping) or a VM's tap (`tap_front`)
+    is reached, then the bridge, veth or tap and what is behind it."""
+    d = inst.describe()
+    kind, mode = network_of(inst)
+    if mode == "host":
+        where = kind if isolation_of(kind) is Isolation.HOST \
+            else f"{kind} container sharing the host's netns"
+        return f"{head} -> host network stack ({where})"
+    if mode == "bridge":
+        return (f"{head} -> {bridge_front} -> {inst.address} (iptables nat, as docker -p) "
+                f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
+    if mode == "published":
+        return (f"{head} -> host {d.get('published')} -> {kind}'s own port mapping (-p: "
+                f"iptables DNAT) -> bridge {d.get('bridge', '?')} -> veth -> {kind} "
+                "container netns")
+    if mode == "tap":
+        accel = d.get("accelerator", "?")
+        emulated = ", emulated" if d.get("emulated") == "yes" else ""
+        return (f"{head} -> {tap_front} -> {d.get('network')} -> guest kernel "
+                f"({kind}, {accel}{emulated})")
+    return f"{head} -> unreachable ({kind}, network {mode})"
 
 
 def network_of(inst: Instance) -> tuple[str, str]:

@@ -45,11 +45,11 @@ from isotax.host import command, owners
 from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.processes import cmdlines, process_leftover
-from isotax.loadgen.local import network_of
+from isotax.loadgen.local import network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
-from isotax.protocols import Completed, Instance, Isolation, Leftover, isolation_of
+from isotax.protocols import Completed, Instance, Leftover
 
 CONTROL_DIR = Path("/run/isotax/ssh")
 _BEGIN = "itx-cpu-begin"
@@ -328,25 +328,11 @@ class SshLoadGen:
             delete_tagged_rule(rule)
 
     def path(self, inst: Instance) -> str:
-        d = inst.describe()
-        kind, mode = network_of(inst)
         link = self._described
         head = (f"loadgen {self.where} ({self.facts.get('hostname', '?')}) -> link "
                 f"{self.uplink} (MTU {link.get('mtu', '?')}, RTT floor "
                 f"{link.get('rtt_floor_ms', '?')} ms) -> {self.host_address}")
-        if mode == "host":
-            where = kind if isolation_of(kind) is Isolation.HOST \
-                else f"{kind} container sharing the host's netns"
-            return f"{head} -> host network stack ({where})"
-        if mode == "bridge":
-            return (f"{head} -> host DNAT -> {inst.address} (iptables nat, as docker -p) -> "
-                    f"bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
-        if mode == "tap":
-            accel = d.get("accelerator", "?")
-            emulated = ", emulated" if d.get("emulated") == "yes" else ""
-            return (f"{head} -> host DNAT -> {inst.address} -> {d.get('network')} -> guest "
-                    f"kernel ({kind}, {accel}{emulated})")
-        return f"{head} -> unreachable ({kind}, network {mode})"
+        return path_words(head, inst, "host DNAT", f"host DNAT -> {inst.address}")
 
     def describe(self) -> Mapping[str, str]:
         return dict(self._described)
