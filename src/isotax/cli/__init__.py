@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -158,8 +159,10 @@ def main() -> None:
 @click.option("--beside", is_flag=True,
               help="Measure beside a run already measuring on this host instead of waiting "
                    "for it; results taken while both run carry a warning naming the other.")
+# The run's id given by `isotax fleet run`, which follows each host's run by it in the store.
+@click.option("--run-id", "given_id", hidden=True)
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
-        force: bool, beside: bool) -> None:
+        force: bool, beside: bool, given_id: str | None) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report.
 
     One run measures on a host at a time: a second waits for the first (or, with --beside,
@@ -176,6 +179,9 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         fail("give a PLAN or --resume RUN, not both: a resumed run uses its stored plan")
     if not plan and not resume_id:
         fail("give a PLAN (a TOML file, or `quick` / `full`), or --resume RUN")
+    if given_id is not None and (resume_id or not re.fullmatch(r"[A-Za-z0-9_.-]+", given_id)):
+        fail("--run-id takes a new run's id of letters, digits, '.', '_' and '-' (not with "
+             "--resume)")
     try:
         if resume_id:
             store = _open_store(results_dir)
@@ -213,7 +219,9 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         store = _open_store(results_dir, create=True)
     image = _image()
     if not resume_id:
-        run_id = new_run_id(p.name)
+        run_id = given_id or new_run_id(p.name)
+        if given_id and any(r.id == given_id for r in store.list_runs()):
+            fail(f"run {given_id} is in the store already; resume it with --resume {given_id}")
         store.create_run(run_id, p.name, text, p.seed, fingerprint())
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
     owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
@@ -532,5 +540,7 @@ def runs_cmd(results_dir: Path) -> None:
 
 
 # The commands about the host rather than runs (envs, workloads, image, system, doctor) are in
-# cli/host.py; importing it registers them on `main`.
+# cli/host.py, those beyond one host (fleet, import) in cli/fleet.py; importing them registers
+# them on `main`.
+from isotax.cli import fleet as _fleet  # noqa: E402, F401
 from isotax.cli import host as _host  # noqa: E402, F401

@@ -24,8 +24,9 @@ from typing import Any
 
 from isotax import __version__
 from isotax.model import FORMAT_VERSION
-from isotax.store.base import SCHEMA_VERSION, Store, StoreError
+from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.sqlite import SQLiteStore, full_disk
+from isotax.store.transfer import copy_run
 
 BUNDLE_VERSION = 1
 _FILES = ("isotax.db", "plan.toml", "fingerprint.json")
@@ -45,40 +46,22 @@ _COPY = (
 )
 
 
-def _copy_through(store: Store, run_id: str, con: sqlite3.Connection) -> None:
-    """One run's rows from any store (PostgreSQL) into a bundle's SQLite file, through the
-    store protocol: the same values, and the cells' order kept (their ids are renumbered)."""
-    run = store.get_run(run_id)
-    con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                (run.id, run.created, run.finished, run.status, run.plan_name, run.plan_toml,
-                 run.seed, json.dumps(dict(run.host)), run.format_version))
-    for e in store.environments(run_id):
-        con.execute("INSERT INTO environments VALUES (?,?,?,?,?,?,?,?)",
-                    (e.run_id, e.name, e.kind, int(e.available), e.reason,
-                     json.dumps(dict(e.describe)), json.dumps(dict(e.tools)),
-                     json.dumps(dict(e.milestones))))
-    summaries = store.telemetry(run_id)
-    for c in store.cells(run_id):
-        k = c.key
-        cur = con.execute(
-            "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"
-            " params_json, repetition, warmup, status, reason, started, ended)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, k.ident, k.environment, k.workload, c.workload_version,
-             json.dumps(dict(k.params), sort_keys=True), k.repetition, int(k.warmup),
-             c.status.value, c.reason, c.started, c.ended))
-        cid = cur.lastrowid
-        con.executemany(
-            "INSERT INTO samples (cell_id, metric, value, unit, higher_is_better, labels_json)"
-            " VALUES (?,?,?,?,?,?)",
-            [(cid, x.metric, x.value, x.unit, int(x.higher_is_better),
-              json.dumps(dict(x.labels), sort_keys=True)) for x in c.samples])
-        if c.id in summaries:
-            con.execute("INSERT INTO telemetry VALUES (?,?,?)",
-                        (cid, json.dumps(summaries[c.id].to_json()),
-                         json.dumps(dict(store.telemetry_series(c.id)))))
-    for key, value in store.run_meta(run_id).items():
-        con.execute("INSERT INTO run_meta VALUES (?,?,?)", (run_id, key, json.dumps(value)))
+def _copy_attached(store: SQLiteStore, run_id: str, db: Path) -> None:
+    """One run's rows from a SQLite store into the bundle's, table by table, ids kept."""
+    con = sqlite3.connect(db)
+    try:
+        con.execute("ATTACH DATABASE ? AS src", (str(store.path),))
+        with con:
+            for table, select in _COPY:
+                con.execute(f"INSERT INTO main.{table} {select}", {"run": run_id})
+        con.execute("DETACH DATABASE src")
+    except sqlite3.Error as e:
+        full = full_disk(e, db.parent, "the bundle's copy of the run")
+        if full is None:
+            raise
+        raise full from e
+    finally:
+        con.close()
 
 
 def _sha256(data: bytes) -> str:
@@ -90,25 +73,18 @@ def export_bundle(store: Store, run_id: str, out: Path) -> Path:
     run = store.get_run(run_id)
     with tempfile.TemporaryDirectory(prefix="itx-bundle-") as d:
         db = Path(d) / "isotax.db"
-        SQLiteStore(db).close()  # the schema, empty
-        con = sqlite3.connect(db)
+        copy = SQLiteStore(db)  # the schema, empty
         try:
-            if isinstance(store, SQLiteStore):
-                con.execute("ATTACH DATABASE ? AS src", (str(store.path),))
-                with con:
-                    for table, select in _COPY:
-                        con.execute(f"INSERT INTO main.{table} {select}", {"run": run.id})
-                con.execute("DETACH DATABASE src")
-            else:
-                with con:
-                    _copy_through(store, run.id, con)
-        except sqlite3.Error as e:
-            full = full_disk(e, Path(d), "the bundle's copy of the run")
-            if full is None:
-                raise
-            raise full from e
+            if not isinstance(store, SQLiteStore):
+                # Any other store (PostgreSQL): through the store protocol, the same values
+                # and the cells' order kept (their ids are renumbered).
+                copy_run(store, run.id, copy)
+        except DiskFull as e:
+            raise DiskFull(Path(d), "the bundle's copy of the run") from e
         finally:
-            con.close()
+            copy.close()
+        if isinstance(store, SQLiteStore):
+            _copy_attached(store, run.id, db)
         files = {
             "isotax.db": db.read_bytes(),
             "plan.toml": run.plan_toml.encode(),

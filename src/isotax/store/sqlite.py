@@ -147,13 +147,14 @@ class SQLiteStore:
 
     # runs
     def create_run(self, run_id: str, plan_name: str, plan_toml: str, seed: int,
-                   host: Mapping[str, Any]) -> RunRecord:
-        now = time.time()
+                   host: Mapping[str, Any], created: float | None = None,
+                   format_version: int | None = None) -> RunRecord:
+        now = time.time() if created is None else created
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
                 (run_id, now, None, "running", plan_name, plan_toml, seed,
-                 json.dumps(dict(host)), FORMAT_VERSION),
+                 json.dumps(dict(host)), format_version or FORMAT_VERSION),
             )
         return self.get_run(run_id)
 
