@@ -121,6 +121,7 @@ def test_ansible_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert env["ANSIBLE_SSH_CONTROL_PATH_DIR"] == str(tmp_path / "cp")
     assert env["ANSIBLE_LOCAL_TEMP"] == str(tmp_path / "tmp")
     assert "ServerAliveInterval" in env["ANSIBLE_SSH_ARGS"]
+    assert env["ANSIBLE_SSH_RETRIES"] == "3"  # a dropped connection is tried again
     monkeypatch.setenv("ANSIBLE_SSH_ARGS", "-o Mine=yes")
     assert "ANSIBLE_SSH_ARGS" not in ansible.environment(tmp_path)  # the user's is kept
     for name in ("identity", "install", "run"):

@@ -60,6 +60,10 @@ def environment(workdir: Path) -> dict[str, str]:
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(workdir / "cp"),
         "ANSIBLE_LOCAL_TEMP": str(workdir / "tmp"),
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        # A connection that drops (a poll in flight as a link blips) is tried again, 3 times
+        # with Ansible's backoff (1, 3, 7 s), before the host counts as unreachable; its reason
+        # is then the last attempt's (e.g. "Connection refused"), not "connection closed".
+        "ANSIBLE_SSH_RETRIES": "3",
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
     }
     if "ANSIBLE_SSH_ARGS" not in os.environ:
