@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from support import ours, requires_root_and
 
-from isotax.loadgen.ssh import CONTROL_DIR, SshLoadGen
+from isotax.loadgen.ssh import CONTROL_DIR, SshLoadGen, leaked_connections
 from isotax.model import SanityError
 from isotax.plan import LoadGenSettings
 from isotax.run.leaks import leaked_iptables_rules
+from isotax.run.recovery import recover
 from isotax.store.sqlite import SQLiteStore
 
 from .nshosts import SshHost, ssh_hosts, why_not
@@ -153,3 +154,33 @@ def test_an_unreachable_load_generator_refuses_the_run_in_one_line(host: SshHost
     line = [ln for ln in p.stderr.splitlines() if "load generator" in ln]
     assert line and "known_hosts" in line[-1], p.stderr[-2000:]
     assert not ours("itx-ssh-")
+
+
+def test_a_killed_runs_ssh_connection_is_recovered(host: SshHost) -> None:
+    """A run killed while its load generator is connected leaves the SSH master (its own
+    session) and its control socket; recovery knows them as the dead run's and removes both."""
+    script = (
+        "import os\n"
+        "from isotax.host import owners\n"
+        "from isotax.loadgen.ssh import SshLoadGen\n"
+        "from isotax.plan import LoadGenSettings\n"
+        "owners.claim('test-ssh-crash')\n"
+        f"lg = SshLoadGen(LoadGenSettings(host={host.url()!r}, key_file={str(host.key_file)!r},"
+        f" known_hosts={str(host.known_hosts)!r}, install=False), {{}})\n"
+        "lg.up()\n"
+        "print(lg.tag, lg._master.pid, flush=True)\n"
+        "os._exit(9)  # as if killed: nothing is closed\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    tag, pid = p.stdout.split()
+    name = f"itx-ssh-{tag}"
+
+    def left() -> list[str]:
+        return [str(x) for x in leaked_connections() if name in x]
+
+    assert any("SSH connection" in x for x in left()), left()
+    assert (CONTROL_DIR / name).exists() and Path(f"/proc/{pid}").exists()
+    rec = recover(find=leaked_connections)
+    assert not left(), (left(), rec)
+    assert not list(CONTROL_DIR.glob(f"{name}*"))
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
