@@ -309,7 +309,9 @@ def test_a_fleet_into_sqlite_interrupted_on_its_host_then_resumed(
     with _watch_leftovers():
         t0 = time.monotonic()
         rc, out, err = _fleet_meanwhile(
-            [str(_plan(base, "lite", reps=6, mib=3)), "-i", str(inv)], results, "h2",
+            # 16 MiB: cells long enough (~1 s each) that the interrupt after the second lands
+            # mid-run even on a loaded host (3 MiB ones let the run end first under CI's load).
+            [str(_plan(base, "lite", reps=6, mib=16)), "-i", str(inv)], results, "h2",
             lambda run: _local_cells(db, run),
             lambda _: _interrupt_run(_state(results)["hosts"]["h2"]["run_id"]))
         wall = time.monotonic() - t0
