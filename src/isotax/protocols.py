@@ -455,6 +455,9 @@ class WorkloadFacts(Protocol):
     packages: ClassVar[Sequence[str]]
     # How the report draws it.
     figures: ClassVar[FigureHints]
+    # The metric that answers what a user asks of it (its verdict is the one the run decides
+    # and the summary leads with); "" means the first metric its run reports.
+    headline: ClassVar[str]
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         """How much work one run did, in the unit its cost is quoted in ((amount, unit), e.g.
@@ -574,6 +577,17 @@ def workload_packages() -> tuple[str, ...]:
 def workload_ports() -> list[Port]:
     """Every port a registered workload's server listens on, each once, in registry order."""
     return list(dict.fromkeys(p for cls in workloads().values() for p in cls.ports.values()))
+
+
+def headline_metric(workload: str, metrics: Sequence[str]) -> str:
+    """The headline among `metrics` (a point's metrics in the order its run reports them):
+    the workload's declared `headline` where it is one of them, else the first; "" for none.
+    A stored run of a since-removed workload gets its first metric."""
+    cls = workloads().get(workload)
+    declared = cls.headline if cls is not None else ""
+    if declared and declared in metrics:
+        return declared
+    return metrics[0] if metrics else ""
 
 
 def figure_hints(workload: str) -> FigureHints:

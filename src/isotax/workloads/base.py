@@ -87,6 +87,7 @@ class BaseWorkload:
     ports: ClassVar[Mapping[str, Port]]
     packages: ClassVar[Sequence[str]]
     figures: ClassVar[FigureHints]
+    headline: ClassVar[str] = ""  # the first metric the run reports
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         return None

@@ -131,6 +131,9 @@ class Startup(BaseWorkload):
     packages: ClassVar[Sequence[str]] = ("redis-server",)
     # Each start's phases: the milestones, and the time the stop took.
     figures: ClassVar[FigureHints] = FigureHints(phases=(*PHASES, "stop"))
+    # What a user asks of a start is how long until it serves, not its first phase (the
+    # runtime's create, 0.1 ms natively, is hundreds of times longer in any container).
+    headline: ClassVar[str] = "ready_ms"
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str]:
         """Fresh starts (each one also stopped)."""
