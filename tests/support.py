@@ -186,7 +186,7 @@ params = { value = [1, 2] }
 class SpreadWorkload(BaseWorkload):
     """A synthetic metric with a spread the test sets: a value drawn from a seeded normal
     distribution (mean 100, sd = spread x 100) goes through a real command in the instance
-    (`sleep; echo`) and back. Not a benchmark: it controls the variance adaptive repetitions
+    (`sleep; echo`) and back. Not a benchmark: it controls the variance sequential verdicts
     see, which a real tool on this shared host cannot."""
 
     name: ClassVar[str] = "test-spread"
@@ -215,12 +215,12 @@ class SpreadWorkload(BaseWorkload):
         return [Sample("value", float(out.stdout), "units")]
 
 
-ADAPTIVE_PLAN = """
-name = "adapt"
+SEQUENTIAL_PLAN = """
+name = "seq"
 seed = 5
 repetitions = 3
 warmups = 0
-{adaptive}
+{verdicts}
 [[environments]]
 name = "native"
 kind = "native"

@@ -5,17 +5,21 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
 
     name = "quick"
     seed = 1
-    repetitions = 3          # measured repetitions per cell, interleaved across environments
-    warmups = 1              # unmeasured runs per environment x workload x parameters, first
+    repetitions = 3          # measured repetitions per cell, interleaved across environments:
+                             # the minimum per side before a verdict
+    warmups = 1              # unmeasured runs per environment x workload, first
     timeout_s = 900          # one workload run
     restarts = 2             # an environment that dies (QEMU killed, ...) is restarted at most
                              # this often; past that its remaining cells fail, the run goes on
     parity = "refuse"        # unequal resources (isotax.host.parity): refuse to run, or "flag"
 
-    [adaptive]               # optional: add interleaved repetitions until the ratios are tight
-    target = 0.02            # half-width of each ratio's 95% interval, as a fraction of the ratio
-    budget_s = 600           # wall time the added repetitions may take (optional)
-    max_repetitions = 20     # measured repetitions per point at most (optional; one of the two)
+    warmup_points = "workload"  # warm up each environment x workload once (or "point": each)
+
+    [verdicts]               # optional: how each headline ratio is decided
+    margin = "auto"          # equivalence margin (0.02 = ±2%); auto: max(2%, host's A/A noise)
+    max_repetitions = 10     # above repetitions: add rounds where they decide a ratio
+    budget_s = 300           # wall time the added rounds may take (optional)
+    deadline_s = 570         # no added cell starts after this much of the run (optional)
 
     [loadgen]                # optional: where network clients run (default: a network namespace
     host = "ssh://root@lg.example:22"   # on this host); a second machine reached over SSH
@@ -181,34 +185,40 @@ class WorkloadEntry(_Frozen):
         return out
 
 
-class Adaptive(_Frozen):
-    """[adaptive]: after the fixed rounds, more interleaved rounds for the points whose ratios
-    to the baseline are not yet tight enough, until every one is, or a budget is spent
-    (isotax.analysis.adaptive decides)."""
+class Verdicts(_Frozen):
+    """[verdicts]: how every headline ratio to the baseline is decided (isotax.analysis.verdicts)
+    and, when max_repetitions is above the plan's repetitions, where more interleaved rounds go
+    after the fixed ones: to the ratios still undecided, the cheapest to decide first, until
+    each is decided or cannot be within the cap, or the time is spent
+    (isotax.analysis.sequential)."""
 
-    # Half-width of the 95% interval of each ratio to the baseline, as a fraction of the ratio.
-    target: float
-    budget_s: float | None = None  # wall time of the added repetitions' cells, at most
-    max_repetitions: int | None = Field(default=None, le=1000)  # measured ones per point
-    # A ratio counts as meeting the target only with this many passing repetitions on each
-    # side: a percentile bootstrap of 3 values is far narrower than the truth.
-    min_repetitions: int = Field(default=5, ge=2, le=1000)
-    # "headline": each point's first metric (throughput, transactions/s, bandwidth, ...);
-    # "all": every metric, tail latencies included (which rarely get within 2% here).
-    metrics: Literal["headline", "all"] = "headline"
+    # The equivalence margin, as a fraction of the ratio: "equivalent" means the whole
+    # confidence sequence lies within ±margin. "auto": the larger of 2% and this host's A/A
+    # noise floor for the workload point (from the run's own A/A copy with aa = true, else
+    # from the newest stored A/A run of the same host).
+    margin: float | Literal["auto"] = "auto"
+    confidence: float = Field(default=0.95, ge=0.5, le=0.999)
+    # Measured repetitions per point at most; above `repetitions`, rounds are added where
+    # they decide something. Unset: the fixed rounds only.
+    max_repetitions: int | None = Field(default=None, ge=1, le=1000)
+    budget_s: float | None = None  # wall time of the added rounds' cells, at most
+    # The whole run's wall time: no added cell starts once this much has passed since the
+    # run started measuring.
+    deadline_s: float | None = None
 
-    @field_validator("target")
+    @field_validator("margin")
     @classmethod
-    def _fraction(cls, v: float) -> float:
-        if not 0 < v < 1:
-            raise ValueError(f"{v!r} is not a fraction of the ratio; give e.g. 0.02 for ±2%")
+    def _fraction(cls, v: float | str) -> float | str:
+        if isinstance(v, float | int) and not 0 < v < 1:
+            raise ValueError(f"{v!r} is not a fraction of the ratio; give e.g. 0.02 for ±2%, "
+                             'or "auto"')
         return v
 
-    @field_validator("budget_s")
+    @field_validator("budget_s", "deadline_s")
     @classmethod
     def _positive(cls, v: float | None) -> float | None:
         if v is not None and v <= 0:
-            raise ValueError(f"{v!r} is no time; give the seconds added repetitions may take")
+            raise ValueError(f"{v!r} is no time; give seconds")
         return v
 
 
@@ -290,7 +300,10 @@ class Plan(_Frozen):
     # every other environment, so the report can say how large a difference this host's noise
     # alone makes (the noise floor) and call anything smaller "within noise".
     aa: bool = False
-    adaptive: Adaptive | None = None
+    # Warm-ups run the first point of each environment x workload ("workload"), or every
+    # point of its sweep ("point"): one warm-up primes caches, JITs and page cache for all.
+    warmup_points: Literal["workload", "point"] = "workload"
+    verdicts: Verdicts = Field(default_factory=Verdicts)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
     environments: list[EnvironmentEntry] = Field(min_length=1)
@@ -326,15 +339,11 @@ class Plan(_Frozen):
         if self.aa and self.aa_name in names:
             raise ValueError(f"aa = true runs the baseline again as {self.aa_name!r}, which is "
                              "already an environment's name; rename that environment")
-        ad = self.adaptive
-        if ad is not None and ad.budget_s is None and ad.max_repetitions is None:
-            raise ValueError("[adaptive] needs a budget: set budget_s (seconds) or "
-                             "max_repetitions (runs per point), or both")
-        if ad is not None and ad.max_repetitions is not None and \
-                ad.max_repetitions <= self.repetitions:
-            raise ValueError(f"adaptive.max_repetitions ({ad.max_repetitions}) leaves no room "
-                             f"above repetitions ({self.repetitions}); raise it or lower "
-                             "repetitions")
+        cap = self.verdicts.max_repetitions
+        if cap is not None and cap < self.repetitions:
+            raise ValueError(f"verdicts.max_repetitions ({cap}) is below repetitions "
+                             f"({self.repetitions}), the fixed rounds every point gets; raise "
+                             "it or lower repetitions")
         # A workload may be listed more than once (fio: sequential 1m and random 4k), but a
         # point of the matrix may not: it would be measured twice under one identity.
         seen: set[tuple[str, str]] = set()
@@ -383,6 +392,12 @@ def parse_plan(text: str, source: str = "plan") -> Plan:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise PlanError(f"{source}: not valid TOML ({e}); fix the syntax at that place") from None
+    if "adaptive" in raw:
+        # [adaptive] narrowed intervals toward a width; [verdicts] decides each ratio instead.
+        raise PlanError(f"{source}: adaptive: [adaptive] was replaced by [verdicts] (each ratio "
+                        "decided sequentially); write [verdicts] with max_repetitions and "
+                        "budget_s instead (target has no counterpart: margin is the "
+                        "equivalence margin)")
     try:
         return Plan.model_validate(raw)
     except ValidationError as e:

@@ -58,18 +58,19 @@ def test_clock() -> None:
     assert [clock(x) for x in (0, 59.6, 61, 3600 + 65)] == ["0:00", "1:00", "1:01", "1:01:05"]
 
 
-def test_progress_line_counts_fixed_and_adaptive_cells_with_an_estimate() -> None:
+def test_progress_line_counts_fixed_and_added_cells_and_verdicts_with_an_estimate() -> None:
     st = ProgressState(started=0.0, budget_s=600.0, fixed_done=193, fixed_total=320,
-                       fixed_s=1862.0, now_running="runc mysql")
+                       fixed_s=1862.0, now_running="runc mysql",
+                       verdicts="40/64 decided, 24 undecided")
     line = progress_line(st, 1862.0)
-    assert line == ("progress: cells 193/320, adaptive 0 (0 of 600 s budget), elapsed 31:02, "
-                    "ETA 20:25 + adaptive budget; now runc mysql")
+    assert line == ("progress: cells 193/320, added 0 (0 of 600 s budget), 40/64 decided, 24 "
+                    "undecided, elapsed 31:02, ETA 20:25 + added rounds' budget; now runc mysql")
     st = ProgressState(started=0.0, budget_s=600.0, fixed_done=320, fixed_total=320,
-                       adaptive_done=12, adaptive_s=100.0, round_phase="adaptive round 2",
+                       added_done=12, added_s=100.0, round_phase="round 5",
                        round_done=4, round_total=40, round_started=2000.0)
     line = progress_line(st, 2050.0)
-    assert "cells 320/320" in line and "adaptive 12 (150 of 600 s budget; adaptive round 2: " \
-        "4/40)" in line and "ETA ≤ 7:30" in line
+    assert "cells 320/320" in line and "added 12 (150 of 600 s budget; round 5: " \
+        "4/40)" in line and "ETA ≤ 7:30" in line and "decided" not in line
 
 
 class _Clock:
@@ -89,16 +90,18 @@ def test_line_progress_writes_a_line_at_start_every_interval_and_per_phase() -> 
             p.update(task, description=f"env{i % 2} compress")
             now.t += 20.0  # a cell of 20 s: a line every third cell
             p.advance(task)
-        r = p.add_task("cells", total=2, phase="adaptive round 1")
+        r = p.add_task("cells", total=2, phase="round 4", verdicts="3/8 decided, 5 undecided")
         for _ in range(2):
             now.t += 5.0
+            p.update(r, verdicts="4/8 decided, 4 undecided")
             p.advance(r)
         p.remove_task(r)
     lines = buf.getvalue().splitlines()
     assert all(line.startswith("progress: cells ") for line in lines)
     assert lines[0].startswith("progress: cells 0/10,")
     assert any(line.startswith("progress: cells 3/10,") for line in lines)
-    assert any(line.startswith("progress: cells 10/10, adaptive 0 (") for line in lines)
-    assert "adaptive round 1: 2/2" in lines[-2]
-    assert lines[-1].startswith("progress: cells 10/10, adaptive 2 (10 s)")
+    assert any(line.startswith("progress: cells 10/10, added 0 (") for line in lines)
+    assert "4/8 decided, 4 undecided" in lines[-1]
+    assert "round 4: 2/2" in lines[-2]
+    assert lines[-1].startswith("progress: cells 10/10, added 2 (10 s)")
     assert len(lines) < 10, "not a line per cell"

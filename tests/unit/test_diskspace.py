@@ -239,13 +239,13 @@ def test_the_cells_a_run_commits() -> None:
     from isotax.plan import parse_plan
 
     fixed = parse_plan(RUN_PLAN.format(adaptive=""))
-    assert _cells_to_commit(fixed, 0) == 2 * 2 * (1 + 3)  # envs x points x (warm-up + reps)
-    assert _cells_to_commit(fixed, 5) == 11 and _cells_to_commit(fixed, 99) == 0
-    capped = parse_plan(RUN_PLAN.format(adaptive="[adaptive]\ntarget = 0.02\n"
-                                                  "max_repetitions = 10"))
-    assert _cells_to_commit(capped, 0) == 16 + 2 * 2 * 7  # up to 10 measured per point
-    budget = parse_plan(RUN_PLAN.format(adaptive="[adaptive]\ntarget = 0.02\nbudget_s = 60"))
-    assert _cells_to_commit(budget, 0) == 16 + 2 * 2 * 3  # as many again as the fixed rounds
+    # envs x points x reps, and a warm-up per environment x workload
+    assert _cells_to_commit(fixed, 0) == 2 * 2 * 3 + 2
+    assert _cells_to_commit(fixed, 5) == 9 and _cells_to_commit(fixed, 99) == 0
+    capped = parse_plan(RUN_PLAN.format(adaptive="[verdicts]\nmax_repetitions = 10"))
+    assert _cells_to_commit(capped, 0) == 14 + 2 * 2 * 7  # up to 10 measured per point
+    budget = parse_plan(RUN_PLAN.format(adaptive="[verdicts]\nbudget_s = 60"))
+    assert _cells_to_commit(budget, 0) == 14  # no added rounds without max_repetitions
 
 
 @pytest.mark.parametrize("complete", [False, True])

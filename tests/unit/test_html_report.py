@@ -59,7 +59,7 @@ def _rich_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
     """A stored run with every section the Markdown report can have: the host's whole
     fingerprint (with a hostile name), telemetry (verdicts, cost), the environments' own
     CPU, a layer (bridge → host), an A/A noise floor, an outlier, a failure, a point that
-    does not apply, adaptive repetitions, startup and density."""
+    does not apply, verdicts with added rounds, startup and density."""
     host = {**fingerprint(DATA / "host" / "this-host"),
             "hostname": HOSTILE_HOST}
     store = SQLiteStore(tmp_path / "isotax.db")
@@ -95,20 +95,17 @@ def _rich_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
                           [Sample("idle_instance_mib", 1.5, "MiB", False)])
     store.commit_cell("r", CellKey("runc", "compress", params, 6), "1", CellStatus.FAILED,
                       "SanityError: <b>xz</b> output differs", 0, 1, [])
-    store.put_run_meta("r", "adaptive", {
-        "target": 0.02, "budget_s": 60, "max_repetitions": 5, "min_repetitions": 2,
-        "metrics": "all", "repetitions": 3, "ended": "budget spent", "rounds": 2,
-        "added_cells": 8, "spent_s": 30.0, "met": 0, "ratios": [
-            {"environment": "runc", "workload": "compress", "params": "corpus_mib=16,level=2",
-             "metric": "throughput", "ratio": 0.9, "half_width": 0.03, "n": 5,
-             "n_baseline": 5, "met": False}]})
+    store.put_run_meta("r", "sequential", {
+        "settings": {}, "repetitions": 5, "max_repetitions": 8, "ended": "time budget reached",
+        "rounds": 2, "added_cells": 8, "spent_s": 30.0, "decided": 0, "total": 1,
+        "counts": {}, "ratios": []})
     store.set_run_status("r", "complete", 9)
     return store, "r"
 
 
 def test_every_section_of_the_markdown_is_in_the_html(tmp_path: Path) -> None:
     """report.md's sections (## and ###) are report.html's, each ## one in the contents; the
-    warnings' "see Failures/Outliers/Repetitions" link to theirs."""
+    warnings' "see Failures/Outliers/Verdicts" link to theirs."""
     for store, run_id in (hostile_store(tmp_path), _rich_store(tmp_path / "rich")):
         d = analyze(store, run_id)
         md, page = markdown.render(d), html.render(d)
@@ -128,7 +125,7 @@ def test_every_section_of_the_markdown_is_in_the_html(tmp_path: Path) -> None:
             assert href in ids, href
     # The rich run has every section the Markdown can have.
     assert {"Host", "Environments", "Results", "Every result: is it real, what it cost, "
-            "what limited it", "Repetitions", "Attribution to layers", "CPU of the "
+            "what limited it", "Verdicts", "Attribution to layers", "CPU of the "
             "environments' own host processes", "Tool versions", "Not applicable", "Outliers",
             "Failures", "Warnings", "Plan (exact)"} <= set(sections)
     assert {"Noise floor (A/A: native against native-aa)", "Startup phases",
@@ -136,9 +133,10 @@ def test_every_section_of_the_markdown_is_in_the_html(tmp_path: Path) -> None:
                                                             t.startswith(("Startup", "Memory"))
                                                             else t for t in subsections}
     # The same content: the markdown's tables' cells, and its markup as markup, not text.
-    assert "<td>runc → runc-host</td>" in page and "<b>not met</b>" in page
+    assert "<td>runc → runc-host</td>" in page and "<td>undecided</td>" in page
     assert "SanityError: &lt;b&gt;xz&lt;/b&gt; output differs" in page
-    assert "<b>Ended: budget spent.</b>" in page and "<details><summary>Evidence" in page
+    assert "Added rounds ended: time budget reached." in page
+    assert "<details><summary>Evidence" in page
     assert HOSTILE_HOST not in page and "<td>SMT</td>" in page
-    for name in ("Failures", "Outliers", "Repetitions"):
+    for name in ("Failures", "Outliers", "Verdicts"):
         assert f"see <a href=#{name.lower()}>{name}</a>" in page, name

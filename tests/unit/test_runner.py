@@ -39,7 +39,12 @@ def test_schedule_is_seeded_interleaved_and_complete(echo_workload: type) -> Non
     cells = schedule(plan, ["native", "native2"])
     assert schedule(plan, ["native", "native2"]) == cells
     warm = [c for c in cells if c.warmup]
-    assert len(warm) == 4 and cells[:4] == warm
+    # One warm-up per environment x workload, on the sweep's first point, before anything.
+    assert len(warm) == 2 and cells[:2] == warm
+    assert {(c.environment, c.params_key) for c in warm} == {("native", "value=1"),
+                                                             ("native2", "value=1")}
+    every = parse_plan(RUNNER_PLAN.replace("warmups = 1", 'warmups = 1\nwarmup_points = "point"'))
+    assert len([c for c in schedule(every, ["native", "native2"]) if c.warmup]) == 4
     measured = [c for c in cells if not c.warmup]
     assert len(measured) == 12
     for rep in (1, 2, 3):  # each round runs every environment x parameter point once

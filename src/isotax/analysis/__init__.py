@@ -1,5 +1,5 @@
 """Analysis: from stored samples to answers. Statistics (ratios with bootstrap intervals, the A/A
-noise floor), latency distributions pooled, adaptive repetitions, CPU cost per unit of work,
+noise floor), latency distributions pooled, sequential verdicts, CPU cost per unit of work,
 the suspected limiter and its explanation, layer attribution, and run-to-run comparison.
 
 Reads the store and the plan; may import store, workloads (their declared facts), loadgen,

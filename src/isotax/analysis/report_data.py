@@ -14,15 +14,19 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from isotax.analysis import sequential
 from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
+from isotax.analysis.margins import margins_for
+from isotax.analysis.sequential import Progress
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
+from isotax.analysis.verdicts import MIN_MARGIN
 from isotax.host.parity import problems_by_environment
 from isotax.model import CellKey, CellStatus
 from isotax.parsers import distributions
 from isotax.plan import DEFAULT_BASELINE, PlanError, parse_plan
-from isotax.protocols import figure_hints
+from isotax.protocols import figure_hints, headline_metric
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 from isotax.telemetry import envcpu
 
@@ -71,10 +75,11 @@ class ReportWarning(Enum):
     FEW_REPETITIONS = ("too few repetitions",
                        "only {n} repetition(s) per cell: ratio intervals need at least 2, "
                        "better 5 or more; raise `repetitions` in the plan.")
-    TARGET_NOT_MET = ("adaptive target not met",
-                      "adaptive repetitions ended ({ended}) with {short} of {total} ratio(s) "
-                      "wider than ±{target:.1%} (see Repetitions): raise budget_s or "
-                      "max_repetitions, quiet the host, or read those ratios as wider.")
+    UNDECIDED = ("undecided verdicts",
+                 "{undecided} of {total} headline ratio(s) to the baseline are undecided (see "
+                 "Verdicts, each with why): let [verdicts] add rounds (max_repetitions, "
+                 "budget_s), quiet the host (`isotax system tune`), or read them as not yet "
+                 "known.")
     NUMA_SINGLE_NODE = ("NUMA pinning on a one-node host",
                         "this host has one NUMA node: pinning {envs} to it cannot show a "
                         "placement effect; run the plan on a multi-node host for that.")
@@ -85,8 +90,7 @@ class ReportWarning(Enum):
     HIGH_VARIANCE = ("high variance",
                      "{env}: {count} result(s) vary by more than 5% between repetitions, "
                      "most {workload} {metric} (coefficient of variation {cv:.1%}); quiet the "
-                     "host (`isotax system tune`), add repetitions, or set an [adaptive] "
-                     "target.")
+                     "host (`isotax system tune`), add repetitions, or let [verdicts] add rounds.")
     OUTLIERS = ("outlying values",
                 "{env}: {count} outlying value(s) (modified z-score beyond 3.5) in {metrics} "
                 "(see Outliers); they are kept in every mean and interval. Check what else "
@@ -179,9 +183,11 @@ class ReportData:
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
-    # Facts the runner decided during the run (store.run_meta), e.g. "adaptive": how adaptive
-    # repetitions ended and each ratio's half-width (isotax.analysis.adaptive).
+    # Facts the runner decided during the run (store.run_meta), e.g. "sequential": how the
+    # added rounds ended (isotax.analysis.sequential).
     run_meta: dict[str, Any] = field(default_factory=dict)
+    # Every headline ratio's verdict, from the stored cells (isotax.analysis.sequential).
+    sequential: Progress | None = None
     # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
     # from the telemetry stored with each measured repetition (isotax.analysis.explain).
     explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
@@ -210,14 +216,13 @@ class ReportData:
         return list(dict.fromkeys(r.workload for r in self.rows))
 
     def headline_rows(self) -> list[Row]:
-        """Each workload point's headline metric (its first row), in row order."""
-        seen: set[tuple[str, str]] = set()
-        out = []
+        """Each workload point's headline metric (the one its workload declares, else its
+        first row), in row order."""
+        metrics: dict[tuple[str, str], list[str]] = defaultdict(list)
         for r in self.rows:
-            if (r.workload, r.params_key) not in seen:
-                seen.add((r.workload, r.params_key))
-                out.append(r)
-        return out
+            metrics[(r.workload, r.params_key)].append(r.metric)
+        heads = {k: headline_metric(k[0], v) for k, v in metrics.items()}
+        return [r for r in self.rows if heads[(r.workload, r.params_key)] == r.metric]
 
     def in_row_order(self, points: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """(workload, params_key) points, once each, in the order of the result rows."""
@@ -314,11 +319,37 @@ def analyze(store: Store, run_id: str) -> ReportData:
                              int(run.seed))
             if lr is not None:
                 data.layer_ratios[(layer, row)] = lr
+    _apply_verdicts(data, store, records)
     for (row, env), vals in values.items():
         for i, z in outliers(vals):
             data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
     data.warnings = [*_warnings(data), *_blas_warnings(blas, baseline)]
     return data
+
+
+def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) -> None:
+    """Every headline ratio's sequential verdict (isotax.analysis.sequential, with the run's
+    margins), kept in d.sequential and on the headline cells' ratios."""
+    settings = d.plan.get("verdicts") or {}
+    margin = settings.get("margin", "auto")
+    aa = f"{d.baseline}-aa" if d.plan.get("aa") else None
+    fixed = int(d.plan.get("repetitions", 3))
+    cap = max(fixed, int(settings.get("max_repetitions") or 0))
+    try:
+        rules = margins_for(store, d.run.id, margin, d.baseline, aa, int(d.run.seed), records)
+    except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
+        rules = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, 0, records)
+    d.sequential = sequential.assess(records, d.baseline, rules, fixed, cap,
+                                     float(settings.get("confidence", 0.95)),
+                                     exclude=[aa] if aa else [])
+    for st in d.sequential.ratios:
+        row = d._row_index.get((st.workload, st.params_key, st.metric))
+        if row is None:
+            continue
+        cell = d.cells.get((row, st.environment))
+        if cell is not None and cell.ratio is not None:
+            d.cells[(row, st.environment)] = replace(
+                cell, ratio=replace(cell.ratio, decided=st.verdict.verdict.value))
 
 
 def _collect_cdfs(data: ReportData, measured: Sequence[CellRecord]) -> None:
@@ -524,11 +555,8 @@ def _warnings(d: ReportData) -> list[Warned]:
                                                            words=ex.limiter.words))
     if d.unwatched:
         out.append(ReportWarning.NO_TELEMETRY.say(count=d.unwatched))
-    ad = d.run_meta.get("adaptive")
-    if ad and ad.get("ended"):
-        short = sum(not r.get("met") for r in ad.get("ratios", []))
-        if short:
-            out.append(ReportWarning.TARGET_NOT_MET.say(
-                ended=ad["ended"], short=short, total=len(ad.get("ratios", [])),
-                target=float(ad["target"])))
+    seq = d.sequential
+    if seq is not None and seq.ratios and seq.decided < len(seq.ratios):
+        out.append(ReportWarning.UNDECIDED.say(undecided=len(seq.ratios) - seq.decided,
+                                               total=len(seq.ratios)))
     return out

@@ -92,6 +92,10 @@ class Ratio:
     # The smallest difference this host's noise alone makes for this metric (from an A/A
     # run of the baseline against itself), as a fraction: NaN when unknown.
     noise_floor: float = math.nan
+    # A headline ratio's sequential verdict (isotax.analysis.verdicts: "worse", "better",
+    # "equivalent", "undecided"), which then decides what within_noise and verdict say; ""
+    # for the other metrics, judged by their interval alone.
+    decided: str = ""
 
     @property
     def delta_pct(self) -> float:
@@ -107,6 +111,8 @@ class Ratio:
         """True when the interval contains 1.0, or the difference is no larger than the
         noise floor (an A/A run showed as much between identical environments); None when
         there is no interval."""
+        if self.decided:  # only an equivalence verdict says the difference is noise
+            return self.decided == "equivalent"
         if not self.has_ci:
             return None
         if not math.isnan(self.noise_floor) and abs(self.ratio - 1.0) <= self.noise_floor:
@@ -115,6 +121,8 @@ class Ratio:
 
     @property
     def verdict(self) -> str:
+        if self.decided:
+            return self.decided
         if self.within_noise is None:
             return "too few runs"
         if self.within_noise:

@@ -226,7 +226,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
     owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
     with _full_disk_ends_run(store, p, run_id, results_dir, not no_report), \
-            _progress(p.adaptive.budget_s if p.adaptive else None) as progress:
+            _progress(p) as progress:
         runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
         status = runner.run(run_id)
     turn.close()  # a run waiting for this one may start measuring now
@@ -278,16 +278,15 @@ EXIT_DISK_FULL = 75
 
 def _cells_to_commit(p: Plan, done: int) -> int:
     """The cells a run of p still commits, `done` being committed: every scheduled one, and
-    for adaptive repetitions as many measured ones more as max_repetitions allows (without it,
-    as many again as the fixed rounds; the quick plan's 600 s added 145 to its 320)."""
+    as many measured ones more as [verdicts] max_repetitions allows for added rounds."""
     from isotax.run.schedule import schedule
 
     envs = [e.name for e in p.run_environments]
     cells = len(schedule(p, envs))
-    if p.adaptive is not None:
+    cap = p.verdicts.max_repetitions
+    if cap is not None and cap > p.repetitions:
         points = len(envs) * sum(len(w.combinations()) for w in p.workloads)
-        cap = p.adaptive.max_repetitions
-        cells += points * max(0, cap - p.repetitions if cap else p.repetitions)
+        cells += points * (cap - p.repetitions)
     return max(0, cells - done)
 
 
@@ -336,14 +335,18 @@ def _full_disk_ends_run(store: Store, p: Plan, run_id: str, results_dir: Path, r
         sys.exit(EXIT_DISK_FULL)
 
 
-def _progress(budget_s: float | None) -> Progress | LineProgress:
-    """A bar redrawn in place on a terminal; elsewhere a full progress line now and then."""
+def _progress(p: Plan) -> Progress | LineProgress:
+    """A bar redrawn in place on a terminal; elsewhere a full progress line now and then.
+    Both say how many headline ratios are decided so far."""
+    vs = p.verdicts
+    added = vs.max_repetitions is not None and vs.max_repetitions > p.repetitions
     if not console.is_terminal:
         from isotax.run.progress import LineProgress
 
-        return LineProgress(console, budget_s)
+        return LineProgress(console, vs.budget_s if added else None)
     columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+               TextColumn("{task.fields[verdicts]}"))
     return Progress(*columns, console=console, transient=False)
 
 

@@ -9,11 +9,12 @@ throughput vs CPU utilisation, latency CDFs with their tails, startup phases, me
 instances), the CPU per unit of work in and out of the environment, then every section of the
 Markdown report (the results in the studies' Table 1 form with the ratios and the noise floor,
 every result's verdict, cost and limiter, the repetitions, the environments' own host
-processes, the environments (emulated ones marked), the host and its fingerprint, the tool
-versions, what did not apply, the outliers, the failures and the exact plan), with a table of
-contents. Those sections are the Markdown's own blocks (isotax.report.table), rendered here, so
-the two reports cannot drift apart. Every string that comes from the host, the plan or a tool
-is escaped (html.escape); the SVG's own text is escaped by matplotlib.
+processes, where the run's time went, the environments (emulated ones marked), the host and
+its fingerprint, the tool versions, what did not apply, the outliers, the failures and the
+exact plan), with a table of contents. Those sections are the Markdown's own blocks
+(isotax.report.table), rendered here, so the two reports cannot drift apart. Every string that
+comes from the host, the plan or a tool is escaped (html.escape); the SVG's own text is escaped
+by matplotlib.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from html import escape
 
 from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
-from isotax.report import figures, hostcpu, layers, markdown, repetitions, verdicts
+from isotax.report import decisions, figures, hostcpu, layers, markdown, phases, verdicts
 from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
 
 _CSS = """
@@ -244,11 +245,13 @@ def render(d: ReportData) -> str:
     # (level, title, body): a section without a body is left out, and so is its link.
     sections: list[tuple[int, str, list[str]]] = []
     summary: list[str] = []
+    if decisions.counts_line(d):
+        summary.append(f"<p><b>{_e(decisions.counts_line(d))}</b> (see Verdicts)</p>")
     if d.rows and len(d.columns) > 1:
         summary += [f"<p class=small>Headline metric of every workload point: ratio to "
-                    f"{_e(d.baseline)} with its 95% bootstrap interval; green better, red "
-                    "worse, grey ≈ within noise (the interval holds 1, or the A/A noise "
-                    "floor covers it); under it the suspected limiter.</p>",
+                    f"{_e(d.baseline)} with its 95% bootstrap interval; green decided better, "
+                    "red decided worse, grey ≈ decided equivalent within its margin, "
+                    "uncoloured undecided; under it the suspected limiter.</p>",
                     summary_table(d),
                     _figure(figures.summary(d), "Ratio to the baseline per headline metric "
                                                 "(log scale) with 95% intervals.")]
@@ -272,7 +275,7 @@ def render(d: ReportData) -> str:
             _cost_table(d)]))
     # The rest is the Markdown report's own sections, from the same blocks.
     sections += _shared(markdown.results_blocks(d) + verdicts.blocks(d)
-                        + repetitions.blocks(d) + hostcpu.blocks(d))
+                        + decisions.blocks(d) + hostcpu.blocks(d) + phases.blocks(d))
     sections.append((2, "Environments", [_environments(d)]))
     sections += _shared(markdown.host_blocks(d) + markdown.loadgen_blocks(d)
                         + markdown.tool_versions_blocks(d)

@@ -7,6 +7,8 @@ from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
 from isotax.model import FORMAT_VERSION
+from isotax.report import phases
+from isotax.report.decisions import verdicts_value
 from isotax.report.table import result_rows
 
 
@@ -69,9 +71,14 @@ def render(d: ReportData) -> str:
             {"environment": env, "workload": wl, "params": pkey, "reason": why}
             for (env, wl, pkey), why in d.not_applicable.items()
         ],
-        # Adaptive repetitions (plan [adaptive]): target, budget, how they ended, and each
-        # ratio's half-width, n and whether it met the target; null without [adaptive].
-        "adaptive": d.run_meta.get("adaptive"),
+        # Every headline ratio's verdict (worse/better/equivalent/undecided) with its 95%
+        # confidence sequence, margin, pairs and why undecided, and the counts; how the added
+        # rounds ended (plan [verdicts]), null for a run without them.
+        "verdicts": verdicts_value(d),
+        "sequential": d.run_meta.get("sequential"),
+        # Where the run's wall time went, by phase, against isotax's goal of at most 5%
+        # outside the workloads (isotax.analysis.phases); null for a run that did not measure it.
+        "phases": phases.json_value(d),
         # Latency CDFs pooled over each point's repetitions: [[µs, cumulative fraction], ...]
         # (isotax.parsers.distributions), the data of the report's latency distribution figures.
         "latency_cdfs": [

@@ -2,8 +2,8 @@
 needs to trust it (host, environments, versions, accelerator, exact plan).
 
 Every section is built as blocks (isotax.report.table) by a function here or by its own module
-(lifecycle, verdicts, repetitions, layers, hostcpu); the HTML report renders the same blocks,
-so the two reports carry the same sections with the same content."""
+(lifecycle, verdicts, decisions, layers, hostcpu, phases); the HTML report renders the
+same blocks, so the two reports carry the same sections with the same content."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import math
 
 from isotax.analysis.report_data import ReportData
 from isotax.host.fingerprint import show_rows
-from isotax.report import hostcpu, layers, lifecycle, repetitions, verdicts
+from isotax.report import decisions, hostcpu, layers, lifecycle, phases, verdicts
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
 
@@ -60,6 +60,8 @@ def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
             text += f" [{_fmt(s.sd)}]"
             if cell.ratio is not None and cell.ratio.within_noise:
                 text += " ≈"
+            elif cell.ratio is not None and cell.ratio.decided == "undecided":
+                text += " ?"
             line.append(text)
         rows.append(line)
     return header, rows
@@ -186,8 +188,8 @@ def results_blocks(d: ReportData) -> list[Block]:
     out: list[Block] = [
         Heading(2, "Results"),
         Text(f"Each cell: mean (Δ% vs {_esc(d.baseline)}) [standard deviation]; ↑ higher is "
-             "better, ↓ lower is better; ≈ marks a difference within noise (the 95% interval "
-             "of the ratio contains 1). Warm-ups are excluded."),
+             "better, ↓ lower is better; ≈ marks a headline ratio decided equivalent within its "
+             "margin, ? one still undecided (see Verdicts). Warm-ups are excluded."),
         Grid(*table1_rows(d)) if d.rows else Text("No results: every cell failed or none ran.")]
     ns = sorted({c.summary.n for c in d.cells.values()})
     if ns:
@@ -247,8 +249,9 @@ def plan_blocks(d: ReportData) -> list[Block]:
 def report_blocks(d: ReportData) -> list[Block]:
     """Every section of the report, in the Markdown's order."""
     return [*host_blocks(d), *loadgen_blocks(d), *environments_blocks(d), *results_blocks(d),
-            *verdicts.blocks(d), *repetitions.blocks(d), *layers.blocks(d),
-            *hostcpu.blocks(d), *tool_versions_blocks(d), *not_applicable_blocks(d),
+            *verdicts.blocks(d), *decisions.blocks(d), *layers.blocks(d),
+            *hostcpu.blocks(d), *phases.blocks(d), *tool_versions_blocks(d),
+            *not_applicable_blocks(d),
             *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
 
 
@@ -257,5 +260,7 @@ def render(d: ReportData) -> str:
            f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
            f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
            f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
+    if decisions.counts_line(d):  # the first thing a reader wants: what is decided
+        out += ["", f"**{_esc(decisions.counts_line(d))}** (see Verdicts)"]
     out += to_markdown(report_blocks(d), _table)
     return "\n".join([*out, ""])

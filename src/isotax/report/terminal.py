@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from isotax.analysis.report_data import ReportData, ReportWarning, Warned
+from isotax.report.decisions import counts_line
 
 WIDTH = 100
 PREFIX = "warning: "
@@ -21,8 +22,9 @@ SEE = "; see the report's Warnings"
 
 def summary_table(d: ReportData) -> Table:
     envs = [e for e in d.columns if e != d.baseline]
-    t = Table(title=f"ratio to {d.baseline} (headline metric; ≈ within noise; ↑/↓ higher/lower "
-                    "is better)", title_style="bold", expand=False, pad_edge=False)
+    t = Table(title=f"ratio to {d.baseline} (headline metric; ≈ equivalent, ? undecided; ↑/↓ "
+                    "higher/lower is better)", title_style="bold", expand=False,
+              pad_edge=False)
     t.add_column("workload point", overflow="fold", max_width=34)
     for e in envs:
         t.add_column(d.label(e), justify="right", overflow="fold", max_width=14)
@@ -39,6 +41,8 @@ def summary_table(d: ReportData) -> Table:
                 continue
             if rr.within_noise:
                 cells.append(Text(f"{rr.ratio:.3g} ≈", style="dim"))
+            elif rr.decided == "undecided":
+                cells.append(Text(f"{rr.ratio:.3g} ?"))
             else:
                 style = "green" if rr.verdict == "better" else \
                     "red" if rr.verdict == "worse" else ""
@@ -55,6 +59,8 @@ def print_summary(d: ReportData, console: Console | None = None) -> None:
         out.print("no ratios: no results, or only the baseline ran")
         return
     out.print(summary_table(d), width=width)
+    if counts_line(d):
+        out.print(counts_line(d), width=width, markup=False, highlight=False)
 
 
 def grouped_warnings(warnings: Sequence[str], width: int = WIDTH) -> list[str]:
@@ -93,7 +99,7 @@ def _group_line(title: str, count: int, subjects: list[str], width: int) -> str:
 def print_warnings(d: ReportData, console: Console | None = None) -> None:
     """The run's warnings, one line per kind (grouped_warnings), within WIDTH columns (or
     the terminal's, if narrower); "warning:" in yellow on a terminal. No markup is read:
-    warnings quote plan syntax such as "[adaptive]"."""
+    warnings quote plan syntax such as "[verdicts]"."""
     out = console or Console(stderr=True)
     width = min(WIDTH, out.width)
     for line in grouped_warnings(d.warnings, width):

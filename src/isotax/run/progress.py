@@ -6,7 +6,8 @@ calls the runner makes on a rich Progress (add_task, update, advance, remove_tas
 out of them one full line at the start, every `every_s` seconds at a cell's end, when a phase
 ends, and at the end:
 
-    progress: cells 193/320, adaptive 0 (budget 600 s), elapsed 31:02, ETA 21:10; now runc mysql
+    progress: cells 193/320, added 0 (0 of 300 s budget), 40/64 decided, 24 undecided, elapsed 6:02,
+    ETA 2:10; now runc mysql
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def clock(seconds: float) -> str:
 
 @dataclass
 class _Task:
-    phase: str  # "fixed", or "adaptive round N"
+    phase: str  # "fixed", or "round N" (an added round)
     total: int
     started: float
     done: int = 0
@@ -40,16 +41,18 @@ class _Task:
 
 @dataclass
 class ProgressState:
-    """What the line says: fixed cells done of all, adaptive cells done and their time."""
+    """What the line says: fixed cells done of all, added cells done and their time, and
+    how many headline ratios are decided."""
 
     started: float
-    budget_s: float | None = None  # the plan's [adaptive] budget, if any
+    budget_s: float | None = None  # the plan's [verdicts] budget for added rounds, if any
     fixed_done: int = 0
     fixed_total: int = 0
     fixed_s: float = 0.0  # time spent on the fixed cells done so far
-    adaptive_done: int = 0
-    adaptive_s: float = 0.0  # time spent in finished adaptive rounds
-    round_phase: str = ""  # the adaptive round in flight, if any
+    added_done: int = 0
+    added_s: float = 0.0  # time spent in finished added rounds
+    verdicts: str = ""  # "40/64 decided, 24 undecided" once a round is in
+    round_phase: str = ""  # the added round in flight, if any
     round_done: int = 0
     round_total: int = 0
     round_started: float = 0.0
@@ -58,22 +61,24 @@ class ProgressState:
 
 
 def progress_line(st: ProgressState, now: float) -> str:
-    """One line, full: cells done, adaptive cells, elapsed time and an estimate of what is
-    left (from the fixed cells' own pace; the adaptive phase is bounded by its budget)."""
+    """One line, full: cells done, added cells, verdicts so far, elapsed time and an estimate
+    of what is left (from the fixed cells' own pace; added rounds are bounded by a budget)."""
     parts = [f"cells {st.fixed_done}/{st.fixed_total}"]
-    spent = st.adaptive_s + (now - st.round_started if st.round_phase else 0.0)
+    spent = st.added_s + (now - st.round_started if st.round_phase else 0.0)
     if st.budget_s is not None:
-        adaptive = f"adaptive {st.adaptive_done} ({spent:.0f} of {st.budget_s:.0f} s budget"
+        added = f"added {st.added_done} ({spent:.0f} of {st.budget_s:.0f} s budget"
     else:
-        adaptive = f"adaptive {st.adaptive_done} ({spent:.0f} s"
+        added = f"added {st.added_done} ({spent:.0f} s"
     if st.round_phase:
-        adaptive += f"; {st.round_phase}: {st.round_done}/{st.round_total}"
-    parts.append(adaptive + ")")
+        added += f"; {st.round_phase}: {st.round_done}/{st.round_total}"
+    parts.append(added + ")")
+    if st.verdicts:
+        parts.append(st.verdicts)
     parts.append(f"elapsed {clock(now - st.started)}")
     left = st.fixed_total - st.fixed_done
     if left > 0 and st.fixed_done > 0:
         eta = st.fixed_s / st.fixed_done * left
-        parts.append(f"ETA {clock(eta)}" + (" + adaptive budget" if st.budget_s else ""))
+        parts.append(f"ETA {clock(eta)}" + (" + added rounds' budget" if st.budget_s else ""))
     elif st.budget_s is not None and spent < st.budget_s and left == 0:
         parts.append(f"ETA ≤ {clock(st.budget_s - spent)}")
     line = "progress: " + ", ".join(parts)
@@ -99,8 +104,10 @@ class LineProgress:
         self._say()
 
     def add_task(self, description: str, total: int = 0, phase: str = "fixed",
-                 **_: Any) -> int:
+                 verdicts: str = "", **_: Any) -> int:
         now = self._now()
+        if verdicts:
+            self.state.verdicts = verdicts
         self._next_id += 1
         st = self.state
         st.tasks[self._next_id] = _Task(phase, int(total), now, description=description)
@@ -112,9 +119,11 @@ class LineProgress:
         self._say()
         return self._next_id
 
-    def update(self, task: int, description: str = "", **_: Any) -> None:
+    def update(self, task: int, description: str = "", verdicts: str = "", **_: Any) -> None:
         if description:
             self.state.now_running = description
+        if verdicts:
+            self.state.verdicts = verdicts
 
     def advance(self, task: int, advance: int = 1) -> None:
         now = self._now()
@@ -126,7 +135,7 @@ class LineProgress:
             st.fixed_s = sum(now - x.started for x in st.tasks.values()
                              if x.phase == "fixed" and x.done)
         else:
-            st.adaptive_done += advance
+            st.added_done += advance
             st.round_done += advance
         if t.done >= t.total or now - self._last >= self.every_s:
             if t.done >= t.total:
@@ -137,7 +146,7 @@ class LineProgress:
         t = self.state.tasks.pop(task)
         if t.phase != "fixed":
             st = self.state
-            st.adaptive_s += self._now() - t.started
+            st.added_s += self._now() - t.started
             st.round_phase, st.round_done, st.round_total = "", 0, 0
 
     def _say(self) -> None:

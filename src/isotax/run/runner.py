@@ -1,8 +1,8 @@
 """The runner: start every environment once, run the matrix in a seeded interleaved order,
 commit each cell the moment it ends, and tear everything down whatever happens.
 
-Order: first the warm-ups (every environment x workload x parameters, `warmups` times, in a
-seeded random order), then `repetitions` rounds; each round runs every environment x workload
+Order: first the warm-ups (every environment x workload, `warmups` times, in a seeded random
+order), then `repetitions` rounds; each round runs every environment x workload
 x parameters once, in its own seeded random order. Interleaving spreads slow drifts of the host
 (other tenants, thermal, page cache) over every environment instead of loading them onto one.
 While one environment is measured the others are paused (cgroup freezer, QMP stop), so an idle
@@ -12,6 +12,7 @@ VM's timer ticks don't steal CPU from the measurement.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import sys
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from isotax import protocols
-from isotax.analysis import adaptive
+from isotax.analysis import margins as margin_rules
+from isotax.analysis import sequential
 from isotax.host import numa, owners, parity
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
@@ -44,6 +46,7 @@ from isotax.protocols import (
 )
 from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
+from isotax.run.clock import PhaseClock
 from isotax.run.finish import finish_cell
 from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupts
 from isotax.run.launcher import EnvLauncher
@@ -123,6 +126,14 @@ class Runner:
         # Other runs measuring on this host while a cell ran (run.measuring), from the store
         # on --resume.
         self.overlap = Overlap()
+        self.clock = PhaseClock()  # where the wall time goes (run_meta["phases"])
+        # Seconds of the last cell spent preparing its workload, and running it (measured).
+        self._prepare_s = 0.0
+        self._run_s = 0.0
+        # "40/64 decided", for the progress display, once the first round is in.
+        self.verdict_note = ""
+        # The newest stored A/A run of this host's floors, once looked up (margin "auto").
+        self._stored_aa: tuple[Mapping[Any, float], str | None] | None = None
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -225,7 +236,7 @@ class Runner:
             return f"failed to start: {type(e).__name__}: {e}"
 
     def _stop_environments(self) -> None:
-        with no_interrupts():
+        with no_interrupts(), self.clock.phase("environments"):
             for name, st in list(self.started.items()):
                 # Teardown goes on whatever one step of it says.
                 with contextlib.suppress(Exception):
@@ -243,8 +254,11 @@ class Runner:
         workload = protocols.workloads()[key.workload]()
         inst = _Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
+        self._prepare_s = self._run_s = 0.0
         if pkey not in st.prepared:
+            t0 = time.monotonic()
             st.prepared[pkey] = self._prepare(workload, inst, key)
+            self._prepare_s = time.monotonic() - t0
         ended = st.prepared[pkey]
         if ended is not None:
             return ended[0], ended[1], []
@@ -261,11 +275,15 @@ class Runner:
             env_cpu: Sample | None = None
             if isinstance(workload, LaunchingWorkload):
                 with watch as obs:
+                    t0 = time.monotonic()
                     samples = self._launching(workload, key)
+                    self._run_s = time.monotonic() - t0
             else:
                 cpu_before = envcpu.snapshot(st.instance)
                 with watch as obs:
+                    t0 = time.monotonic()
                     samples = workload.run(inst, key.params, self.loadgen)
+                    self._run_s = time.monotonic() - t0
                 if samples:
                     env_cpu = envcpu.cpu_sample(cpu_before, envcpu.snapshot(st.instance))
             if samples and obs is not None and obs.error:
@@ -330,6 +348,8 @@ class Runner:
         self.overlap = Overlap(meta.get("concurrent"))
         earlier = meta.get(META_KEY, [])
         self.lives = Restarts(self.plan.restarts, earlier if isinstance(earlier, list) else [])
+        phases = meta.get("phases")
+        self.clock = PhaseClock(phases if isinstance(phases, dict) else None)
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
@@ -341,8 +361,9 @@ class Runner:
                 wls = protocols.workloads()
                 if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
                     try:
-                        self.loadgen = stack.enter_context(
-                            open_loadgen(self.plan, self.image.package_versions()))
+                        with self.clock.phase("loadgen"):
+                            self.loadgen = stack.enter_context(
+                                open_loadgen(self.plan, self.image.package_versions()))
                     except LoadGenRefused as e:
                         self.refusal, status = f"refused: {e}", "refused"
                         return status
@@ -350,7 +371,9 @@ class Runner:
                     self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
                 # Unwinds first (LIFO): environments stop before the load generator goes.
                 stack.callback(self._stop_environments)
-                self._start_environments(run_id, workdir)
+                self.clock.add("setup", time.monotonic() - self.clock.started)
+                with self.clock.phase("environments"):
+                    self._start_environments(run_id, workdir)
                 if self.refusal:  # an environment the plan needs cannot run here
                     status = "refused"
                     return status
@@ -381,8 +404,7 @@ class Runner:
                          if k.ident not in done]
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
                 self._run_cells(run_id, cells)
-                if self.plan.adaptive is not None:
-                    self._run_adaptive(run_id, list(self.started))
+                self._run_sequential(run_id, list(self.started))
                 status = "complete"
         except KeyboardInterrupt:
             if os.getpid() != owner:  # a forked helper of a library: never tear down for it
@@ -398,6 +420,7 @@ class Runner:
             self.loadgen = None
             shutil.rmtree(workdir, ignore_errors=True)
             try:
+                self.store.put_run_meta(run_id, "phases", self.clock.meta())
                 self.store.set_run_status(run_id, status, time.time())
             except DiskFull as e:
                 # A full disk refuses this row too: the run stays "running" (resumable) and
@@ -411,38 +434,59 @@ class Runner:
     def _run_cells(self, run_id: str, cells: Sequence[CellKey],
                    may_start: Callable[[], bool] | None = None, phase: str = "fixed") -> None:
         """Run and commit cells in order; `may_start` (asked before each) ends the list early
-        when it says no (adaptive repetitions: the time budget is spent). `phase` names the
-        list for the progress display ("fixed", "adaptive round 2")."""
-        task = (self.progress.add_task("cells", total=len(cells), phase=phase)
+        when it says no (added rounds: the time is spent). `phase` names the list for the
+        progress display ("fixed", "round 5"). At the end of each measured round the
+        verdicts are counted again for the display."""
+        task = (self.progress.add_task("cells", total=len(cells), phase=phase,
+                                       verdicts=self.verdict_note)
                 if self.progress else None)
         active: str | None = None
         wversions = {n: c.version for n, c in protocols.workloads().items()}
-        for key in cells:
+        clock = self.clock
+        for i, key in enumerate(cells):
             if may_start is not None and not may_start():
                 break
             switching = active != key.environment
-            if switching and active is not None:
-                self._pause(run_id, active)
-            active = key.environment
-            # Why the cell fails without running: its environment is given up, or died as
-            # it was resumed ("" when it can run; a dead one is started again first).
-            blocked = self._ready_for(run_id, key, resume=switching)
+            with clock.phase("environments"):
+                if switching and active is not None:
+                    self._pause(run_id, active)
+                active = key.environment
+                # Why the cell fails without running: its environment is given up, or died as
+                # it was resumed ("" when it can run; a dead one is started again first).
+                blocked = self._ready_for(run_id, key, resume=switching)
             if self.progress is not None:
                 self.progress.update(task, description=f"{key.environment} {key.workload}")
             t0 = time.time()
             self.overlap.start()
+            self._prepare_s = self._run_s = 0.0
             status, reason, samples = ((CellStatus.FAILED, blocked, []) if blocked
                                        else self._run_cell_or_death(run_id, key))
-            self.store.commit_cell(run_id, key, wversions[key.workload], status, reason, t0,
-                                   time.time(), samples,
-                                   self.telemetry if status is CellStatus.OK else None)
-            if self.overlap.end(key.ident):  # another run measured meanwhile: the report says
-                self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
+            t1 = time.time()
+            took = t1 - t0
+            clock.add("prepare", self._prepare_s)
+            if key.warmup:
+                clock.add("warmup", took - self._prepare_s)
+            else:
+                clock.add("workload", self._run_s)
+                clock.add("telemetry", took - self._run_s - self._prepare_s)
+            with clock.phase("store"):
+                self.store.commit_cell(run_id, key, wversions[key.workload], status, reason,
+                                       t0, t1, samples,
+                                       self.telemetry if status is CellStatus.OK else None)
+                if self.overlap.end(key.ident):  # another run measured meanwhile: the report
+                    self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
             self.log(describe_cell(key, status, reason, samples))
+            last_of_round = not key.warmup and (i + 1 == len(cells) or
+                                                cells[i + 1].repetition != key.repetition)
+            if last_of_round:
+                self._count_verdicts(run_id)
             if self.progress is not None:
+                if last_of_round:
+                    self.progress.update(task, verdicts=self.verdict_note)
                 self.progress.advance(task)
         if active is not None:
-            self._pause(run_id, active)
+            with clock.phase("environments"):
+                self._pause(run_id, active)
         if task is not None and may_start is not None:  # an added round's bar: not kept
             self.progress.remove_task(task)
 
@@ -543,40 +587,88 @@ class Runner:
             describe["loadgen_path"] = self.loadgen.path(got)
         self.described[name] = describe
 
-    def _run_adaptive(self, run_id: str, environments: Sequence[str]) -> None:
-        """After the fixed rounds: more interleaved rounds for the points whose ratios are not
-        yet as tight as the plan's [adaptive] target, until they are or the budget is spent
-        (isotax.analysis.adaptive decides). Each round is decided from the store, so a resumed run
-        goes on from what it holds; repetition numbers continue where each point stopped."""
-        ad = self.plan.adaptive
-        assert ad is not None
-        fixed, base = self.plan.repetitions, self.plan.baseline
+    # -- sequential verdicts (isotax.analysis.sequential) -------------------------------------
+    def _margins(self, run_id: str, cells: Sequence[Any]) -> margin_rules.Margins:
+        plan = self.plan
+        if self._stored_aa is None and isinstance(plan.verdicts.margin, str) and not plan.aa:
+            # Looked up once per process: the stored runs do not change under a run.
+            self._stored_aa = margin_rules.stored_aa_floors(
+                self.store, self.store.get_run(run_id).host, run_id)
+        return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
+                                        plan.aa_name if plan.aa else None, plan.seed, cells,
+                                        self._stored_aa)
+
+    def _assess(self, run_id: str, environments: Sequence[str]) -> sequential.Progress:
+        plan = self.plan
+        with self.clock.phase("store"):
+            committed = [c for c in self.store.cells(run_id)
+                         if c.key.environment in environments]
+        return sequential.assess(committed, plan.baseline, self._margins(run_id, committed),
+                                 plan.repetitions, self._cap(), plan.verdicts.confidence,
+                                 exclude=[plan.aa_name] if plan.aa else [])
+
+    def _cap(self) -> int:
+        return max(self.plan.repetitions, self.plan.verdicts.max_repetitions or 0)
+
+    def _count_verdicts(self, run_id: str) -> None:
+        """After a measured round: how many headline ratios are decided, for the display."""
+        try:
+            progress = self._assess(run_id, list(self.started))
+        except Exception as e:  # a display must never end a run
+            self.log(f"[yellow]verdicts could not be counted: {type(e).__name__}: {e}[/]")
+            return
+        self.verdict_note = (f"{progress.decided}/{len(progress.ratios)} decided, "
+                             f"{len(progress.ratios) - progress.decided} undecided")
+
+    def _run_sequential(self, run_id: str, environments: Sequence[str]) -> None:
+        """After the fixed rounds: verdicts for every headline ratio and, while some are
+        undecided and max_repetitions, budget_s and deadline_s allow, more interleaved rounds
+        where they decide something (isotax.analysis.sequential). Each round is decided from
+        the store, so a resumed run goes on from what it holds."""
+        plan, vs = self.plan, self.plan.verdicts
+        fixed, base, cap = plan.repetitions, plan.baseline, self._cap()
+        settings = vs.model_dump()
         params = {(w.name, CellKey("", w.name, p, 0).params_key): p
-                  for w in self.plan.workloads for p in w.combinations()}
-        rounds = int(self.store.run_meta(run_id).get("adaptive", {}).get("rounds", 0))
+                  for w in plan.workloads for p in w.combinations()}
+        rounds = int(self.store.run_meta(run_id).get("sequential", {}).get("rounds", 0))
         while True:
-            # Only environments that run now (one that did not start on --resume is left as
-            # it stands)
-            committed = [c for c in self.store.cells(run_id) if c.key.environment in environments]
-            progress = adaptive.assess(committed, base, ad.target, fixed, self.plan.seed,
-                                       ad.min_repetitions, ad.metrics == "headline")
-            decision = adaptive.next_round(progress, base, ad)
-            self.store.put_run_meta(run_id, "adaptive",
-                                    adaptive.to_meta(ad, fixed, progress, decision.ended, rounds))
-            met = f"{sum(w.met for w in progress.widths)}/{len(progress.widths)} ratios"
+            progress = self._assess(run_id, environments)
+            room = self._room(progress.spent_s)
+            decision = (sequential.next_round(progress, base, cap, room) if cap > fixed
+                        else sequential.Decision((), sequential.NO_ROUNDS))
+            if decision.ended is None and not decision.points:
+                decision = sequential.Decision((), sequential.TIME_SPENT)
+            with self.clock.phase("store"):
+                self.store.put_run_meta(run_id, "sequential", sequential.to_meta(
+                    settings, fixed, cap, progress, decision.ended, rounds))
+            self.verdict_note = (f"{progress.decided}/{len(progress.ratios)} decided, "
+                                 f"{len(progress.ratios) - progress.decided} undecided")
             if decision.ended is not None:
-                self.log(f"adaptive repetitions: {decision.ended} ({met} within "
-                         f"±{ad.target:.1%}; {progress.added_cells} cells added in "
-                         f"{progress.spent_s:.0f} s)")
+                self.log(f"verdicts: {self.verdict_note} ({decision.ended}; "
+                         f"{progress.added_cells} cells added in {progress.spent_s:.0f} s)")
                 return
             rounds += 1
-            order = adaptive.round_order(decision.points, self.plan.seed, rounds)
-            self.log(f"adaptive round {rounds}: {len(order)} cells ({met} within "
-                     f"±{ad.target:.1%})")
-            cells = [CellKey(env, wl, params[(wl, pkey)], progress.repetitions[(env, wl, pkey)]
-                             + 1) for env, wl, pkey in order]
-            self._run_cells(run_id, cells, adaptive.budget_gate(progress.spent_s, ad.budget_s),
-                            phase=f"adaptive round {rounds}")
+            number = progress.next_repetition
+            order = sequential.round_order(decision.points, plan.seed, number)
+            self.log(f"round {number}: {len(order)} cells for the undecided ratios "
+                     f"({self.verdict_note})")
+            cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
+            self._run_cells(run_id, cells, self._gate(progress.spent_s),
+                            phase=f"round {number}")
+
+    def _room(self, spent_s: float) -> float:
+        """Seconds the added rounds may still take: what budget_s leaves, and what
+        deadline_s leaves of the run's wall time (this process's and earlier ones')."""
+        vs = self.plan.verdicts
+        room = math.inf if vs.budget_s is None else vs.budget_s - spent_s
+        if vs.deadline_s is not None:
+            room = min(room, vs.deadline_s - self.clock.meta()["wall_s"])
+        return max(0.0, room)
+
+    def _gate(self, spent_s: float) -> Callable[[], bool]:
+        """Asked before each cell of an added round: whether it may start."""
+        since = time.monotonic()
+        return lambda: self._room(spent_s + time.monotonic() - since) > 0
 
 
 def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:

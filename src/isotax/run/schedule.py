@@ -23,9 +23,13 @@ def schedule(plan: Plan, environments: Sequence[str]) -> list[CellKey]:
         for w in plan.workloads
         for params in w.combinations()
     ]
+    # Warm-ups: the first point of each environment x workload entry, or every point
+    # (warmup_points = "point"); a warm-up warms the instance for all of its workload's points.
+    warm = points if plan.warmup_points == "point" else [
+        (env, w.name, w.combinations()[0]) for env in environments for w in plan.workloads]
     out: list[CellKey] = []
     for i in range(plan.warmups):
-        order = list(points)
+        order = list(warm)
         random.Random(f"{plan.seed}:warmup:{i}").shuffle(order)
         out += [CellKey(e, w, p, i + 1, warmup=True) for e, w, p in order]
     for rep in range(plan.repetitions):

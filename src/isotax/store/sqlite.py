@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS telemetry (
     summary_json TEXT NOT NULL,
     series_json TEXT NOT NULL
 );
--- Facts about a run decided while it ran (e.g. how adaptive repetitions ended). Schema 2.
+-- Facts about a run decided while it ran (e.g. how its added rounds ended). Schema 2.
 CREATE TABLE IF NOT EXISTS run_meta (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     key TEXT NOT NULL,

@@ -1,0 +1,274 @@
+"""Sequential verdicts: after the fixed rounds, which points get another interleaved round.
+
+Every headline ratio to the baseline gets a verdict from its round-paired values
+(isotax.analysis.verdicts), looked at after every round. A decided ratio gets no more runs.
+An undecided one gets more while its environment's point is below the plan's
+max_repetitions, its cells do not keep failing, and its current spread says it can be
+decided within that cap; among those, the ones cheapest to decide come first: the estimated
+pairs still needed times the seconds one pair of cells (the environment's and the
+baseline's) takes. A round holds as many as the time left allows, each with the baseline's
+same point, and every cell of round R has repetition number R, so an environment's value
+pairs with the baseline's of the same round.
+
+Everything here is pure: it takes the committed cells and returns decisions, so it is tested
+without a runner, and `isotax run --resume` picks up from whatever the store holds.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from isotax.analysis.margins import Margin, RowKey
+from isotax.analysis.verdicts import (
+    RatioVerdict,
+    Verdict,
+    confidence_sequence,
+    decide,
+    pair_by_round,
+    pairs_to_decide,
+)
+from isotax.model import CellStatus
+from isotax.protocols import headline_metric
+from isotax.store.base import CellRecord
+from isotax.telemetry import envcpu
+
+# (environment, workload, params_key): what one cell of a round measures.
+Point = tuple[str, str, str]
+
+# How the added rounds ended (stored in run_meta["sequential"]["ended"]).
+ALL_DECIDED = "every headline ratio decided"
+CANNOT_DECIDE = "the undecided ratios cannot be decided within max_repetitions"
+TIME_SPENT = "time budget reached"
+FAILING = "the undecided ratios' cells keep failing"
+NO_ROUNDS = "no added rounds (max_repetitions is repetitions)"
+NOTHING_TO_COMPARE = "no ratio to the baseline"
+
+# A point whose added cells failed this often is chased no further.
+MAX_ADDED_FAILURES = 2
+
+
+@dataclass(frozen=True)
+class RatioState:
+    """One headline ratio, its verdict, and what deciding it would take."""
+
+    environment: str
+    workload: str
+    params_key: str
+    metric: str
+    verdict: RatioVerdict
+    margin_source: str
+    sd: float  # of the paired log ratios (NaN below 2 pairs)
+    projected: int | None  # pairs in all that would decide it at this spread (None: none <= cap)
+
+    @property
+    def point(self) -> Point:
+        return (self.environment, self.workload, self.params_key)
+
+
+@dataclass(frozen=True)
+class Progress:
+    ratios: tuple[RatioState, ...]
+    measured: Mapping[Point, int]  # measured cells committed per point, any status
+    cell_s: Mapping[Point, float]  # mean wall seconds of one measured cell of the point
+    spent_s: float  # wall seconds of the cells of added rounds
+    added_cells: int
+    added_failures: Mapping[Point, int]
+    next_repetition: int  # the repetition number of the next round (one past the highest)
+
+    def counts(self) -> dict[str, int]:
+        out = {v.value: 0 for v in Verdict}
+        for r in self.ratios:
+            out[r.verdict.verdict.value] += 1
+        return out
+
+    @property
+    def decided(self) -> int:
+        return sum(r.verdict.verdict.decided for r in self.ratios)
+
+
+def headline_values(cells: Iterable[CellRecord]
+                    ) -> tuple[dict[Point, dict[int, float]], dict[tuple[str, str], str],
+                               dict[tuple[str, str], bool]]:
+    """Per point, its headline value by repetition (measured, passing cells); the headline
+    metric and its direction per (workload, params_key)."""
+    ok = [c for c in cells if not c.key.warmup and c.status is CellStatus.OK]
+    seen: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for c in ok:
+        names = seen[(c.key.workload, c.key.params_key)]
+        names += [s.metric for s in c.samples if s.metric not in names
+                  and s.metric != envcpu.METRIC]
+    metric = {k: headline_metric(k[0], v) for k, v in seen.items()}
+    values: dict[Point, dict[int, float]] = defaultdict(dict)
+    higher: dict[tuple[str, str], bool] = {}
+    for c in ok:
+        want = metric[(c.key.workload, c.key.params_key)]
+        for s in c.samples:
+            if s.metric == want:
+                values[(c.key.environment, c.key.workload, c.key.params_key)][
+                    c.key.repetition] = s.value
+                higher[(c.key.workload, c.key.params_key)] = s.higher_is_better
+    return dict(values), metric, higher
+
+
+def assess(cells: Sequence[CellRecord], baseline: str, margins: Callable[[RowKey], Margin],
+           fixed: int, cap: int, confidence: float = 0.95,
+           exclude: Iterable[str] = ()) -> Progress:
+    """Every headline ratio's verdict from the committed cells, and what the added rounds
+    have cost. `exclude`: environments with no verdict to chase (the A/A copy)."""
+    alpha = 1 - confidence
+    values, metric, higher = headline_values(cells)
+    measured: dict[Point, int] = defaultdict(int)
+    durations: dict[Point, list[float]] = defaultdict(list)
+    failures: dict[Point, int] = defaultdict(int)
+    spent, added, top = 0.0, 0, 0
+    for c in cells:
+        if c.key.warmup:
+            continue
+        point = (c.key.environment, c.key.workload, c.key.params_key)
+        measured[point] += 1
+        top = max(top, c.key.repetition)
+        took = max(0.0, c.ended - c.started)
+        durations[point].append(took)
+        if c.key.repetition > fixed:
+            spent += took
+            added += 1
+            failures[point] += c.status is not CellStatus.OK
+    skip = set(exclude) | {baseline}
+    ratios = []
+    for point, by_rep in values.items():
+        env, wl, pkey = point
+        base = values.get((baseline, wl, pkey))
+        if env in skip or not base:
+            continue
+        m = metric[(wl, pkey)]
+        margin = margins((wl, pkey, m))
+        pairs = pair_by_round(by_rep, base)
+        v = decide(pairs, higher[(wl, pkey)], margin.value, alpha)
+        cs = confidence_sequence(pairs, alpha)
+        projected = None if v.verdict.decided else \
+            pairs_to_decide(cs, margin.value, cap, alpha)
+        ratios.append(RatioState(env, wl, pkey, m, v, margin.source, cs.sd, projected))
+    ratios.sort(key=lambda r: (r.workload, r.params_key, r.environment))
+    return Progress(tuple(ratios), dict(measured),
+                    {p: sum(d) / len(d) for p, d in durations.items()}, spent, added,
+                    dict(failures), top + 1)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The points of the next round (in no particular order), or why there is none."""
+
+    points: tuple[Point, ...]
+    ended: str | None
+
+
+def chased(progress: Progress, baseline: str, cap: int) -> list[RatioState]:
+    """The undecided ratios more runs could decide, cheapest to decide first."""
+    failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
+
+    def cost(r: RatioState) -> float:
+        pair = (progress.cell_s.get(r.point, 0.0)
+                + progress.cell_s.get((baseline, r.workload, r.params_key), 0.0))
+        return max(1, (r.projected or cap) - r.verdict.n) * pair
+
+    out = [r for r in progress.ratios
+           if not r.verdict.verdict.decided and r.projected is not None
+           and progress.measured.get(r.point, 0) < cap
+           and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
+    return sorted(out, key=lambda r: (cost(r), r.point))
+
+
+def next_round(progress: Progress, baseline: str, cap: int, room_s: float) -> Decision:
+    """Which points run once more: the chased ratios' environments, cheapest to decide
+    first, each with the baseline's same point, as many as room_s (the seconds left) holds
+    by their cells' mean time."""
+    if not progress.ratios:
+        return Decision((), NOTHING_TO_COMPARE)
+    if all(r.verdict.verdict.decided for r in progress.ratios):
+        return Decision((), ALL_DECIDED)
+    todo = chased(progress, baseline, cap)
+    if not todo:
+        failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
+        blocked = [r for r in progress.ratios if not r.verdict.verdict.decided
+                   and r.projected is not None and progress.measured.get(r.point, 0) < cap
+                   and {r.point, (baseline, r.workload, r.params_key)} & failing]
+        return Decision((), FAILING if blocked else CANNOT_DECIDE)
+    chosen: list[Point] = []
+    left = room_s
+    for r in todo:
+        base = (baseline, r.workload, r.params_key)
+        group = [r.point] + ([base] if base not in chosen else [])
+        cost = sum(progress.cell_s.get(p, 0.0) for p in group)
+        if cost <= left:
+            chosen += group
+            left -= cost
+    if not chosen:
+        return Decision((), TIME_SPENT)
+    return Decision(tuple(chosen), None)
+
+
+def round_order(points: Sequence[Point], seed: int, number: int) -> list[Point]:
+    """The round's points in a seeded random order, as the fixed rounds are
+    (run.schedule.schedule); `number` is the round's repetition number."""
+    order = sorted(points)
+    random.Random(f"{seed}:round:{number - 1}").shuffle(order)
+    return order
+
+
+def why_undecided(r: RatioState, ended: str | None, cap: int, fixed: int) -> str:
+    """Why a ratio is still undecided, in words: the interval's state and what stopped it."""
+    v = r.verdict
+    if v.verdict.decided:
+        return ""
+    if r.projected is None:
+        if v.n >= 2 and not math.isnan(r.sd):
+            more = (f"at this spread ({r.sd:.1%} per pair) even {cap} pairs would not decide "
+                    "it" if cap > v.n else f"max_repetitions ({cap}) reached")
+        else:
+            more = "too few passing pairs"
+        return f"{v.reason}; {more}"
+    if cap <= fixed:
+        return (f"{v.reason}; about {r.projected} pairs would decide it (it has {v.n}): "
+                "raise verdicts.max_repetitions for added rounds")
+    if ended == TIME_SPENT:
+        return f"{v.reason}; the time ran out at {v.n} pairs (about {r.projected} would decide it)"
+    if ended == FAILING:
+        return f"{v.reason}; its cells kept failing"
+    return f"{v.reason}; about {r.projected} pairs would decide it (it has {v.n})"
+
+
+def to_meta(settings: Mapping[str, Any], fixed: int, cap: int, progress: Progress,
+            ended: str | None, rounds: int) -> dict[str, Any]:
+    """What run_meta["sequential"] keeps: the settings, how the added rounds ended (None
+    while running or after an interruption), the counts and every ratio's verdict."""
+    return {
+        "settings": dict(settings),
+        "repetitions": fixed,
+        "max_repetitions": cap,
+        "ended": ended,
+        "rounds": rounds,
+        "added_cells": progress.added_cells,
+        "spent_s": round(progress.spent_s, 3),
+        "decided": progress.decided,
+        "total": len(progress.ratios),
+        "counts": progress.counts(),
+        "ratios": [
+            {"environment": r.environment, "workload": r.workload, "params": r.params_key,
+             "metric": r.metric, "verdict": r.verdict.verdict.value,
+             "ratio": _finite(r.verdict.ratio), "low": _finite(r.verdict.low),
+             "high": _finite(r.verdict.high), "margin": r.verdict.margin,
+             "margin_source": r.margin_source, "pairs": r.verdict.n,
+             "projected_pairs": r.projected,
+             "reason": why_undecided(r, ended, cap, fixed)}
+            for r in progress.ratios
+        ],
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
