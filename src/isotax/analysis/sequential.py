@@ -257,17 +257,18 @@ def to_meta(settings: Mapping[str, Any], fixed: int, cap: int, progress: Progres
         "decided": progress.decided,
         "total": len(progress.ratios),
         "counts": progress.counts(),
-        "ratios": [
-            {"environment": r.environment, "workload": r.workload, "params": r.params_key,
-             "metric": r.metric, "verdict": r.verdict.verdict.value,
-             "ratio": _finite(r.verdict.ratio), "low": _finite(r.verdict.low),
-             "high": _finite(r.verdict.high), "margin": r.verdict.margin,
-             "margin_source": r.margin_source, "pairs": r.verdict.n,
-             "projected_pairs": r.projected,
-             "reason": why_undecided(r, ended, cap, fixed)}
-            for r in progress.ratios
-        ],
+        "ratios": [ratio_fields(r, ended, cap, fixed) for r in progress.ratios],
     }
+
+
+def ratio_fields(r: RatioState, ended: str | None, cap: int, fixed: int) -> dict[str, Any]:
+    """One ratio's verdict as JSON fields (run meta and results.json)."""
+    return {"environment": r.environment, "workload": r.workload, "params": r.params_key,
+            "metric": r.metric, "verdict": r.verdict.verdict.value,
+            "ratio": _finite(r.verdict.ratio), "low": _finite(r.verdict.low),
+            "high": _finite(r.verdict.high), "margin": r.verdict.margin,
+            "margin_source": r.margin_source, "pairs": r.verdict.n,
+            "projected_pairs": r.projected, "reason": why_undecided(r, ended, cap, fixed)}
 
 
 def _finite(x: float) -> float | None:

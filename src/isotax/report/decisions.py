@@ -6,11 +6,10 @@ the Markdown and HTML reports alike; the arithmetic is isotax.analysis.verdicts'
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from isotax.analysis.report_data import ReportData
-from isotax.analysis.sequential import why_undecided
+from isotax.analysis.sequential import ratio_fields, why_undecided
 from isotax.report.table import Block, Grid, Heading, Text
 
 
@@ -81,16 +80,6 @@ def verdicts_value(d: ReportData) -> dict[str, Any] | None:
     return {
         "decided": p.decided, "total": len(p.ratios), "counts": p.counts(),
         "method": "round-paired log ratios, Lai's t confidence sequence (95%)",
-        "ratios": [
-            {"environment": r.environment, "workload": r.workload, "params": r.params_key,
-             "metric": r.metric, "verdict": r.verdict.verdict.value,
-             "ratio": _finite(r.verdict.ratio), "low": _finite(r.verdict.low),
-             "high": _finite(r.verdict.high), "margin": r.verdict.margin,
-             "margin_source": r.margin_source, "pairs": r.verdict.n,
-             "reason": why_undecided(r, meta.get("ended"), cap, fixed)}
-            for r in p.ratios],
+        "ratios": [ratio_fields(r, meta.get("ended"), cap, fixed) for r in p.ratios],
     }
 
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
