@@ -61,12 +61,13 @@ def test_run_commits_every_cell(setup) -> None:
     status = Runner(plan, RUNNER_PLAN, store, image, log=lambda m: None).run(run_id)
     assert status == "complete"
     cells = store.cells(run_id)
-    assert len(cells) == 16 and all(c.status is CellStatus.OK for c in cells)
+    # 2 environments x 2 points x 3 rounds, and a warm-up per environment x workload
+    assert len(cells) == 14 and all(c.status is CellStatus.OK for c in cells)
     assert {c.samples[0].value for c in cells} == {1.0, 2.0}
     # every run also carries what the environment's own host processes used: natively there
     # are none (this test's image has no itx-ready holder), so nothing
     cpu = [s for c in cells for s in c.samples if s.metric == envcpu.METRIC]
-    assert len(cpu) == 16 and all(s.value == 0 and not s.labels["by_program"] for s in cpu)
+    assert len(cpu) == 14 and all(s.value == 0 and not s.labels["by_program"] for s in cpu)
     md = markdown.render(analyze(store, run_id))
     assert "## CPU of the environments' own host processes" in md
     assert envcpu.METRIC not in md.split("## Results")[1].split("###")[0]  # not in Table 1
@@ -95,11 +96,11 @@ def test_interrupt_then_resume_repeats_nothing(setup) -> None:
     status = Runner(plan, RUNNER_PLAN, store, image, log=lambda m: None).run(run_id)
     assert status == "complete"
     after = store.cells(run_id)
-    assert len(after) == 16
+    assert len(after) == 14
     idents = [(c.key.ident) for c in after]
-    assert len(set(idents)) == 16
+    assert len(set(idents)) == 14
     assert [c.id for c in after[:6]] == [c.id for c in first]  # first part kept as it was
-    assert EchoCounter.calls == 16 + 1  # the interrupted call, then exactly the missing ones
+    assert EchoCounter.calls == 14 + 1  # the interrupted call, then exactly the missing ones
 
 
 @register
@@ -134,13 +135,13 @@ def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path,
         cells = store.cells(run_id)
         d = analyze(store, run_id)
     na = [c for c in cells if c.status is CellStatus.NOT_APPLICABLE]
-    # the warm-up and 3 repetitions of that one point, none with a number
-    assert len(na) == 4 and not any(c.samples for c in na)
+    # the 3 repetitions of that one point (the warm-up ran the first point), none with a number
+    assert len(na) == 3 and not any(c.samples for c in na)
     assert {(c.key.environment, c.key.params["value"]) for c in na} == {("native2", 2)}
     assert all("refuses an instruction" in c.reason for c in na)
     # found out once: the other repetitions of the point did not run again
     assert SometimesWorkload.runs[("native2", 2)] == 1
-    assert SometimesWorkload.runs[("native", 2)] == 4
+    assert SometimesWorkload.runs[("native", 2)] == 3
     assert not d.failures and not any("failed" in w for w in d.warnings)
     md = markdown.render(d)
     assert "## Not applicable" in md and "refuses an instruction" in md
@@ -212,7 +213,7 @@ def test_an_optional_environment_unavailable_here_is_skipped(
     image = ImageArtifacts("test", tmp_path / "image")
     assert Runner(plan, text, store, image, log=said.append).run(run_id) == "complete"
     cells = store.cells(run_id)
-    assert len(cells) == 8 and {c.key.environment for c in cells} == {"native"}
+    assert len(cells) == 7 and {c.key.environment for c in cells} == {"native"}
     assert "[yellow]other: not run: unavailable: test-elsewhere is not installed here " \
            "(fix: install it)[/]" in said
     assert not {e.name: e for e in store.environments(run_id)}["other"].available

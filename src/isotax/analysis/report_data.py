@@ -22,6 +22,8 @@ from isotax.analysis.margins import margins_for
 from isotax.analysis.sequential import Progress
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
 from isotax.analysis.verdicts import MIN_MARGIN
+from isotax.analysis.warmups import WarmupCheck
+from isotax.analysis.warmups import check as check_warmups
 from isotax.host.parity import problems_by_environment
 from isotax.model import CellKey, CellStatus
 from isotax.parsers import distributions
@@ -188,6 +190,8 @@ class ReportData:
     run_meta: dict[str, Any] = field(default_factory=dict)
     # Every headline ratio's verdict, from the stored cells (isotax.analysis.sequential).
     sequential: Progress | None = None
+    # Per environment x warmed-up point: its warm-up against its measured values.
+    warmups: list[WarmupCheck] = field(default_factory=list)
     # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
     # from the telemetry stored with each measured repetition (isotax.analysis.explain).
     explained: dict[tuple[str, str, str], Explained] = field(default_factory=dict)
@@ -320,6 +324,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
             if lr is not None:
                 data.layer_ratios[(layer, row)] = lr
     _apply_verdicts(data, store, records)
+    data.warmups = check_warmups(records)
     for (row, env), vals in values.items():
         for i, z in outliers(vals):
             data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))

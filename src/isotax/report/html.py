@@ -24,7 +24,16 @@ from html import escape
 
 from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
-from isotax.report import decisions, figures, hostcpu, layers, markdown, phases, verdicts
+from isotax.report import (
+    decisions,
+    figures,
+    hostcpu,
+    layers,
+    markdown,
+    phases,
+    verdicts,
+    warmups,
+)
 from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
 
 _CSS = """
@@ -275,7 +284,8 @@ def render(d: ReportData) -> str:
             _cost_table(d)]))
     # The rest is the Markdown report's own sections, from the same blocks.
     sections += _shared(markdown.results_blocks(d) + verdicts.blocks(d)
-                        + decisions.blocks(d) + hostcpu.blocks(d) + phases.blocks(d))
+                        + decisions.blocks(d) + warmups.blocks(d) + hostcpu.blocks(d)
+                        + phases.blocks(d))
     sections.append((2, "Environments", [_environments(d)]))
     sections += _shared(markdown.host_blocks(d) + markdown.loadgen_blocks(d)
                         + markdown.tool_versions_blocks(d)

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
 from isotax.model import FORMAT_VERSION
-from isotax.report import phases
+from isotax.report import phases, warmups
 from isotax.report.decisions import verdicts_value
 from isotax.report.table import result_rows
 
@@ -76,6 +76,9 @@ def render(d: ReportData) -> str:
         # rounds ended (plan [verdicts]), null for a run without them.
         "verdicts": verdicts_value(d),
         "sequential": d.run_meta.get("sequential"),
+        # Each warm-up's headline value against its point's measured runs, and whether it
+        # differed (isotax.analysis.warmups).
+        "warmups": warmups.json_value(d),
         # Where the run's wall time went, by phase, against isotax's goal of at most 5%
         # outside the workloads (isotax.analysis.phases); null for a run that did not measure it.
         "phases": phases.json_value(d),

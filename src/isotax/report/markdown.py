@@ -12,7 +12,7 @@ import math
 
 from isotax.analysis.report_data import ReportData
 from isotax.host.fingerprint import show_rows
-from isotax.report import decisions, hostcpu, layers, lifecycle, phases, verdicts
+from isotax.report import decisions, hostcpu, layers, lifecycle, phases, verdicts, warmups
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
 
@@ -249,7 +249,7 @@ def plan_blocks(d: ReportData) -> list[Block]:
 def report_blocks(d: ReportData) -> list[Block]:
     """Every section of the report, in the Markdown's order."""
     return [*host_blocks(d), *loadgen_blocks(d), *environments_blocks(d), *results_blocks(d),
-            *verdicts.blocks(d), *decisions.blocks(d), *layers.blocks(d),
+            *verdicts.blocks(d), *decisions.blocks(d), *warmups.blocks(d), *layers.blocks(d),
             *hostcpu.blocks(d), *phases.blocks(d), *tool_versions_blocks(d),
             *not_applicable_blocks(d),
             *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
