@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from isotax.model import CellKey, CellStatus, Sample
+from isotax.protocols import headline_metric
 
 
 def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
@@ -33,5 +34,6 @@ def describe_cell(key: CellKey, status: CellStatus, reason: str,
         return f"[red]{what}: FAILED: {reason}[/]"
     if status is CellStatus.NOT_APPLICABLE:
         return f"[yellow]{what}: not applicable: {reason}[/]"
-    first = samples[0]
-    return f"{what}: {first.value:.4g} {first.unit} ({first.metric})"
+    head = headline_metric(key.workload, [s.metric for s in samples])
+    shown = next(s for s in samples if s.metric == head)
+    return f"{what}: {shown.value:.4g} {shown.unit} ({shown.metric})"

@@ -23,10 +23,13 @@ def schedule(plan: Plan, environments: Sequence[str]) -> list[CellKey]:
         for w in plan.workloads
         for params in w.combinations()
     ]
-    # Warm-ups: the first point of each environment x workload entry, or every point
+    # Warm-ups: per environment, the first point of each workload (a workload listed twice,
+    # e.g. fio random and sequential, is warmed once: same tool, same files), or every point
     # (warmup_points = "point"); a warm-up warms the instance for all of its workload's points.
+    first = {w.name: w.combinations()[0] for w in reversed(plan.workloads)}
     warm = points if plan.warmup_points == "point" else [
-        (env, w.name, w.combinations()[0]) for env in environments for w in plan.workloads]
+        (env, name, params) for env in environments for name, params in
+        sorted(first.items(), key=lambda kv: [w.name for w in plan.workloads].index(kv[0]))]
     out: list[CellKey] = []
     for i in range(plan.warmups):
         order = list(warm)
