@@ -209,7 +209,8 @@ def test_command_line_golden() -> None:
     cfg = drv.HpccConfig(n=2000, nb=128, processes=2, threads=1, bind="none", timeout_s=1800)
     assert drv.hpcc_script("/tmp/hpcc-x", cfg) == (
         "cd /tmp/hpcc-x && exec env TMPDIR=/tmp/hpcc-x OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1"
-        " OPENBLAS_VERBOSE=2 timeout -k 10 1800 mpirun --allow-run-as-root --oversubscribe"
+        " OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS=-gl timeout -k 10 1800 mpirun --allow-run-as-root"
+        " --oversubscribe"
         " --bind-to none --mca pml ob1 --mca btl self,vader --mca osc ^ucx"
         " --mca btl_vader_single_copy_mechanism none"
         " --mca btl_vader_backing_directory /tmp/hpcc-x -np 2 hpcc")

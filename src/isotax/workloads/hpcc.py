@@ -33,6 +33,44 @@ what hwloc sees, which differs between a container's cpuset and a VM's vCPUs. `t
 the environment stops mpirun with SIGTERM, which Open MPI passes to the ranks.
 Waiting ranks spin (Open MPI's default): `--mca mpi_yield_when_idle 1` was measured here and
 is worse, most of all next to a CPU hog (HPL 10-21 vs 38-40 GFLOPS at N=2000), so it is not set.
+
+`HWLOC_COMPONENTS=-gl` (hwloc's own variable: no MCA parameter reaches hwloc's plugins): mpirun
+discovers the topology with hwloc 2.9, whose `gl` plugin (libhwloc-plugins) looks for GPUs
+behind X servers by calling XOpenDisplay(":0.0") ... (":9.0"). With no X socket, libxcb falls
+back to TCP and resolves "localhost" each time, about 20 lookups per mpirun. Natively /etc/hosts
+answers them. The image's rootfs has no /etc/hosts and runc/crun add none, so in a container
+every lookup goes to the DNS server in /etc/resolv.conf, which here loses one reply in about
+30 (glibc sends the A and AAAA queries together). One lost reply costs glibc's 5 s resolver
+timeout, so about 3 container runs in 4 took 5.06 s instead of 0.06 s for `mpirun -np 2
+hostname`. That is 5 s of each container cell at N=1000 spent before hpcc started, outside
+any measured figure. Without `gl`, mpirun starts in 0.05 s in runc as natively. In the VM
+under TCG, start-up drops from 0.75-0.8 s to 0.65 s. hpcc runs on CPUs and uses no GPU, so
+dropping GL devices from the topology changes nothing it measures, and the variable is set in
+every environment.
+
+The environment's clock must be past its first second (`wait_for_mpi_clock`, before every
+mpirun, in every environment). Open MPI 4.1's MPI_Wtime (libmpi 4.1.4) reads CLOCK_MONOTONIC and
+measures from an origin it sets on its first call, taking `origin.tv_sec == 0` to mean "not set
+yet": while the clock reads under 1 s, every call resets the origin and returns 0, and the first
+call after 1 s resets it once more. hpcc times everything with MPI_Wtime. Its first test,
+MPIRandomAccess, estimates from a timed sample how many updates fit in its time bound
+(time_bound.c: bound / (sample time / sample updates)); a sample timed as 0 divides the bound by
+0 and gives a nonsense count, and the ranks die with SIGSEGV in an update loop, reading past
+their buffer (mpirun exits 139). HPL's and STREAM's times would be as wrong. Natively and in a
+container the clock is the host's, hours past boot. gVisor's is not (isotax's gvisor kind, and
+an engine's runsc): the Sentry starts the sandbox's CLOCK_MONOTONIC at 0 when it boots (by
+design; gVisor has no time namespace offsets either), and the sandbox is ready at about 0.1 s of
+its own time, so an hpcc run started at once made its first MPI_Wtime calls inside that second.
+Measured with the pinned runsc (bridge network, n=400): mpirun started 0.2-0.7 s after the start
+was asked for died with SIGSEGV in 12 of 15 fresh sandboxes, started at 1.25 s it passed in 3 of
+3, and a second run in the same sandbox passed (2 of 2); runsc's
+--systrap-disable-syscall-patching and --systrap-disable-fast-path changed nothing. Until
+HWLOC_COMPONENTS=-gl, mpirun's 5 s DNS timeouts had hidden it. A VM's clock starts at its own
+boot, so a fast one could be inside that second too. The wait runs inside the environment, by
+its own clock (an exec of python3, which the image has for the VM's agent), outside the timed
+mpirun; where the clock is past 1 s it returns at once, and the mpirun command stays the same
+everywhere. Waiting in gVisor's start() instead would add up to a second to every gVisor start
+that the startup workload times.
 """
 
 from __future__ import annotations
@@ -68,7 +106,24 @@ TOOLS: dict[str, tuple[str, ...]] = {
 }
 
 QUICK_N = 2000
+# hwloc's discovery without its X/OpenGL plugin: see the module docstring (5 s DNS timeouts).
+HWLOC_COMPONENTS = "-gl"
 BIND_CHOICES = ("none", "core")
+# MPI_Wtime (Open MPI 4.1) returns 0 until the environment's CLOCK_MONOTONIC reads 1 s (module
+# docstring); mpirun starts only after that.
+MPI_CLOCK_MIN_S = 1.0
+# Run inside the environment by python3: sleep, by the environment's own CLOCK_MONOTONIC (which
+# time.sleep also uses), until that clock reads at least MPI_CLOCK_MIN_S; print the clock
+# before and after, in seconds.
+CLOCK_WAIT_PY = (
+    "import time\n"
+    "c = time.CLOCK_MONOTONIC\n"
+    "t0 = t = time.clock_gettime(c)\n"
+    f"while t < {MPI_CLOCK_MIN_S!r}:\n"
+    f"    time.sleep({MPI_CLOCK_MIN_S!r} - t)\n"
+    "    t = time.clock_gettime(c)\n"
+    "print(f'{t0:.6f} {t:.6f}')\n"
+)
 
 
 def common_params(n_default: int, n_help: str) -> tuple[ParamSpec, ...]:
@@ -166,10 +221,10 @@ def hpccinf_text(n: int, nb: int, p: int, q: int, threshold: float = 16.0) -> st
 def hpcc_script(rundir: str, cfg: HpccConfig) -> str:
     """The shell command run inside the environment (same string everywhere but the path).
     OPENBLAS_VERBOSE=2 makes each rank print the kernel set OpenBLAS picked ("Core: ...",
-    on stderr)."""
+    on stderr); HWLOC_COMPONENTS keeps mpirun's start-up off DNS (module docstring)."""
     d = shlex.quote(rundir)
     env = (f"TMPDIR={d} OPENBLAS_NUM_THREADS={cfg.threads} OMP_NUM_THREADS={cfg.threads} "
-           "OPENBLAS_VERBOSE=2")
+           f"OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS={HWLOC_COMPONENTS}")
     mpirun = (
         "mpirun --allow-run-as-root --oversubscribe"
         f" --bind-to {cfg.bind}"
@@ -179,6 +234,32 @@ def hpcc_script(rundir: str, cfg: HpccConfig) -> str:
         f" -np {cfg.processes} hpcc"
     )
     return f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} {mpirun}"
+
+
+def parse_clock_wait(stdout: str) -> tuple[float, float]:
+    """CLOCK_WAIT_PY's line -> (the clock before the wait, after it), seconds. Pure."""
+    words = stdout.split()
+    try:
+        before, after = float(words[-2]), float(words[-1])
+    except (IndexError, ValueError):
+        raise SanityError(f"the clock check printed {stdout.strip()[:200]!r}") from None
+    if after < MPI_CLOCK_MIN_S:
+        raise SanityError(f"the environment's CLOCK_MONOTONIC still reads {after:.3f} s after "
+                          f"waiting for {MPI_CLOCK_MIN_S:g} s")
+    return before, after
+
+
+def wait_for_mpi_clock(inst: Instance) -> float:
+    """Wait until the environment's CLOCK_MONOTONIC reads at least MPI_CLOCK_MIN_S, so that
+    MPI_Wtime measures (module docstring); return the seconds waited (0 almost everywhere; up
+    to about 0.9 s in a gVisor sandbox started just before)."""
+    done = inst.exec(["python3", "-c", CLOCK_WAIT_PY], timeout=60)
+    if done.returncode != 0:
+        raise ExecError("cannot read the environment's CLOCK_MONOTONIC with python3 (exited "
+                        f"{done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}); "
+                        "fix: install python3 (the image has it; natively, the host)")
+    before, after = parse_clock_wait(done.stdout)
+    return after - before
 
 
 def resolve_processes(inst: Instance, requested: int) -> int:
@@ -244,6 +325,7 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
     try:
         p, q = process_grid(cfg.processes)
         put_text(inst, f"{rundir}/hpccinf.txt", hpccinf_text(cfg.n, cfg.nb, p, q))
+        wait_for_mpi_clock(inst)
         done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg)], timeout=cfg.timeout_s + 60)
         out = inst.exec(["cat", f"{rundir}/hpccoutf.txt"], timeout=120)
         if done.returncode != 0:
