@@ -19,7 +19,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     margin = "auto"          # equivalence margin (0.02 = ±2%); auto: max(2%, host's A/A noise)
     max_repetitions = 10     # above repetitions: add rounds where they decide a ratio
     budget_s = 300           # wall time the added rounds may take (optional)
-    deadline_s = 570         # no added cell starts after this much of the run (optional)
+    deadline_s = 540         # no added cell that would end after this much of the run (optional)
 
     [loadgen]                # optional: where network clients run (default: a network namespace
     host = "ssh://root@lg.example:22"   # on this host); a second machine reached over SSH
@@ -202,8 +202,8 @@ class Verdicts(_Frozen):
     # they decide something. Unset: the fixed rounds only.
     max_repetitions: int | None = Field(default=None, ge=1, le=1000)
     budget_s: float | None = None  # wall time of the added rounds' cells, at most
-    # The whole run's wall time: no added cell starts once this much has passed since the
-    # run started measuring.
+    # The whole run's wall time: no added cell starts unless, by its point's mean cell time,
+    # it ends before this much has passed since the run started.
     deadline_s: float | None = None
 
     @field_validator("margin")

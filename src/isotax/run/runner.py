@@ -432,7 +432,8 @@ class Runner:
         return status
 
     def _run_cells(self, run_id: str, cells: Sequence[CellKey],
-                   may_start: Callable[[], bool] | None = None, phase: str = "fixed") -> None:
+                   may_start: Callable[[CellKey], bool] | None = None,
+                   phase: str = "fixed") -> None:
         """Run and commit cells in order; `may_start` (asked before each) ends the list early
         when it says no (added rounds: the time is spent). `phase` names the list for the
         progress display ("fixed", "round 5"). At the end of each measured round the
@@ -444,7 +445,7 @@ class Runner:
         wversions = {n: c.version for n, c in protocols.workloads().items()}
         clock = self.clock
         for i, key in enumerate(cells):
-            if may_start is not None and not may_start():
+            if may_start is not None and not may_start(key):
                 break
             switching = active != key.environment
             with clock.phase("environments"):
@@ -653,7 +654,7 @@ class Runner:
             self.log(f"round {number}: {len(order)} cells for the undecided ratios "
                      f"({self.verdict_note})")
             cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
-            self._run_cells(run_id, cells, self._gate(progress.spent_s),
+            self._run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
                             phase=f"round {number}")
 
     def _room(self, spent_s: float) -> float:
@@ -665,10 +666,19 @@ class Runner:
             room = min(room, vs.deadline_s - self.clock.meta()["wall_s"])
         return max(0.0, room)
 
-    def _gate(self, spent_s: float) -> Callable[[], bool]:
-        """Asked before each cell of an added round: whether it may start."""
+    def _gate(self, spent_s: float, cell_s: Mapping[sequential.Point, float]
+              ) -> Callable[[CellKey], bool]:
+        """Asked before each cell of an added round: whether it may start, i.e. whether the
+        time left holds the cell's point's mean duration (a VM's cell can take 15 s: one
+        started just before the deadline would end well past it)."""
         since = time.monotonic()
-        return lambda: self._room(spent_s + time.monotonic() - since) > 0
+
+        def may_start(key: CellKey) -> bool:
+            took = cell_s.get((key.environment, key.workload, key.params_key), 0.0)
+            room = self._room(spent_s + time.monotonic() - since)
+            return room > 0 and room >= took
+
+        return may_start
 
 
 def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:

@@ -84,20 +84,6 @@ def inside_group(inst: Instance, cls: str) -> Path | None:
     return cpuacct.common_group(list(inst.host_pids()))
 
 
-def guest_stat(inst: Instance) -> StatReading | None:
-    """The guest's /proc/stat (USER_HZ is 100 in every Linux and in gVisor), or None."""
-    try:
-        done = inst.exec(["cat", "/proc/stat"], 30)
-    except ExecError:
-        return None
-    if done.returncode != 0:
-        return None
-    try:
-        return parse_stat(done.stdout, 100.0)
-    except ValueError:
-        return None
-
-
 def guest_delta(before: StatReading, after: StatReading) -> GuestCpu:
     """CPU seconds the guest accounted by kind between two readings, and its busy total. Pure."""
     cols = CPU_COLS
@@ -127,26 +113,51 @@ _GUEST_LOOP = ('( while :; do echo "itx-tick $(cut -d" " -f1 /proc/uptime)"; cat
 _TICK = "itx-tick "
 
 
-def start_guest_sampler(inst: Instance, interval_s: float) -> tuple[int, str] | None:
-    """(pid, file) of a sampling loop started in the guest, or None where it cannot start."""
+# One exec into the guest at each end of a run (under TCG each exec costs 0.1-0.3 s): the
+# first reads /proc/stat and starts the sampling loop, the second stops the loop, returns what
+# it wrote and reads /proc/stat again. _SPLIT separates the two outputs.
+_SPLIT = "itx-split"
+_GUEST_OPEN = ('cat /proc/stat; echo ' + _SPLIT + '; [ "$1" = 0 ] && exit 0; ' + _GUEST_LOOP)
+_GUEST_CLOSE = ('[ -n "$1" ] && { kill "$1" 2>/dev/null; cat "$2"; rm -f "$2"; }; echo '
+                + _SPLIT + '; cat /proc/stat')
+
+
+def open_guest(inst: Instance, interval_s: float
+               ) -> tuple[StatReading | None, tuple[int, str] | None]:
+    """The guest's /proc/stat now, and (pid, file) of a sampling loop started in it (None
+    without an interval, or where it cannot start); (None, None) where the guest cannot be
+    asked."""
     path = f"{inst.scratch}/itx-guest-stat"
     try:
-        done = inst.exec(["sh", "-c", _GUEST_LOOP, "sh", f"{interval_s:g}", path], 30)
+        done = inst.exec(["sh", "-c", _GUEST_OPEN, "sh", f"{interval_s:g}", path], 30)
     except ExecError:
-        return None
-    pid = done.stdout.strip()
-    return (int(pid), path) if done.returncode == 0 and pid.isdigit() else None
+        return None, None
+    stat, found, rest = done.stdout.partition(_SPLIT + "\n")
+    if done.returncode != 0 or not found:
+        return None, None
+    pid = rest.strip()
+    return _stat(stat), ((int(pid), path) if pid.isdigit() else None)
 
 
-def stop_guest_sampler(inst: Instance, started: tuple[int, str]) -> str:
-    """Stop the guest's loop and return what it wrote ("" when nothing came back)."""
-    pid, path = started
+def close_guest(inst: Instance, started: tuple[int, str] | None) -> tuple[str, StatReading | None]:
+    """Stop the guest's loop (if one runs): what it wrote ("" when nothing came back), and the
+    guest's /proc/stat now (None where it cannot be read)."""
+    pid, path = started if started is not None else ("", "")
     try:
-        done = inst.exec(["sh", "-c", f'kill {pid} 2>/dev/null; cat "$0"; rm -f "$0"', path],
-                         60)
+        done = inst.exec(["sh", "-c", _GUEST_CLOSE, "sh", str(pid), path], 60)
     except ExecError:
-        return ""
-    return done.stdout if done.returncode == 0 else ""
+        return "", None
+    text, found, stat = done.stdout.partition(_SPLIT + "\n")
+    if done.returncode != 0 or not found:
+        return "", None
+    return text, _stat(stat)
+
+
+def _stat(text: str) -> StatReading | None:
+    try:
+        return parse_stat(text, 100.0)
+    except ValueError:
+        return None
 
 
 def guest_series(text: str) -> dict[str, Any]:
@@ -200,9 +211,8 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
 
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
-    guest0 = guest_stat(inst) if cls in GUEST_KINDS and read_guest else None
-    gloop = start_guest_sampler(inst, settings.interval_s) \
-        if guest0 is not None and settings.interval_s > 0 else None
+    guest0, gloop = (open_guest(inst, settings.interval_s) if cls in GUEST_KINDS and read_guest
+                     else (None, None))
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
     # A remote load generator's meter also says who it counts and per client command.
@@ -221,8 +231,7 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
             rec = sampler.stop()
     inside1 = _usage(group)
     lg1 = lg_group.usage_s() if lg_group is not None else None
-    gtext = stop_guest_sampler(inst, gloop) if gloop is not None else ""
-    guest1 = guest_stat(inst) if guest0 is not None else None
+    gtext, guest1 = close_guest(inst, gloop) if guest0 is not None else ("", None)
     try:
         sampled, obs.series = summarize(rec)
     except ValueError as e:
