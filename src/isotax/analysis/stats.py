@@ -157,9 +157,13 @@ def ratio(env: Sequence[float], base: Sequence[float], higher_is_better: bool = 
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         # Identical repetitions on both sides: the bootstrap distribution is a point.
         return Ratio(r, r, r, higher_is_better)
-    res = sps.bootstrap(
-        (a, b), _ratio_of_means, n_resamples=resamples, vectorized=True, paired=False,
-        confidence_level=CONFIDENCE, method="percentile", random_state=np.random.default_rng(seed),
-    )
+    # A baseline with some zero values (errors, drops) resamples to a zero mean now and then:
+    # that resample's ratio is inf, which the percentile interval handles; no warning for it.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = sps.bootstrap(
+            (a, b), _ratio_of_means, n_resamples=resamples, vectorized=True, paired=False,
+            confidence_level=CONFIDENCE, method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
     ci = res.confidence_interval
     return Ratio(r, float(ci.low), float(ci.high), higher_is_better)
