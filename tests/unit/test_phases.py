@@ -149,3 +149,18 @@ def test_the_benchmark_reads_a_stored_run(tmp_path: Path) -> None:
     assert "  environments      25.0 s    4.8%" in out and "100.0%" in out
     assert "66.5 s = 12.8% of the wall time, goal at most 5%: OVER" in out
     assert "verdicts: 18 of 24 decided (worse 10, better 2, equivalent 6, undecided 6)" in out
+
+
+def test_the_cli_stores_the_reports_writing_time_beside_the_runs_phases(tmp_path: Path) -> None:
+    from isotax.cli import _store_report_time
+    from isotax.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("r1", "p", "", 1, {})
+    store.create_run("r2", "p", "", 1, {})
+    store.put_run_meta("r1", "phases", {"wall_s": 10.0, "seconds": {"workload": 9.0}})
+    _store_report_time(store, "r1", 1.23456)
+    _store_report_time(store, "r2", 2.0)  # a run without phases (an older one): left as is
+    assert store.run_meta("r1")["phases"] == {"wall_s": 10.0, "seconds": {"workload": 9.0},
+                                              "report_s": 1.235}
+    assert "phases" not in store.run_meta("r2")

@@ -17,6 +17,7 @@ import errno
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -234,7 +235,9 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         fail(runner.refusal or "refused")
     if not no_report:
         with _full_disk_ends_run(store, p, run_id, results_dir, True, complete=True):
+            started = time.monotonic()
             _write_report(store, run_id, results_dir / run_id)
+            _store_report_time(store, run_id, time.monotonic() - started)
     if status == "interrupted":
         sys.exit(130)
     if status != "complete":
@@ -377,6 +380,14 @@ def _get_run(store, run_id: str):
         return store.get_run(run_id)
     except StoreError as e:
         fail(str(e))
+
+
+def _store_report_time(store, run_id: str, seconds: float) -> None:
+    """The report's writing time as run_meta["phases"]["report_s"] (isotax.analysis.phases):
+    the runner's phases end with the run, the report is written after it."""
+    phases = store.run_meta(run_id).get("phases")
+    if isinstance(phases, dict):
+        store.put_run_meta(run_id, "phases", {**phases, "report_s": round(seconds, 3)})
 
 
 def _write_report(store, run_id: str, out_dir: Path,
