@@ -28,7 +28,7 @@ from isotax.analysis.verdicts import (
     RatioVerdict,
     Verdict,
     confidence_sequence,
-    decide,
+    decide_on,
     pair_by_round,
     pairs_to_decide,
 )
@@ -90,6 +90,11 @@ class Progress:
     def decided(self) -> int:
         return sum(r.verdict.verdict.decided for r in self.ratios)
 
+    def note(self) -> str:
+        """'40/64 decided, 24 undecided': what the progress display says."""
+        return (f"{self.decided}/{len(self.ratios)} decided, "
+                f"{len(self.ratios) - self.decided} undecided")
+
 
 def headline_values(cells: Iterable[CellRecord]
                     ) -> tuple[dict[Point, dict[int, float]], dict[tuple[str, str], str],
@@ -148,8 +153,8 @@ def assess(cells: Sequence[CellRecord], baseline: str, margins: Callable[[RowKey
         m = metric[(wl, pkey)]
         margin = margins((wl, pkey, m))
         pairs = pair_by_round(by_rep, base)
-        v = decide(pairs, higher[(wl, pkey)], margin.value, alpha)
         cs = confidence_sequence(pairs, alpha)
+        v = decide_on(cs, higher[(wl, pkey)], margin.value)
         projected = None if v.verdict.decided else \
             pairs_to_decide(cs, margin.value, cap, alpha)
         ratios.append(RatioState(env, wl, pkey, m, v, margin.source, cs.sd, projected))

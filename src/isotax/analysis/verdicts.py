@@ -156,7 +156,11 @@ def _num(x: float) -> str:
 def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
            alpha: float = ALPHA, g: float = PRIOR_G) -> RatioVerdict:
     """The verdict on one ratio from its paired log ratios so far."""
-    cs = confidence_sequence(log_ratios, alpha, g)
+    return decide_on(confidence_sequence(log_ratios, alpha, g), higher_is_better, margin)
+
+
+def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> RatioVerdict:
+    """The verdict that a ratio's confidence sequence gives against the margin."""
     m = math.log1p(margin)
     ratio = math.exp(cs.mean) if cs.n else math.nan
     low = math.exp(cs.low) if cs.low > -math.inf else 0.0

@@ -30,13 +30,18 @@ def _meta(d: ReportData) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def _rounds(d: ReportData, meta: dict[str, Any]) -> tuple[int, int]:
+    """(fixed rounds, max repetitions): how a ratio's reason for being undecided reads."""
+    fixed = int(d.plan.get("repetitions", 3))
+    return fixed, int(meta.get("max_repetitions") or fixed)
+
+
 def blocks(d: ReportData) -> list[Block]:
     p = d.sequential
     if p is None or not p.ratios:
         return []
     meta = _meta(d)
-    fixed = int(d.plan.get("repetitions", 3))
-    cap = int(meta.get("max_repetitions") or fixed)
+    fixed, cap = _rounds(d, meta)
     ended = meta.get("ended")
     out: list[Block] = [
         Heading(2, "Verdicts"),
@@ -75,8 +80,7 @@ def verdicts_value(d: ReportData) -> dict[str, Any] | None:
     if p is None:
         return None
     meta = _meta(d)
-    fixed = int(d.plan.get("repetitions", 3))
-    cap = int(meta.get("max_repetitions") or fixed)
+    fixed, cap = _rounds(d, meta)
     return {
         "decided": p.decided, "total": len(p.ratios), "counts": p.counts(),
         "method": "round-paired log ratios, Lai's t confidence sequence (95%)",

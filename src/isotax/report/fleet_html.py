@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from isotax.analysis.fleet import Fleet
 from isotax.report import fleet_figures, fleet_md
-from isotax.report.html import _CSS, _anchor, _e, _figure, _shared
+from isotax.report.html import _CSS, _e, _figure, _shared, page, section_ids
 
 
 def render(f: Fleet) -> str:
@@ -41,12 +41,4 @@ def render(f: Fleet) -> str:
     figs = [x for x in figs if x]
     if figs:
         sections.insert(1, (2, "Figures", figs))
-    ids = [_anchor(t) for _, t, _ in sections]
-    nav = " · ".join(f"<a href=#{a}>{_e(t)}</a>"
-                     for (_, t, _), a in zip(sections, ids, strict=True))
-    parts = [*head, f"<nav class=toc>{nav}</nav>"]
-    for (lvl, t, body), a in zip(sections, ids, strict=True):
-        parts += [f"<h{lvl} id={a}>{_e(t)}</h{lvl}>", *body]
-    parts.append("<p class=small>Written by isotax fleet report from the result store; no "
-                 "external resources.</p></body></html>")
-    return "\n".join(p for p in parts if p) + "\n"
+    return page(head, sections, section_ids(sections), "isotax fleet report")

@@ -293,21 +293,36 @@ def render(d: ReportData) -> str:
                         + markdown.failures_blocks(d))
     sections.append((2, "Plan (exact)", [f"<pre>{_e(run.plan_toml)}</pre>"]))
     kept = [(lvl, t, body) for lvl, t, body in sections if body]
+    ids = section_ids(kept)
+    h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
+    warnings[:] = [f"<div class=warn>{_warning(w, h2)}</div>" for w in warnings]
+    return page(head, kept, ids, "isotax")
+
+
+Section = tuple[int, str, list[str]]  # (heading level, title, body)
+
+
+def section_ids(sections: list[Section]) -> list[str]:
+    """One anchor per section, even where two titles make the same."""
     ids: list[str] = []
-    for _, t, _ in kept:  # one id per section, even where two titles make the same
+    for _, t, _ in sections:
         a, k = _anchor(t), 1
         while a in ids:
             k += 1
             a = f"{_anchor(t)}-{k}"
         ids.append(a)
-    h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
-    warnings[:] = [f"<div class=warn>{_warning(w, h2)}</div>" for w in warnings]
+    return ids
+
+
+def page(head: list[str], sections: list[Section], ids: list[str], writer: str) -> str:
+    """The document: head, the contents (level-2 titles, smaller ones small), every section
+    under its heading, and the footer naming the `writer` ("isotax", "isotax fleet report")."""
     nav = " · ".join(f"<a href=#{a}>{_e(t)}</a>" if lvl == 2 else
                      f"<a class=small href=#{a}>{_e(t)}</a>"
-                     for (lvl, t, _), a in zip(kept, ids, strict=True))
+                     for (lvl, t, _), a in zip(sections, ids, strict=True))
     parts = [*head, f"<nav class=toc>{nav}</nav>"]
-    for (lvl, t, body), a in zip(kept, ids, strict=True):
+    for (lvl, t, body), a in zip(sections, ids, strict=True):
         parts += [f"<h{lvl} id={a}>{_e(t)}</h{lvl}>", *body]
-    parts.append("<p class=small>Written by isotax from the result store; no external "
+    parts.append(f"<p class=small>Written by {writer} from the result store; no external "
                  "resources.</p></body></html>")
     return "\n".join(p for p in parts if p) + "\n"

@@ -16,8 +16,11 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-PHASES = ("workload", "warmup", "prepare", "environments", "telemetry", "store", "loadgen",
-          "setup")
+from isotax.analysis.phases import STORED_PHASES
+
+# The phases the runner times (isotax.analysis.phases names and describes every one): all
+# that run_meta["phases"] stores but "other", which is the wall time they leave.
+PHASES = tuple(name for name in STORED_PHASES if name != "other")
 
 
 class PhaseClock:

@@ -12,7 +12,6 @@ VM's timer ticks don't steal CPU from the measurement.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import shutil
 import sys
@@ -24,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from isotax import protocols
-from isotax.analysis import margins as margin_rules
-from isotax.analysis import sequential
 from isotax.host import numa, owners, parity
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
@@ -53,7 +50,9 @@ from isotax.run.launcher import EnvLauncher
 from isotax.run.lines import cell_words, describe_cell, emulation_notice
 from isotax.run.measuring import Overlap
 from isotax.run.restarts import META_KEY, Restarts
+from isotax.run.rounds import AddedRounds
 from isotax.run.schedule import schedule
+from isotax.run.tools import tool_versions
 from isotax.store.base import DiskFull, EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
 from isotax.telemetry.summary import TelemetrySummary
@@ -86,20 +85,6 @@ class _Started:
     prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
 
 
-def _tool_versions(inst: Instance, plan: Plan) -> dict[str, str]:
-    """Each workload tool's version inside the environment (same bits => same versions)."""
-    versions: dict[str, str] = {}
-    wls = protocols.workloads()
-    for w in plan.workloads:
-        for tool, argv in wls[w.name].tools.items():
-            if tool in versions:
-                continue
-            done = inst.exec(list(argv), timeout=60)
-            first = done.stdout.strip().splitlines()[0] if done.stdout.strip() else ""
-            versions[tool] = first if done.returncode == 0 else f"unavailable ({done.returncode})"
-    return versions
-
-
 class Runner:
     def __init__(self, plan: Plan, plan_text: str, store: Store, image: ImageArtifacts,
                  log: Log, progress: Any = None) -> None:
@@ -130,10 +115,8 @@ class Runner:
         # Seconds of the last cell spent preparing its workload, and running it (measured).
         self._prepare_s = 0.0
         self._run_s = 0.0
-        # "40/64 decided", for the progress display, once the first round is in.
-        self.verdict_note = ""
-        # The newest stored A/A run of this host's floors, once looked up (margin "auto").
-        self._stored_aa: tuple[Mapping[Any, float], str | None] | None = None
+        # Verdicts counted after each round, and the rounds added for undecided ones.
+        self.rounds = AddedRounds(plan, store, self.clock, log)
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -184,7 +167,7 @@ class Runner:
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
-                _tool_versions(started, self.plan), dict(started.milestones)))
+                tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
     def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
@@ -254,7 +237,6 @@ class Runner:
         workload = protocols.workloads()[key.workload]()
         inst = _Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
-        self._prepare_s = self._run_s = 0.0
         if pkey not in st.prepared:
             t0 = time.monotonic()
             st.prepared[pkey] = self._prepare(workload, inst, key)
@@ -350,6 +332,7 @@ class Runner:
         self.lives = Restarts(self.plan.restarts, earlier if isinstance(earlier, list) else [])
         phases = meta.get("phases")
         self.clock = PhaseClock(phases if isinstance(phases, dict) else None)
+        self.rounds = AddedRounds(self.plan, self.store, self.clock, self.log)
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
@@ -404,7 +387,7 @@ class Runner:
                          if k.ident not in done]
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
                 self._run_cells(run_id, cells)
-                self._run_sequential(run_id, list(self.started))
+                self.rounds.run(run_id, list(self.started), self._run_cells)
                 status = "complete"
         except KeyboardInterrupt:
             if os.getpid() != owner:  # a forked helper of a library: never tear down for it
@@ -439,7 +422,7 @@ class Runner:
         progress display ("fixed", "round 5"). At the end of each measured round the
         verdicts are counted again for the display."""
         task = (self.progress.add_task("cells", total=len(cells), phase=phase,
-                                       verdicts=self.verdict_note)
+                                       verdicts=self.rounds.note)
                 if self.progress else None)
         active: str | None = None
         wversions = {n: c.version for n, c in protocols.workloads().items()}
@@ -477,13 +460,13 @@ class Runner:
                 if self.overlap.end(key.ident):  # another run measured meanwhile: the report
                     self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
             self.log(describe_cell(key, status, reason, samples))
-            last_of_round = not key.warmup and (i + 1 == len(cells) or
-                                                cells[i + 1].repetition != key.repetition)
-            if last_of_round:
-                self._count_verdicts(run_id)
+            round_ended = not key.warmup and (i + 1 == len(cells) or
+                                              cells[i + 1].repetition != key.repetition)
+            if round_ended:  # count the verdicts for the display
+                self.rounds.count(run_id, list(self.started))
             if self.progress is not None:
-                if last_of_round:
-                    self.progress.update(task, verdicts=self.verdict_note)
+                if round_ended:
+                    self.progress.update(task, verdicts=self.rounds.note)
                 self.progress.advance(task)
         if active is not None:
             with clock.phase("environments"):
@@ -587,98 +570,6 @@ class Runner:
         if self.loadgen is not None:
             describe["loadgen_path"] = self.loadgen.path(got)
         self.described[name] = describe
-
-    # -- sequential verdicts (isotax.analysis.sequential) -------------------------------------
-    def _margins(self, run_id: str, cells: Sequence[Any]) -> margin_rules.Margins:
-        plan = self.plan
-        if self._stored_aa is None and isinstance(plan.verdicts.margin, str) and not plan.aa:
-            # Looked up once per process: the stored runs do not change under a run.
-            self._stored_aa = margin_rules.stored_aa_floors(
-                self.store, self.store.get_run(run_id).host, run_id)
-        return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
-                                        plan.aa_name if plan.aa else None, plan.seed, cells,
-                                        self._stored_aa)
-
-    def _assess(self, run_id: str, environments: Sequence[str]) -> sequential.Progress:
-        plan = self.plan
-        with self.clock.phase("store"):
-            committed = [c for c in self.store.cells(run_id)
-                         if c.key.environment in environments]
-        return sequential.assess(committed, plan.baseline, self._margins(run_id, committed),
-                                 plan.repetitions, self._cap(), plan.verdicts.confidence,
-                                 exclude=[plan.aa_name] if plan.aa else [])
-
-    def _cap(self) -> int:
-        return max(self.plan.repetitions, self.plan.verdicts.max_repetitions or 0)
-
-    def _count_verdicts(self, run_id: str) -> None:
-        """After a measured round: how many headline ratios are decided, for the display."""
-        try:
-            progress = self._assess(run_id, list(self.started))
-        except Exception as e:  # a display must never end a run
-            self.log(f"[yellow]verdicts could not be counted: {type(e).__name__}: {e}[/]")
-            return
-        self.verdict_note = (f"{progress.decided}/{len(progress.ratios)} decided, "
-                             f"{len(progress.ratios) - progress.decided} undecided")
-
-    def _run_sequential(self, run_id: str, environments: Sequence[str]) -> None:
-        """After the fixed rounds: verdicts for every headline ratio and, while some are
-        undecided and max_repetitions, budget_s and deadline_s allow, more interleaved rounds
-        where they decide something (isotax.analysis.sequential). Each round is decided from
-        the store, so a resumed run goes on from what it holds."""
-        plan, vs = self.plan, self.plan.verdicts
-        fixed, base, cap = plan.repetitions, plan.baseline, self._cap()
-        settings = vs.model_dump()
-        params = {(w.name, CellKey("", w.name, p, 0).params_key): p
-                  for w in plan.workloads for p in w.combinations()}
-        rounds = int(self.store.run_meta(run_id).get("sequential", {}).get("rounds", 0))
-        while True:
-            progress = self._assess(run_id, environments)
-            room = self._room(progress.spent_s)
-            decision = (sequential.next_round(progress, base, cap, room) if cap > fixed
-                        else sequential.Decision((), sequential.NO_ROUNDS))
-            if decision.ended is None and not decision.points:
-                decision = sequential.Decision((), sequential.TIME_SPENT)
-            with self.clock.phase("store"):
-                self.store.put_run_meta(run_id, "sequential", sequential.to_meta(
-                    settings, fixed, cap, progress, decision.ended, rounds))
-            self.verdict_note = (f"{progress.decided}/{len(progress.ratios)} decided, "
-                                 f"{len(progress.ratios) - progress.decided} undecided")
-            if decision.ended is not None:
-                self.log(f"verdicts: {self.verdict_note} ({decision.ended}; "
-                         f"{progress.added_cells} cells added in {progress.spent_s:.0f} s)")
-                return
-            rounds += 1
-            number = progress.next_repetition
-            order = sequential.round_order(decision.points, plan.seed, number)
-            self.log(f"round {number}: {len(order)} cells for the undecided ratios "
-                     f"({self.verdict_note})")
-            cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
-            self._run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
-                            phase=f"round {number}")
-
-    def _room(self, spent_s: float) -> float:
-        """Seconds the added rounds may still take: what budget_s leaves, and what
-        deadline_s leaves of the run's wall time (this process's and earlier ones')."""
-        vs = self.plan.verdicts
-        room = math.inf if vs.budget_s is None else vs.budget_s - spent_s
-        if vs.deadline_s is not None:
-            room = min(room, vs.deadline_s - self.clock.meta()["wall_s"])
-        return max(0.0, room)
-
-    def _gate(self, spent_s: float, cell_s: Mapping[sequential.Point, float]
-              ) -> Callable[[CellKey], bool]:
-        """Asked before each cell of an added round: whether it may start, i.e. whether the
-        time left holds the cell's point's mean duration (a VM's cell can take 15 s: one
-        started just before the deadline would end well past it)."""
-        since = time.monotonic()
-
-        def may_start(key: CellKey) -> bool:
-            took = cell_s.get((key.environment, key.workload, key.params_key), 0.0)
-            room = self._room(spent_s + time.monotonic() - since)
-            return room > 0 and room >= took
-
-        return may_start
 
 
 def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:

@@ -1,0 +1,121 @@
+"""The runner's side of sequential verdicts (isotax.analysis.sequential decides): every
+headline ratio's verdict from what the store holds, counted for the progress display after
+each round, and the rounds added after the fixed ones for the ratios still undecided, within
+the plan's max_repetitions, budget_s and deadline_s. Each round is decided from the store, so
+a resumed run goes on from what it holds."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from isotax.analysis import margins as margin_rules
+from isotax.analysis import sequential
+from isotax.model import CellKey
+from isotax.plan import Plan
+from isotax.run.clock import PhaseClock
+from isotax.store.base import CellRecord, Store
+
+Log = Callable[[str], None]
+# The runner's _run_cells: (run_id, cells, may_start, phase).
+RunCells = Callable[[str, Sequence[CellKey], Callable[[CellKey], bool], str], None]
+
+
+class AddedRounds:
+    def __init__(self, plan: Plan, store: Store, clock: PhaseClock, log: Log) -> None:
+        self.plan, self.store, self.clock, self.log = plan, store, clock, log
+        # "40/64 decided, 24 undecided", for the progress display, once a round is in.
+        self.note = ""
+        # The newest stored A/A run of this host's floors, once looked up (margin "auto").
+        self._stored_aa: tuple[Mapping[Any, float], str | None] | None = None
+
+    @property
+    def cap(self) -> int:
+        return max(self.plan.repetitions, self.plan.verdicts.max_repetitions or 0)
+
+    def _margins(self, run_id: str, cells: Sequence[CellRecord]) -> margin_rules.Margins:
+        plan = self.plan
+        if self._stored_aa is None and isinstance(plan.verdicts.margin, str) and not plan.aa:
+            # Looked up once per process: the stored runs do not change under a run.
+            self._stored_aa = margin_rules.stored_aa_floors(
+                self.store, self.store.get_run(run_id).host, run_id)
+        return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
+                                        plan.aa_name if plan.aa else None, plan.seed, cells,
+                                        self._stored_aa)
+
+    def assess(self, run_id: str, environments: Sequence[str]) -> sequential.Progress:
+        """Every headline ratio's verdict from the committed cells of `environments` (those
+        that run now: one that did not start on --resume is left as it stands)."""
+        plan = self.plan
+        with self.clock.phase("store"):
+            committed = [c for c in self.store.cells(run_id)
+                         if c.key.environment in environments]
+        progress = sequential.assess(committed, plan.baseline, self._margins(run_id, committed),
+                                     plan.repetitions, self.cap, plan.verdicts.confidence,
+                                     exclude=[plan.aa_name] if plan.aa else [])
+        self.note = progress.note()
+        return progress
+
+    def count(self, run_id: str, environments: Sequence[str]) -> None:
+        """After a measured round: how many headline ratios are decided, for the display."""
+        try:
+            self.assess(run_id, environments)
+        except Exception as e:  # a display must never end a run
+            self.log(f"[yellow]verdicts could not be counted: {type(e).__name__}: {e}[/]")
+
+    def run(self, run_id: str, environments: Sequence[str], run_cells: RunCells) -> None:
+        """After the fixed rounds: verdicts for every headline ratio and, while some are
+        undecided and the plan's limits allow, more interleaved rounds where they decide
+        something, run by `run_cells`."""
+        plan = self.plan
+        fixed, base, cap = plan.repetitions, plan.baseline, self.cap
+        settings = plan.verdicts.model_dump()
+        params = {(w.name, CellKey("", w.name, p, 0).params_key): p
+                  for w in plan.workloads for p in w.combinations()}
+        rounds = int(self.store.run_meta(run_id).get("sequential", {}).get("rounds", 0))
+        while True:
+            progress = self.assess(run_id, environments)
+            decision = (sequential.next_round(progress, base, cap, self._room(progress.spent_s))
+                        if cap > fixed else sequential.Decision((), sequential.NO_ROUNDS))
+            if decision.ended is None and not decision.points:
+                decision = sequential.Decision((), sequential.TIME_SPENT)
+            with self.clock.phase("store"):
+                self.store.put_run_meta(run_id, "sequential", sequential.to_meta(
+                    settings, fixed, cap, progress, decision.ended, rounds))
+            if decision.ended is not None:
+                self.log(f"verdicts: {self.note} ({decision.ended}; "
+                         f"{progress.added_cells} cells added in {progress.spent_s:.0f} s)")
+                return
+            rounds += 1
+            number = progress.next_repetition
+            order = sequential.round_order(decision.points, plan.seed, number)
+            self.log(f"round {number}: {len(order)} cells for the undecided ratios "
+                     f"({self.note})")
+            cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
+            run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
+                      f"round {number}")
+
+    def _room(self, spent_s: float) -> float:
+        """Seconds the added rounds may still take: what budget_s leaves, and what
+        deadline_s leaves of the run's wall time (this process's and earlier ones')."""
+        vs = self.plan.verdicts
+        room = math.inf if vs.budget_s is None else vs.budget_s - spent_s
+        if vs.deadline_s is not None:
+            room = min(room, vs.deadline_s - self.clock.meta()["wall_s"])
+        return max(0.0, room)
+
+    def _gate(self, spent_s: float, cell_s: Mapping[sequential.Point, float]
+              ) -> Callable[[CellKey], bool]:
+        """Asked before each cell of an added round: whether it may start, i.e. whether the
+        time left holds the cell's point's mean duration (a VM's cell can take 15 s: one
+        started just before the deadline would end well past it)."""
+        since = time.monotonic()
+
+        def may_start(key: CellKey) -> bool:
+            took = cell_s.get((key.environment, key.workload, key.params_key), 0.0)
+            room = self._room(spent_s + time.monotonic() - since)
+            return room > 0 and room >= took
+
+        return may_start
