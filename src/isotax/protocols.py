@@ -143,6 +143,23 @@ class Instance(Protocol):
         """Kernel memory charged to the instance's own cgroup; None where it has none."""
 
 
+@runtime_checkable
+class GuestStat(Protocol):
+    """What an instance with a guest kernel offers where it can read the guest's /proc/stat
+    without running a command (a VM's agent): isotax.telemetry.observe reads the guest's own
+    CPU accounting at both ends of every measured run, and a command costs 0.1-0.3 s there
+    under emulation. Instances without it are asked with exec()."""
+
+    def guest_stat_open(self, interval_s: float) -> str | None:
+        """The guest's /proc/stat now, and a sampler started in the guest that takes a marked
+        reading ("itx-tick <uptime s>" then /proc/stat) now and every interval_s (none for 0);
+        None where the guest cannot be asked this way."""
+
+    def guest_stat_close(self) -> tuple[str, str] | None:
+        """Stop the sampler: (its marked readings, the guest's /proc/stat now); None where the
+        guest cannot be asked."""
+
+
 class Isolation(StrEnum):
     """What an environment is, as its instances can prove from inside (isotax.run.identity):
     the values are the words the identity check and the report use."""

@@ -20,6 +20,8 @@ from support import DATA, ROOT
 from isotax import protocols
 from isotax.environments.vm.qemu_initrd import _module_order
 from isotax.environments.vm.qemu_vm import VmConfig, host_thp_mode, kernel_cmdline, qemu_argv
+from isotax.telemetry.observe import guest_series
+from isotax.telemetry.sampler import parse_stat
 
 AGENT = ROOT / "src/isotax/guest/itx-agent.py"
 INIT = AGENT.parent / "itx-init"
@@ -124,6 +126,26 @@ def test_agent_framing_large_split_and_batched(agent: LocalAgent) -> None:
     two = b"".join(json.dumps({"id": i, "op": "ping"}).encode() + b"\n" for i in (8, 9))
     agent.send_raw(two)
     assert [agent.read()["id"], agent.read()["id"]] == [8, 9]
+
+
+def test_agent_reads_proc_stat_and_samples_without_a_command(agent: LocalAgent) -> None:
+    """stat_open/stat_close: the agent's own reads of /proc/stat (no fork under TCG), in the
+    marked format isotax.telemetry.observe parses; a second stat_close has nothing left."""
+    opened = agent.ask(id=20, op="stat_open", interval=0.05)
+    assert opened["rc"] == 0 and parse_stat(opened["stat"], 100.0).cpus
+    time.sleep(0.3)
+    closed = agent.ask(id=21, op="stat_close")
+    assert closed["rc"] == 0 and parse_stat(closed["stat"], 100.0).cpus
+    assert closed["ticks"].count("itx-tick ") >= 3  # one at once, then every 0.05 s
+    series = guest_series(closed["ticks"])
+    assert len(series["t"]) >= 2 and series["t"] == sorted(series["t"])
+    assert all(0.0 <= b <= 1.0 for row in series["cpu_busy"] for b in row)
+    again = agent.ask(id=22, op="stat_close")
+    assert again["rc"] == 0 and again["ticks"] == ""
+    # Without an interval: a reading, no thread.
+    assert agent.ask(id=23, op="stat_open", interval=0)["rc"] == 0
+    assert agent.ask(id=24, op="stat_close")["ticks"] == ""
+    assert agent.ask(id=25, op="stat_open", interval="soon")["rc"] == 1
 
 
 def test_agent_shutdown_answers_then_ends(agent: LocalAgent) -> None:

@@ -9,6 +9,16 @@ Protocol: one JSON object per line in each direction, over the virtio-serial por
   response  {"id": 7, "rc": 0, "stdout": "...", "stderr": "...", "wall_ns": 123}
   request   {"id": 8, "op": "ping"}      -> {"id": 8, "rc": 0, "pid": 1, "uptime_ns": ...}
   request   {"id": 9, "op": "shutdown"}  -> {"id": 9, "rc": 0}, then power off (as PID 1)
+  request   {"id": 10, "op": "stat_open", "interval": 0.5}
+                                         -> {"id": 10, "rc": 0, "stat": "<the guest's /proc/stat>"}
+  request   {"id": 11, "op": "stat_close"}
+                                         -> {"id": 11, "rc": 0, "ticks": "...", "stat": "..."}
+
+stat_open/stat_close watch a measured run without a command: the agent reads /proc/stat
+itself (under TCG a fork and exec of `sh` and `cat` costs 0.1-0.3 s; a read costs
+milliseconds) and, with an interval, a thread of its own appends a marked reading every
+interval ("itx-tick <uptime s>" then /proc/stat, as isotax.telemetry.observe parses).
+stat_close stops the thread and returns what it read; a second stat_open replaces the first.
 
 Exit statuses match the host's run_host(): 124 on timeout (the whole process group is
 killed), 127 when the program does not exist, 126 when it cannot be executed. Commands get
@@ -27,6 +37,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 PORT_NAME = "org.isotax.agent"
@@ -106,6 +117,55 @@ def run(argv: list, timeout: float, env: dict | None, cwd: str) -> dict:
     return {"rc": rc, "stdout": out, "stderr": err, "wall_ns": time.monotonic_ns() - t0}
 
 
+# -- watching /proc/stat without a command --------------------------------------------------
+
+def read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def marked_reading() -> str:
+    """One reading as the sampling loop writes it: a mark with the guest's uptime, /proc/stat."""
+    return f"itx-tick {read_text('/proc/uptime').split()[0]}\n{read_text('/proc/stat')}"
+
+
+class StatSampler:
+    """A reading now, then one every interval_s in a thread, until stop()."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.readings: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(interval_s,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval_s: float) -> None:
+        while True:
+            with contextlib.suppress(OSError):
+                self.readings.append(marked_reading())
+            if self._stop.wait(interval_s):
+                return
+
+    def stop(self) -> str:
+        self._stop.set()
+        self._thread.join()
+        return "".join(self.readings)
+
+
+_sampler: StatSampler | None = None
+
+
+def stat_op(op: str, req: dict) -> dict:
+    global _sampler
+    old, _sampler = _sampler, None
+    ticks = old.stop() if old is not None else ""
+    if op == "stat_open":
+        interval = float(req.get("interval", 0))
+        if interval > 0:
+            _sampler = StatSampler(interval)
+        return {"rc": 0, "stat": read_text("/proc/stat")}
+    return {"rc": 0, "ticks": ticks, "stat": read_text("/proc/stat")}
+
+
 def reap_orphans() -> None:
     """As PID 1 the agent inherits every orphan; collect the dead ones between requests
     (never during one, where it would steal the exit status subprocess waits for)."""
@@ -127,6 +187,12 @@ def handle(req: dict) -> tuple[dict, bool]:
                 "uptime_ns": time.clock_gettime_ns(time.CLOCK_BOOTTIME)}, False
     if op == "shutdown":
         return {"id": rid, "rc": 0}, True
+    if op in ("stat_open", "stat_close"):
+        try:
+            return {"id": rid, **stat_op(op, req)}, False
+        except (OSError, ValueError, TypeError) as e:
+            return {"id": rid, "rc": 1, "stdout": "", "stderr": f"{op}: {e}",
+                    "wall_ns": 0}, False
     if op != "exec":
         return {"id": rid, "rc": 2, "stdout": "", "stderr": f"unknown op {op!r}",
                 "wall_ns": 0}, False

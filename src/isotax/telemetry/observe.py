@@ -28,7 +28,7 @@ from typing import Any
 from isotax.host.network import netns_path
 from isotax.model import SanityError
 from isotax.parsers.perf_stat import parse_perf_stat
-from isotax.protocols import ExecError, Instance, Isolation, isolation_of
+from isotax.protocols import ExecError, GuestStat, Instance, Isolation, isolation_of
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, perf_counting
 from isotax.telemetry.sampler import (
@@ -113,7 +113,8 @@ _GUEST_LOOP = ('( while :; do echo "itx-tick $(cut -d" " -f1 /proc/uptime)"; cat
 _TICK = "itx-tick "
 
 
-# One exec into the guest at each end of a run (under TCG each exec costs 0.1-0.3 s): the
+# Where the instance has no GuestStat (gVisor; a VM image older than its agent's stat ops):
+# one exec into the guest at each end of a run (under TCG each exec costs 0.1-0.3 s): the
 # first reads /proc/stat and starts the sampling loop, the second stops the loop, returns what
 # it wrote and reads /proc/stat again. _SPLIT separates the two outputs.
 _SPLIT = "itx-split"
@@ -122,29 +123,45 @@ _GUEST_CLOSE = ('[ -n "$1" ] && { kill "$1" 2>/dev/null; cat "$2"; rm -f "$2"; }
                 + _SPLIT + '; cat /proc/stat')
 
 
-def open_guest(inst: Instance, interval_s: float
-               ) -> tuple[StatReading | None, tuple[int, str] | None]:
-    """The guest's /proc/stat now, and (pid, file) of a sampling loop started in it (None
-    without an interval, or where it cannot start); (None, None) where the guest cannot be
-    asked."""
+@dataclass(frozen=True)
+class GuestLoop:
+    """How the guest is being watched: by its agent (isotax.protocols.GuestStat, no command),
+    or by a shell loop started with exec (its pid and the file it writes; pid None: no loop)."""
+
+    agent: bool = False
+    pid: int | None = None
+    path: str = ""
+
+
+def open_guest(inst: Instance, interval_s: float) -> tuple[StatReading | None, GuestLoop]:
+    """The guest's /proc/stat now, and how its sampling (every interval_s; none for 0) runs;
+    a None reading where the guest cannot be asked. An instance with GuestStat is asked
+    through it; a refusal there (an agent older than the op) falls back to exec."""
+    if isinstance(inst, GuestStat):
+        text = inst.guest_stat_open(interval_s)
+        if text is not None:
+            return _stat(text), GuestLoop(agent=True)
     path = f"{inst.scratch}/itx-guest-stat"
     try:
         done = inst.exec(["sh", "-c", _GUEST_OPEN, "sh", f"{interval_s:g}", path], 30)
     except ExecError:
-        return None, None
+        return None, GuestLoop()
     stat, found, rest = done.stdout.partition(_SPLIT + "\n")
     if done.returncode != 0 or not found:
-        return None, None
+        return None, GuestLoop()
     pid = rest.strip()
-    return _stat(stat), ((int(pid), path) if pid.isdigit() else None)
+    return _stat(stat), GuestLoop(pid=int(pid), path=path) if pid.isdigit() else GuestLoop()
 
 
-def close_guest(inst: Instance, started: tuple[int, str] | None) -> tuple[str, StatReading | None]:
-    """Stop the guest's loop (if one runs): what it wrote ("" when nothing came back), and the
-    guest's /proc/stat now (None where it cannot be read)."""
-    pid, path = started if started is not None else ("", "")
+def close_guest(inst: Instance, loop: GuestLoop) -> tuple[str, StatReading | None]:
+    """Stop the guest's sampling (if it runs): what it read ("" when nothing came back), and
+    the guest's /proc/stat now (None where it cannot be read)."""
+    if loop.agent:
+        got = inst.guest_stat_close() if isinstance(inst, GuestStat) else None
+        return ("", None) if got is None else (got[0], _stat(got[1]))
+    pid = "" if loop.pid is None else str(loop.pid)
     try:
-        done = inst.exec(["sh", "-c", _GUEST_CLOSE, "sh", str(pid), path], 60)
+        done = inst.exec(["sh", "-c", _GUEST_CLOSE, "sh", pid, loop.path], 60)
     except ExecError:
         return "", None
     text, found, stat = done.stdout.partition(_SPLIT + "\n")
@@ -212,7 +229,7 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
     guest0, gloop = (open_guest(inst, settings.interval_s) if cls in GUEST_KINDS and read_guest
-                     else (None, None))
+                     else (None, GuestLoop()))
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
     # A remote load generator's meter also says who it counts and per client command.

@@ -368,6 +368,13 @@ class QemuInstance:
         assert self._vm is not None
         return self._vm.exec(argv, timeout, {**GUEST_ENV, "TMPDIR": SCRATCH})
 
+    # isotax.protocols.GuestStat: the agent reads the guest's /proc/stat without a command.
+    def guest_stat_open(self, interval_s: float) -> str | None:
+        return self._vm.stat_open(interval_s) if self._vm is not None else None
+
+    def guest_stat_close(self) -> tuple[str, str] | None:
+        return self._vm.stat_close() if self._vm is not None else None
+
     def describe(self) -> Mapping[str, str]:
         d = {
             "kind": self.kind,

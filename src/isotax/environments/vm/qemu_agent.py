@@ -107,6 +107,21 @@ class AgentClient:
         return Completed(tuple(argv), int(resp["rc"]), resp.get("stdout", ""),
                          resp.get("stderr", ""), time.monotonic() - t0)
 
+    def stat_open(self, interval_s: float) -> str | None:
+        """The guest's /proc/stat now, read by the agent itself, and its sampling thread
+        started (interval_s > 0); None from an agent without the op (an image built before
+        it), which answers rc 2."""
+        resp = self.request({"op": "stat_open", "interval": interval_s}, HOST_GRACE_S)
+        return str(resp["stat"]) if resp.get("rc") == 0 and "stat" in resp else None
+
+    def stat_close(self) -> tuple[str, str] | None:
+        """(the sampling thread's marked readings, the guest's /proc/stat now); None where
+        the agent cannot."""
+        resp = self.request({"op": "stat_close"}, HOST_GRACE_S)
+        if resp.get("rc") != 0 or "stat" not in resp:
+            return None
+        return str(resp.get("ticks", "")), str(resp["stat"])
+
     def shutdown(self) -> None:
         """Ask the guest to power off; the answer comes before the power goes."""
         self.request({"op": "shutdown"}, 5.0)

@@ -468,6 +468,24 @@ class Vm:
             return Completed(tuple(argv), 255, "",
                              f"guest agent failed ({e}); QEMU {state}: {self.why()}", 0.0)
 
+    def stat_open(self, interval_s: float) -> str | None:
+        """isotax.protocols.GuestStat: see AgentClient.stat_open; None when the VM or its
+        agent cannot."""
+        if not self.alive() or self.agent is None:
+            return None
+        try:
+            return self.agent.stat_open(interval_s)
+        except AgentError:
+            return None
+
+    def stat_close(self) -> tuple[str, str] | None:
+        if not self.alive() or self.agent is None:
+            return None
+        try:
+            return self.agent.stat_close()
+        except AgentError:
+            return None
+
     def qmp_cmd(self, cmd: str, **args: object) -> Any:
         if self.qmp is None:
             raise BootError("QMP is not connected")
