@@ -36,6 +36,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator
 from isotax.analysis.report_data import CdfKey, ReportData, Row
 from isotax.analysis.stats import Ratio
 from isotax.protocols import PHASES, CpuCurve, FigureHints, figure_hints
+from isotax.report import drawing
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
@@ -46,7 +47,19 @@ def hinted(d: ReportData, wants: Callable[[FigureHints], object]) -> list[str]:
     return [wl for wl in d.workloads() if wants(figure_hints(wl))]
 
 
-def to_svg(fig: Figure) -> str:
+def to_svg(fig: Figure, tight_layout: bool = False) -> str:
+    """The figure as SVG text; `tight_layout` lays its axes out first (a draw of its own, so
+    it is done only by the process that draws the figure: report.drawing)."""
+    n, mine = drawing.claim()
+    if not mine:
+        plt.close(fig)
+        return drawing.placeholder(n)
+    if tight_layout:
+        fig.tight_layout()
+    return drawing.drawn(n, _svg(fig))
+
+
+def _svg(fig: Figure) -> str:
     buf = io.StringIO()
     # No date in the SVG: a report made again from the same store (or from its exported
     # bundle, elsewhere) is byte for byte the same.
@@ -189,8 +202,7 @@ def bars(d: ReportData) -> str:
         ax.set_ylabel(r.unit)
     for k in range(len(rows), nrows * cols):
         axes[k // cols][k % cols].axis("off")
-    fig.tight_layout()
-    return to_svg(fig)
+    return to_svg(fig, tight_layout=True)
 
 
 def _sweep_value(params_key: str, name: str) -> float | None:
@@ -304,8 +316,7 @@ def concurrency(d: ReportData, workload: str, knob: str, other: ReportData | Non
     last = axes[-1]
     last.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="upper left",
                 bbox_to_anchor=(1.18 if other is None else 1.01, 1))
-    fig.tight_layout()
-    return to_svg(fig)
+    return to_svg(fig, tight_layout=True)
 
 
 def latency_workloads(d: ReportData) -> list[str]:
@@ -364,8 +375,7 @@ def throughput_latency(d: ReportData, workload: str, other: ReportData | None = 
                               linestyle="-" if k == 0 or other is not None else "--"))
         labels.append(lat)
     last.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    return to_svg(fig)
+    return to_svg(fig, tight_layout=True)
 
 
 def cpu_curves(d: ReportData) -> list[tuple[str, CpuCurve]]:
@@ -479,8 +489,7 @@ def latency_cdf(d: ReportData, key: CdfKey, other: ReportData | None = None,
     tail.set_title("tail: 1 - F", fontsize=9)
     tail.legend(*body.get_legend_handles_labels(), fontsize=7, loc="upper left",
                 bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    return to_svg(fig)
+    return to_svg(fig, tight_layout=True)
 
 
 def phase_workloads(d: ReportData) -> list[str]:
@@ -582,6 +591,5 @@ def cost(d: ReportData) -> str:
             ax.legend(fontsize=7)
     for k in range(len(points), nrows * cols):
         axes[k // cols][k % cols].axis("off")
-    fig.tight_layout()
-    _clip_note(fig, marked)
-    return to_svg(fig)
+    _clip_note(fig, marked)  # a figure text: tight_layout places the axes only
+    return to_svg(fig, tight_layout=True)

@@ -26,6 +26,7 @@ from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
 from isotax.report import (
     decisions,
+    drawing,
     figures,
     hostcpu,
     layers,
@@ -236,6 +237,11 @@ def _anchor(title: str) -> str:
 
 
 def render(d: ReportData) -> str:
+    """The HTML report, its figures drawn by all CPUs (report.drawing): the same text."""
+    return drawing.drawn_in_parallel(lambda: _render(d))
+
+
+def _render(d: ReportData) -> str:
     run, host = d.run, d.run.host
     head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,20 +156,37 @@ class PerfReading:
     pid: int = 0  # perf's own PID while it runs (so telemetry can tell it from the workload)
 
 
+Hook = Callable[[PerfReading], None]
+
+
+def _nothing(reading: PerfReading) -> None:
+    return None
+
+
 @contextmanager
-def perf_counting(event: str) -> Iterator[PerfReading]:
+def perf_counting(event: str, starting: Hook = _nothing,
+                  stopping: Hook = _nothing) -> Iterator[PerfReading]:
     """Count `event` host-wide (perf stat -a) exactly around the body of the `with`.
 
     perf starts before the body with its counters disabled (-D -1) and is enabled through its
     control FIFO, waiting for perf's "ack", so the count starts when the body does, not when
     perf happens to finish opening counters; after the body it is stopped with SIGINT by its
     PID and its -x, output parsed. A failure never raises: the reading says why it is empty.
+
+    `starting` runs while perf opens its counters (after it was started, before counting, its
+    PID in the reading), `stopping` while perf writes its counts (after SIGINT ended the
+    count): the caller's own work at both ends overlaps perf's start and stop instead of
+    adding to them, and is not counted. Both run whether perf can count or not.
     """
     reading = PerfReading(event)
     perf = shutil.which("perf")
     if perf is None:
         reading.reason = "perf is not installed (apt-get install linux-perf)"
-        yield reading
+        starting(reading)
+        try:
+            yield reading
+        finally:
+            stopping(reading)
         return
     with tempfile.TemporaryDirectory(prefix="itx-perf-") as d:
         ctl, ack, out, err = (Path(d) / n for n in ("ctl", "ack", "stat.csv", "stderr"))
@@ -194,16 +211,24 @@ def perf_counting(event: str) -> Iterator[PerfReading]:
                 reading.reason = f"perf stat could not run: {e}"
             if proc is not None:
                 reading.pid = proc.pid
+            starting(reading)
+            if proc is not None:
                 os.write(ctl_fd, b"enable\n")
                 started = _wait_ack(ack_fd, proc)
                 if not started:
                     reading.reason = "perf stat did not start counting"
             yield reading
         finally:
-            if proc is not None:
-                _stop(proc)
-            os.close(ctl_fd)
-            os.close(ack_fd)
+            signalled = proc is not None and proc.poll() is None
+            if proc is not None and signalled:
+                proc.send_signal(signal.SIGINT)  # the count ends with the body
+            try:
+                stopping(reading)
+            finally:
+                if proc is not None:
+                    _stop(proc, signalled)
+                os.close(ctl_fd)
+                os.close(ack_fd)
         if proc is None:
             return
         if not started:
@@ -235,10 +260,12 @@ def _wait_ack(ack_fd: int, proc: subprocess.Popen[bytes]) -> bool:
     return False
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGINT makes perf stat write its counts and exit; kill only if it does not."""
+def _stop(proc: subprocess.Popen[bytes], signalled: bool = False) -> None:
+    """SIGINT (unless `signalled` already) makes perf stat write its counts and exit; kill
+    only if it does not."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        if not signalled:
+            proc.send_signal(signal.SIGINT)
         try:
             proc.wait(_PERF_STOP_S)
         except subprocess.TimeoutExpired:

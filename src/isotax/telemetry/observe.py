@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from isotax.model import SanityError
 from isotax.parsers.perf_stat import parse_perf_stat
 from isotax.protocols import ExecError, GuestStat, Instance, Isolation, isolation_of
 from isotax.telemetry import cpuacct
-from isotax.telemetry.counters import PMU_DIR, perf_counting
+from isotax.telemetry.counters import PMU_DIR, PerfReading, perf_counting
 from isotax.telemetry.sampler import (
     CPU_COLS,
     Classifier,
@@ -235,17 +235,22 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
     # A remote load generator's meter also says who it counts and per client command.
     lg_mark = lg_group.mark() if lg_group is not None and hasattr(lg_group, "mark") else None
     classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)
-    perf_cm: Any = (perf_counting(",".join(PERF_SOFTWARE_EVENTS)) if settings.perf
-                    else contextlib.nullcontext(None))
     sampler = Sampler(settings.interval_s, classifier)
-    with perf_cm as perf:
-        if perf is not None and getattr(perf, "pid", None):
-            classifier.own_pids.add(perf.pid)
+
+    def starting(perf: PerfReading | None) -> None:
+        if perf is not None and perf.pid:
+            classifier.own_pids.add(perf.pid)  # before the first tick classifies it
         sampler.start()
-        try:
-            yield obs
-        finally:
-            rec = sampler.stop()
+
+    def stopping(perf: PerfReading | None) -> None:
+        sampler.stop()
+
+    # The sampler's first and last ticks run while perf starts and stops (perf_counting).
+    perf_cm: Any = (perf_counting(",".join(PERF_SOFTWARE_EVENTS), starting, stopping)
+                    if settings.perf else _unwatched(starting, stopping))
+    with perf_cm as perf:
+        yield obs
+    rec = sampler.rec
     inside1 = _usage(group)
     lg1 = lg_group.usage_s() if lg_group is not None else None
     gtext, guest1 = close_guest(inst, gloop) if guest0 is not None else ("", None)
@@ -279,6 +284,17 @@ def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
         lg = Counted(sampled.group_cpu_s("loadgen"), "sampled threads")
     obs.summary = replace(sampled, kind_class=cls, links=link_speeds(sampled.links),
                           guest=guest, inside=inside, loadgen=lg, perf=_perf_summary(perf))
+
+
+@contextlib.contextmanager
+def _unwatched(starting: Callable[[None], None], stopping: Callable[[None], None]
+               ) -> Iterator[None]:
+    """perf off in the plan: the same two ends, no perf."""
+    starting(None)
+    try:
+        yield None
+    finally:
+        stopping(None)
 
 
 def _usage(group: Path | None) -> float | None:

@@ -36,7 +36,7 @@ from typing import ClassVar
 
 from isotax.environments.base import EnvironmentBase, process_gone, register
 from isotax.environments.oci.bundle import VOLUME_DIR
-from isotax.environments.oci.instance import OciInstance
+from isotax.environments.oci.instance import OciInstance, same_process
 from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, RuntimeLeftovers, probe
 from isotax.parsers import procfs
 from isotax.protocols import (
@@ -237,11 +237,7 @@ def _start_time(pid: int) -> int | None:
 
 def _alive(pid: int, start: int | None) -> bool:
     """Still running (not a zombie) and still the same process."""
-    try:
-        st = procfs.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
-    except OSError:
-        return False
-    return st.state != "Z" and st.starttime == start
+    return start is not None and same_process(pid, start)
 
 class GvisorInstance(OciInstance):
     """An OciInstance run by runsc: the same bundle, runsc's flags, the Sentry and the Gofer
