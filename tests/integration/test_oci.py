@@ -105,10 +105,17 @@ def test_network_mode(inst: OciInstance) -> None:
 
 @pytest.mark.integration
 def test_pause_resume_and_stop_twice(inst: OciInstance) -> None:
-    inst.pause()
-    assert inst.state() == "paused"
+    # Paused through the container's own freezer cgroup, not a runtime process; the runtime
+    # reads the same cgroup back and agrees (its state "paused", its resume works too).
+    assert inst._set_frozen(True), "the freezer cgroup is not where isotax looks for it"
+    assert inst.state() == "paused" and inst.alive() == ""
     inst.resume()
     assert inst.state() == "running"
+    inst.exec(["true"], 30).check()
+    inst.pause()
+    assert inst.state() == "paused"
+    assert inst.rt.call("resume", inst.cid).returncode == 0  # the runtime thaws it
+    assert inst.state() == "running" and inst.alive() == ""
     inst.exec(["true"], 30).check()
     names = [inst.cid]
     if inst._bridge is not None:

@@ -243,6 +243,8 @@ class GvisorInstance(OciInstance):
     """An OciInstance run by runsc: the same bundle, runsc's flags, the Sentry and the Gofer
     counted as the instance's host processes."""
 
+    freezes_its_cgroup = False  # runsc pause stops the sandbox itself
+
     def __init__(self, runtime: Runtime, spec: EnvSpec, platform: str,
                  overlay2: str | None) -> None:
         self.platform = platform
