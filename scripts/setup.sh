@@ -16,9 +16,10 @@ APT=(apt-get -y -q -o DPkg::Lock::Timeout=600 -o Dir::Cache::archives="$APT_CACH
 PACKAGES=(
   # environments
   runc crun qemu-system-x86 qemu-utils iproute2 iptables kmod
-  # container engines (docker: isotax starts a private dockerd when none runs; podman: the CNI
-  # plugins for its bridge); policy-rc.d below keeps their services from starting
-  docker.io podman containernetworking-plugins
+  # container engines (docker: isotax starts a private dockerd when none runs; podman: netavark,
+  # the network backend isotax names on podman's command line, as Podman 5 has no CNI, and
+  # aardvark-dns, its DNS); policy-rc.d below keeps their services from starting
+  docker.io podman netavark aardvark-dns
   # the system container (nspawn); NIC offloads for parity; NUMA placement
   systemd-container ethtool numactl
   # the image: debootstrap, ext4 export, static guest helpers
@@ -132,10 +133,7 @@ PY
   echo "setup.sh: runsc $RUNSC_VERSION installed in $RUNSC ($((SECONDS - t0)) s)"
 fi
 
-# Debian's python3 (3.11 on bookworm) for the venv: the same interpreter on every such host.
-if [ ! -x .venv/bin/isotax ]; then
-  /usr/bin/python3 -m venv .venv
-fi
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[dev]'
+# The virtual environment in .venv from requirements.lock (pinned, hash-checked; Debian's
+# python3), with the dev and data extras the tests need, then isotax itself (scripts/venv.sh).
+bash scripts/venv.sh .venv
 echo "setup.sh: ready; .venv/bin/isotax --help"

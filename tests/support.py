@@ -6,6 +6,7 @@ plans the runner tests register, and the stored runs the report tests render."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -28,6 +29,7 @@ from isotax.run.runner import Runner
 from isotax.run.schedule import new_run_id
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
+from isotax.telemetry.summary import TelemetrySummary
 from isotax.workloads.base import BaseWorkload
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -371,3 +373,51 @@ def self_contained(page: str) -> None:
     assert "<script" not in page.lower()
     assert not re.search(r"""\b(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     assert "<link" not in page.lower() and "@import" not in page
+
+
+# -- a run for the data exports (long format, results.json's schema) ----------------------------
+
+LONG_PLAN = 'name = "long"\nrepetitions = 3\n'
+
+
+def long_store(tmp_path: Path, run_id: str = "d1") -> tuple[SQLiteStore, str]:
+    """A stored run with every kind of cell the exports carry: three metrics (one the
+    environment's host CPU) at two compress levels in native, runc and an emulated qemu (3
+    repetitions and a warm-up each, telemetry on native's and runc's), a failed cell, an n/a
+    cell with other parameters (a text and a float one), an environment that did not run, and
+    the run's phases. 26 cells, 74 rows of the long format (a cell without samples is one
+    row)."""
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run(run_id, "long", LONG_PLAN, 1, {"hostname": "h", "cpus": 2})
+    store.put_environment(EnvRecord(run_id, "native", "native", True, "", {}, {}, {"ready": 0}))
+    store.put_environment(EnvRecord(run_id, "runc", "runc", True, "", {"network": "bridge"}, {},
+                                    {"ready": 0.03}))
+    store.put_environment(EnvRecord(run_id, "qemu", "qemu", True, "",
+                                    {"accelerator": "tcg", "emulated": "yes"}, {}, {}))
+    store.put_environment(EnvRecord(run_id, "gone", "crun", False, "crun is not installed",
+                                    {}, {}, {}))
+    slower = {"native": 1.0, "runc": 1.1, "qemu": 5.0}
+    for env, k in slower.items():
+        cost = DATA / "cost" / f"{env}-compress-1.json"
+        for level in (1, 9):
+            params = {"level": level, "threads": 0}
+            for rep in (0, 1, 2, 3):  # 0: the warm-up
+                key = CellKey(env, "compress", params, max(rep, 1), warmup=rep == 0)
+                watched = (TelemetrySummary.from_json(json.loads(cost.read_text())), {}) \
+                    if cost.is_file() and rep else None
+                store.commit_cell(run_id, key, "1", CellStatus.OK, "", 100.0 + rep,
+                                  101.5 + rep,
+                                  [Sample("throughput", (50.0 + rep) / level / k, "MB/s"),
+                                   Sample("ratio", 3.0 + level / 10, "x", False),
+                                   Sample("env_host_cpu_s", 0.1 * k, "s", False,
+                                          {"by_program": {env: 0.1 * k}})], watched)
+    store.commit_cell(run_id, CellKey("runc", "compress", {"level": 9, "threads": 0}, 4), "1",
+                      CellStatus.FAILED, "SanityError: xz output size differs", 110.0, 111.0,
+                      [])
+    store.commit_cell(run_id, CellKey("qemu", "rr", {"proto": "udp", "seconds": 1.5}, 1), "1",
+                      CellStatus.NOT_APPLICABLE, "no network path to measure", 112.0, 112.0,
+                      [])
+    store.put_run_meta(run_id, "phases", {"wall_s": 60.0, "report_s": 1.0,
+                                          "seconds": {"workload": 50.0, "store": 2.0}})
+    store.set_run_status(run_id, "complete", 120.0)
+    return store, run_id

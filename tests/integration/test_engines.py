@@ -4,10 +4,11 @@ nothing behind (the private dockerd included)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def _why_not(kind: str) -> str | None:
 def _ours(kind: str) -> list[str]:
     """Leaks of this engine only: other suites may run beside this one on a shared host."""
     words = {"docker": ("itx-brd", "itx-pub", "dockerd", "itx-docker", "DOCKER"),
-             "podman": ("itx-brp", "podman", "CNI")}[kind]
+             "podman": ("itx-brp", "podman", "NETAVARK", "CNI")}[kind]
     return ours(*words)
 
 
@@ -70,6 +71,16 @@ def keeper(image: ImageArtifacts, tmp_path_factory: pytest.TempPathFactory
     assert _ours("docker") == []
 
 
+def _programs(pids: Iterable[int]) -> set[str]:
+    """The executables of those pids still alive: one may exit between listing and looking
+    (a short exec's process), which is no failure."""
+    out = set()
+    for p in pids:
+        with contextlib.suppress(OSError):
+            out.add(Path(os.readlink(f"/proc/{p}/exe")).name)
+    return out
+
+
 def _exercise(inst: Instance, loadgen: NamespaceLoadGen) -> dict[str, float]:
     """Everything an environment must do, and a short redis run through the load generator."""
     d = inst.describe()
@@ -89,7 +100,7 @@ def _exercise(inst: Instance, loadgen: NamespaceLoadGen) -> dict[str, float]:
     inst.exec(["sh", "-c", f"echo x > {inst.data_dir}/f && rm {inst.data_dir}/f"], 30).check()
     # Cost: the engine's processes and the container's, and its cgroup's kernel memory.
     pids = inst.host_pids()
-    progs = {Path(f"/proc/{p}/exe").resolve().name for p in pids if Path(f"/proc/{p}").exists()}
+    progs = _programs(pids)
     assert "itx-ready" in progs, progs
     kmem = inst.kernel_memory_bytes()
     assert kmem is not None and kmem > 0
@@ -183,7 +194,9 @@ def test_podman(network: str, image: ImageArtifacts, loadgen: NamespaceLoadGen,
     inst = _start("podman", image, tmp_path, network, "volume")
     try:
         d = inst.describe()
-        assert d["kind"] == "podman" and d["engine"].startswith("podman 4")
+        assert d["kind"] == "podman" and d["engine"].startswith("podman ")
+        # As `podman info` reports it: netavark, never the host's default (CNI on Podman 4).
+        assert d["network_backend"] == "netavark", d
         progs = {Path(f"/proc/{p}/exe").resolve().name for p in inst.host_pids()}
         assert "conmon" in progs, progs
         _exercise(inst, loadgen)

@@ -27,7 +27,9 @@ from isotax.environments.engines.dockerd import (
 from isotax.environments.engines.engine import parse_proc_cgroup
 from isotax.environments.engines.iptables import foreign_rules_on_our_links, iptables_leftovers
 from isotax.environments.engines.podman import (
-    cni_conflist,
+    NETWORK_BACKEND,
+    netavark_network,
+    parse_network_backend,
     podman_flags,
     runsc_wrapper_text,
 )
@@ -102,13 +104,16 @@ def test_run_argv_numa_golden(numa_node: int | None) -> None:
 
 def test_podman_run_argv_golden() -> None:
     """Podman: the runtime goes before `run` (a path it remembers); the network is isotax's
-    CNI network, not the engine's default `bridge`."""
+    netavark network, not the engine's default `podman`; the backend is named on the
+    command line, whatever the host's containers.conf says."""
     choices = Choices("bridge", "volume", "crun")
     argv = run_argv(name="itx-eng-abc123", image="itx-image:h", choices=choices,
                     publish_on="10.213.9.1", runtime_flags=[], volume="itx-eng-abc123",
                     bind_dir=None, memory_mib=1024, limits=LIMITS,
                     extra=["--network", "itx-brpabc123"])
     assert argv.count("--network") == 1
+    flags = podman_flags()
+    assert flags[flags.index("--network-backend") + 1] == NETWORK_BACKEND == "netavark"
     golden("run-podman-bridge-volume", ["podman", *podman_flags(), "--runtime",
                                         "/run/itx-podman/runtimes/crun-unified-detached", *argv])
     golden("podman-runsc-wrapper", runsc_wrapper_text("systrap", True).splitlines())
@@ -167,9 +172,23 @@ def test_crun_wrapper_detaches_only_the_unified_mount() -> None:
     assert "umount -l /sys/fs/cgroup/unified" in text and "/usr/bin/crun" in text
 
 
-def test_cni_network_golden() -> None:
-    golden("cni", cni_conflist("itx-brpabc123", "itx-brpabc123", "10.213.9.0/24",
-                               "10.213.9.1"))
+def test_netavark_network_golden() -> None:
+    """The network file Podman loads from its network directory: it skips a file whose name
+    is not <name>.json and refuses an id that is not 64 hex digits."""
+    net = netavark_network("itx-brpabc123", "itx-brpabc123", "10.213.9.0/24", "10.213.9.1",
+                           mtu=1450)
+    golden("netavark-network", net)
+    assert len(net["id"]) == 64 and int(net["id"], 16) >= 0
+    assert net["network_interface"] == "itx-brpabc123" and net["options"] == {"mtu": "1450"}
+    assert net["dns_enabled"] is False and net["labels"] == {"isotax": "1"}
+
+
+def test_podman_info_network_backend() -> None:
+    assert parse_network_backend("netavark\n") == "netavark"
+    assert parse_network_backend("cni") == "cni"
+    assert parse_network_backend("") == ""
+    assert parse_network_backend("Error: unsupported network backend") == ""
+    assert parse_network_backend("<no value>") == ""  # a template field Podman lacks
 
 
 # -- parsers on real engine output ---------------------------------------------------------

@@ -170,6 +170,9 @@ class ReportData:
     # the ones that vary (the sweep axes, shown in each row).
     common_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     sweep_label: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (workload, params_key) -> the point's parameters, typed as stored: results.csv gives
+    # each its own column (the params_key string packs them for grouping, not for reading).
+    point_params: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # (environment, workload, params_key) -> the CPU the environment's own host processes
     # used per run (envcpu.METRIC), and per program name its mean per run.
@@ -296,6 +299,8 @@ def analyze(store: Store, run_id: str) -> ReportData:
         cells[(row, env)] = Cell(tuple(vals), summarize(vals), r)
     failures = [c for c in records if c.status is CellStatus.FAILED]
     data = ReportData(run, plan, baseline, envs, columns, rows, cells, failures, common, sweep)
+    data.point_params = {(c.key.workload, c.key.params_key): dict(c.key.params)
+                         for c in measured}
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
     data.run_meta = store.run_meta(run.id)
     for c in measured:

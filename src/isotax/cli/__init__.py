@@ -432,7 +432,19 @@ def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: b
             store, rid = _open_run(run_id, results_dir, stack)
             # A bundle's report goes beside the bundle (maybe on another machine).
             home = Path(run_id).parent if Path(run_id).is_file() else results_dir
+        _version_warnings(store, rid)
         _write_report(store, rid, out or home / rid, formats)
+
+
+def _version_warnings(store: Store, rid: str) -> None:
+    """One line per report-shaping package (matplotlib, numpy, ...) whose version here differs
+    from the one the run was reported with: the regenerated report may differ in bytes."""
+    from isotax.host import versions
+
+    recorded = store.run_meta(rid).get(versions.META_KEY)
+    current = versions.installed(versions.REPORT_PACKAGES)
+    for line in versions.report_differences(recorded, current):
+        console.print(f"[yellow]warning:[/] {escape(line)}")
 
 
 def _open_run(ref: str, results_dir: Path, stack: ExitStack):  # type: ignore[no-untyped-def]
@@ -458,26 +470,39 @@ def _open_run(ref: str, results_dir: Path, stack: ExitStack):  # type: ignore[no
 @main.command()
 @click.argument("run_id", metavar="RUN")
 @results_option
-@click.option("--format", "fmt", type=click.Choice(["bundle", "json", "csv"]),
+@click.option("--format", "fmt",
+              type=click.Choice(["bundle", "json", "csv", "long", "parquet"]),
               default="bundle", show_default=True,
               help="bundle: the run's store rows, plan and fingerprint, for `isotax report "
-                   "BUNDLE` elsewhere; json: results.json (versioned); csv: one row per value.")
+                   "BUNDLE` elsewhere; json: results.json (versioned, with a JSON Schema); "
+                   "csv: results.csv, one row per point x metric x environment; long: CSV, "
+                   "one row per cell x metric, a column per parameter; parquet: the long "
+                   "format as Parquet (pip install 'isotax[data]').")
 @click.option("--out", type=click.Path(path_type=Path),
-              help="File to write [default: RESULTS/RUN.itx.tar.gz, RUN.json or RUN.csv].")
+              help="File to write [default: RESULTS/RUN.itx.tar.gz, RUN.json, RUN.csv, "
+                   "RUN.long.csv or RUN.parquet].")
 def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
-    """Export RUN as a portable bundle, JSON or CSV."""
+    """Export RUN as a portable bundle, JSON, CSV, or the long format (CSV or Parquet)."""
+    from isotax import data
     from isotax.analysis.report_data import analyze
     from isotax.report import RENDERERS
     from isotax.store.bundle import export_bundle
 
     store = _open_store(results_dir)
     record = _get_run(store, run_id)
-    suffix = {"bundle": ".itx.tar.gz", "json": ".json", "csv": ".csv"}[fmt]
+    suffix = {"bundle": ".itx.tar.gz", "json": ".json", "csv": ".csv", "long": ".long.csv",
+              "parquet": ".parquet"}[fmt]
     path = out or results_dir / f"{record.id}{suffix}"
     if fmt == "bundle":
         export_bundle(store, record.id, path)
+    elif fmt == "parquet":
+        try:  # pandas and pyarrow are an extra: without them, one line saying how (exit 2)
+            data.write_parquet(data.table(store, record.id), path)
+        except data.MissingExtra as e:
+            fail(str(e))
     else:
-        text = RENDERERS[fmt](analyze(store, record.id))
+        text = (data.to_csv(data.table(store, record.id)) if fmt == "long"
+                else RENDERERS[fmt](analyze(store, record.id)))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -554,7 +579,8 @@ def runs_cmd(results_dir: Path) -> None:
 
 
 # The commands about the host rather than runs (envs, workloads, image, system, doctor) are in
-# cli/host.py, those beyond one host (fleet, import) in cli/fleet.py; importing them registers
-# them on `main`.
+# cli/host.py, those beyond one host (fleet, import) in cli/fleet.py, the CI gate (check) in
+# cli/check.py; importing them registers them on `main`.
+from isotax.cli import check as _check  # noqa: E402, F401
 from isotax.cli import fleet as _fleet  # noqa: E402, F401
 from isotax.cli import host as _host  # noqa: E402, F401

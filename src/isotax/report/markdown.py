@@ -11,6 +11,7 @@ import datetime as dt
 import math
 
 from isotax.analysis.report_data import ReportData
+from isotax.host import versions
 from isotax.host.fingerprint import show_rows
 from isotax.report import decisions, hostcpu, layers, lifecycle, phases, verdicts, warmups
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
@@ -133,6 +134,26 @@ def host_blocks(d: ReportData) -> list[Block]:
     if "smt" in host:  # runs recorded before the full fingerprint have only the line above
         out.append(Details("Host fingerprint (what a comparison of runs checks)",
                            (Grid(["what", "value"], [list(r) for r in show_rows(host)]),)))
+    return out + versions_blocks(d)
+
+
+def versions_blocks(d: ReportData) -> list[Block]:
+    """The Python and host tool versions the run recorded (isotax.host.versions), the
+    report-shaping packages in one line; which of those differ here when the report is
+    regenerated elsewhere. Nothing for a run made before they were recorded."""
+    rec = d.run_meta.get(versions.META_KEY)
+    if not isinstance(rec, dict) or not isinstance(rec.get("python_packages"), dict):
+        return []
+    pkgs, tools = rec["python_packages"], rec.get("host_tools") or {}
+    out: list[Block] = [Text(f"Python {_esc(rec.get('python', '?'))}; the report's packages: "
+                             + _esc(versions.show(versions.report_packages(pkgs).items())))]
+    diffs = versions.report_differences(rec, versions.installed(versions.REPORT_PACKAGES))
+    if diffs:
+        out.append(Items([_esc(x) for x in diffs]))
+    out.append(Details("Python packages and host tools the run recorded",
+                       (Grid(["what", "version"],
+                             [[n, _esc(v)] for n, v in pkgs.items()]
+                             + [[f"{n} (host tool)", _esc(v)] for n, v in tools.items()]),)))
     return out
 
 

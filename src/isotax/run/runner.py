@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import protocols
-from isotax.host import numa, owners, parity
+from isotax.host import numa, owners, parity, versions
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.choose import open_loadgen
@@ -335,6 +335,9 @@ class Runner:
         self.rounds = AddedRounds(self.plan, self.store, self.clock, self.log)
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
+        if versions.META_KEY not in meta:  # the first start's, as the fingerprint is
+            # Beside the fingerprint: the Python packages and host tools the run is made with.
+            self.store.put_run_meta(run_id, versions.META_KEY, versions.collect())
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
         self.workdir = workdir
         status = "failed"

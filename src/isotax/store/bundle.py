@@ -3,7 +3,9 @@ one .tar.gz that `isotax report BUNDLE` turns into the same report on another ma
 
 Layout (format BUNDLE_VERSION):
   manifest.json     {"format": "isotax-bundle", "version", "run_id", "isotax", "schema",
-                     "results_format", "sha256": {file: digest}}
+                     "results_format", "sha256": {file: digest}, "versions": the Python
+                     packages and host tools the run was made with (isotax.host.versions;
+                     null for a run made before they were recorded)}
   isotax.db         an SQLite store holding only this run's rows (every table, ids kept)
   plan.toml         the exact plan the run used (also in the store; here for people)
   fingerprint.json  the host fingerprint the run recorded (likewise)
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import __version__
+from isotax.host import versions
 from isotax.model import FORMAT_VERSION
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.sqlite import SQLiteStore, full_disk
@@ -94,6 +97,9 @@ def export_bundle(store: Store, run_id: str, out: Path) -> Path:
         "format": "isotax-bundle", "version": BUNDLE_VERSION, "run_id": run.id,
         "isotax": __version__, "schema": SCHEMA_VERSION, "results_format": FORMAT_VERSION,
         "sha256": {name: _sha256(data) for name, data in files.items()},
+        # Named here too (they are in the store's run meta) so a reader of the bundle sees
+        # which matplotlib, numpy, ... made its report without opening the database.
+        "versions": store.run_meta(run.id).get(versions.META_KEY),
     }
     tmp = out.with_name(out.name + ".tmp")
     try:

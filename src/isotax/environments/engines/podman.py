@@ -2,10 +2,14 @@
 
 isotax keeps Podman's state apart from anybody else's: its own storage (--root
 /var/lib/isotax/podman, the image store, kept like the image cache), run root
-(/run/itx-podman) and CNI network directory (/run/itx-podman/net.d). A bridged container gets
-its own bridge itx-brp<tag> (isotax's network.Bridge: a free /24, NAT) described to Podman as a
-CNI network (bridge + portmap + firewall plugins, Podman's own default chain), so no
-cni-podman0 is ever made.
+(/run/itx-podman) and network directory (/run/itx-podman/net.d). Its network backend is
+netavark, named on every command line (--network-backend): Podman 5 has no other, and Podman 4
+would otherwise pick one from the host's containers.conf or, unset, from what its store held
+before (CNI for a store that has images, as isotax's has). A bridged container gets its own
+bridge itx-brp<tag> (isotax's network.Bridge: a free /24, NAT) described to Podman as a
+netavark network, so no podman0 is ever made. netavark's IPAM database is Podman's shared one
+(/run/containers/networks, the same for every rootful Podman on the host): `podman network rm`
+removes isotax's network from it.
 
 Ports (engine.py explains why): rootful Podman reserves every published port with a listening
 socket that conmon holds, so by default the load generator maps them to the container's address
@@ -13,13 +17,15 @@ on its bridge with the same DNAT Podman's portmap plugin installs; options.publi
 publishes them with `-p` on the bridge's gateway (loadgen's "published" mode).
 
 conmon, Podman's per-container monitor, counts toward the container's cost (host_pids). With
-the last instance of the process gone, the CNI chains Podman left in iptables are removed, and
-the storage's own private bind mounts are unmounted.
+the last instance of the process gone, the chains netavark left in iptables (NETAVARK_FORWARD,
+NETAVARK-HOSTPORT-*: it removes only its per-network ones) are removed, and the storage's own
+private bind mounts are unmounted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -69,35 +75,56 @@ from isotax.protocols import (
 ROOT = Path("/var/lib/isotax/podman")
 RUNROOT = Path("/run/itx-podman")
 NET_DIR = RUNROOT / "net.d"
-CNI_PLUGIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+NETWORK_BACKEND = "netavark"
+# Where Podman looks for its helper binaries (containers.conf's helper_binaries_dir default);
+# Debian's netavark is /usr/lib/podman/netavark.
+HELPER_DIRS = ("/usr/local/libexec/podman", "/usr/local/lib/podman", "/usr/libexec/podman",
+               "/usr/lib/podman")
 
 
 def podman_flags() -> list[str]:
-    return ["--root", str(ROOT), "--runroot", str(RUNROOT), "--network-config-dir",
-            str(NET_DIR), "--tmpdir", str(RUNROOT / "libpod"), "--cgroup-manager", "cgroupfs",
-            "--events-backend", "file", "--storage-driver", "overlay"]
+    # --network-backend: a global option Podman 4 hides (its own tests use it) and Podman 5
+    # keeps; a flag rather than a containers.conf of isotax's own (CONTAINERS_CONF), which
+    # would replace all of the host's containers.conf, not only the backend.
+    return ["--root", str(ROOT), "--runroot", str(RUNROOT), "--network-backend",
+            NETWORK_BACKEND, "--network-config-dir", str(NET_DIR), "--tmpdir",
+            str(RUNROOT / "libpod"), "--cgroup-manager", "cgroupfs", "--events-backend",
+            "file", "--storage-driver", "overlay"]
 
 
-def cni_conflist(name: str, bridge: str, subnet: str, gateway: str,
-                 mtu: int = 1500) -> dict[str, Any]:
-    """The CNI network Podman 4.3 writes for `podman network create`, on isotax's bridge:
-    NAT is the bridge's own (network.Bridge), hence no ipMasq; the veth gets the host
-    uplink's MTU, as isotax's own links do. Pure."""
+def netavark_network(name: str, bridge: str, subnet: str, gateway: str,
+                     mtu: int = 1500) -> dict[str, Any]:
+    """The netavark network Podman 4.3 writes for `podman network create` (its JSON in the
+    network directory, <name>.json), on isotax's bridge. Written by hand because `podman
+    network create` refuses a subnet that is already on a host interface, as the bridge's is.
+    No DNS (aardvark-dns stays off, as the CNI network had no dnsname); the veth gets the host
+    uplink's MTU, as isotax's own links do. Podman wants a 64-hex id: the name's sha256. Pure."""
     return {
-        "cniVersion": "0.4.0",
         "name": name,
-        "plugins": [
-            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False,
-             "hairpinMode": True, "mtu": mtu,
-             "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
-                      "ranges": [[{"subnet": subnet, "gateway": gateway}]],
-                      "dataDir": str(RUNROOT / "cni-ipam")}},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-            {"type": "firewall", "backend": ""},
-            {"type": "tuning"},
-        ],
-        "args": {"podman_labels": {LABEL: "1"}},
+        "id": hashlib.sha256(name.encode()).hexdigest(),
+        "driver": "bridge",
+        "network_interface": bridge,
+        "created": "2000-01-01T00:00:00Z",  # fixed: a pure function, and nobody reads it
+        "subnets": [{"subnet": subnet, "gateway": gateway}],
+        "ipv6_enabled": False,
+        "internal": False,
+        "dns_enabled": False,
+        "options": {"mtu": str(mtu)},
+        "labels": {LABEL: "1"},
+        "ipam_options": {"driver": "host-local"},
     }
+
+
+def parse_network_backend(text: str) -> str:
+    """The backend `podman info --format {{.Host.NetworkBackend}}` printed ("netavark",
+    "cni"); "" for anything else (an error, an old Podman without the field). Pure."""
+    word = text.strip()
+    return word if word.isalpha() and word.islower() else ""
+
+
+def netavark_binary() -> str | None:
+    return next((str(Path(d, "netavark")) for d in HELPER_DIRS
+                 if Path(d, "netavark").is_file()), None)
 
 
 def runsc_wrapper_text(platform: str, host_network: bool) -> str:
@@ -121,7 +148,7 @@ def _acquire() -> None:
 
 
 def _release(cli: EngineCli) -> list[str]:
-    """The last instance of the process: CNI's chains and the storage's mounts go."""
+    """The last instance of the process: netavark's chains and the storage's mounts go."""
     global _USERS, _IPTABLES
     with _LOCK:
         _USERS -= 1
@@ -132,7 +159,7 @@ def _release(cli: EngineCli) -> list[str]:
         if left:  # another isotax process's containers: leave the shared state alone
             return errors
         if _IPTABLES:
-            errors += remove_iptables_leftovers(_IPTABLES, ("CNI-",), ("itx-brp",))
+            errors += remove_iptables_leftovers(_IPTABLES, ("NETAVARK",), ("itx-brp",))
             _IPTABLES = {}
         for point in mounts_under((str(ROOT), str(RUNROOT))):
             p = command.run(["umount", "-l", point], 30)
@@ -151,6 +178,7 @@ class PodmanInstance(EngineInstance):
         self.cli = EngineCli("podman", podman_flags())
         self._bridge: Bridge | None = None
         self._net_file: Path | None = None
+        self._network_backend = ""
         self._acquired = False
         self.release_errors: list[str] = []
         try:
@@ -214,19 +242,15 @@ class PodmanInstance(EngineInstance):
         return ["--runtime", str(w)], []
 
     def _network_flags(self) -> tuple[str | None, list[str]]:
-        if not any(Path(d, "bridge").exists() for d in CNI_PLUGIN_DIRS):
-            raise Unavailable(Availability.no(
-                "the CNI plugins are not installed (podman's bridge network needs them)",
-                "apt-get install containernetworking-plugins"))
         tag = self.name.rsplit("-", 1)[1]
         self._bridge = Bridge(name=f"itx-brp{tag}")
         self._bridge.up()
         self.bridge_name = self._bridge.name
         net = self._bridge.name
-        self._net_file = NET_DIR / f"{net}.conflist"
+        self._net_file = NET_DIR / f"{net}.json"
         with IPRoute() as ipr:
             mtu = uplink_mtu(ipr)
-        self._net_file.write_text(json.dumps(cni_conflist(
+        self._net_file.write_text(json.dumps(netavark_network(
             net, self._bridge.name, str(self._bridge.network), self._bridge.gateway, mtu),
             indent=1))
         return (self._bridge.gateway if self.publish else None), ["--network", net]
@@ -244,17 +268,25 @@ class PodmanInstance(EngineInstance):
 
     def _engine_version(self) -> str:
         p = self.cli.call("version", "--format", "{{.Client.Version}}", timeout=20)
+        # The backend as Podman itself reports it (not as isotax asked for it): what ran.
+        info = self.cli.call("info", "--format", "{{.Host.NetworkBackend}}", timeout=20)
+        self._network_backend = parse_network_backend(info.stdout) if info.returncode == 0 \
+            else ""
         return f"podman {p.stdout.strip()}" if p.returncode == 0 else "podman"
 
     def _engine_words(self) -> dict[str, str]:
         d = {"daemon": "none (podman is daemonless; conmon per container)",
-             "storage_root": str(ROOT)}
+             "storage_root": str(ROOT),
+             "network_backend": self._network_backend or "unknown"}
         if self.import_s:
             d["image_import_s"] = f"{self.import_s:.1f}"
         return d
 
     def _release_engine(self) -> None:
         if self._net_file is not None:
+            # Through Podman, which also drops the network from netavark's shared IPAM
+            # database; the file itself goes in any case.
+            self.cli.call("network", "rm", self._net_file.stem, timeout=30)
             self._net_file.unlink(missing_ok=True)
             self._net_file = None
         if self._bridge is not None:
@@ -269,10 +301,12 @@ class PodmanInstance(EngineInstance):
 
 
 def podman_leaks() -> list[Leftover]:
-    """isotax-labelled Podman containers and volumes in isotax's own storage, CNI networks
-    left in its network directory, conmon processes of its containers."""
+    """isotax-labelled Podman containers and volumes in isotax's own storage, networks left
+    in its network directory, conmon processes of its containers."""
     out: list[Leftover] = []
-    podman = ("podman", "--root", str(ROOT), "--runroot", str(RUNROOT))
+    # The same backend as the run: a container's network is torn down by the one that made it.
+    podman = ("podman", "--root", str(ROOT), "--runroot", str(RUNROOT), "--network-backend",
+              NETWORK_BACKEND)
     if not RUNROOT.is_dir():
         # No podman of isotax's is live (asking podman would set up its run root and storage
         # mounts): its storage's own container list says what a crashed run left.
@@ -292,8 +326,9 @@ def podman_leaks() -> list[Leftover]:
                              timeout=30).stdout.split():
             out.append(Leftover(f"podman volume {name}", [(*podman, "volume", "rm", name)]))
     if NET_DIR.is_dir():
-        for f in sorted(NET_DIR.glob("*.conflist")):
-            out.append(Leftover(f"podman CNI network {f}", [("rm", str(f))]))
+        # *.conflist: CNI networks of an isotax before netavark.
+        for f in sorted([*NET_DIR.glob("*.json"), *NET_DIR.glob("*.conflist")]):
+            out.append(Leftover(f"podman network {f}", [("rm", str(f))]))
     return out
 
 
@@ -301,8 +336,8 @@ def podman_leaks() -> list[Leftover]:
 class Podman(Engine):
     kind: ClassVar[str] = "podman"
     description: ClassVar[str] = ("Podman (rootful, own storage): the image imported; "
-                                  "bridge+ports (CNI) or host net; runc/crun/runsc")
-    # What a killed run leaves: its own (above), and rules CNI made for isotax's bridge.
+                                  "bridge+ports (netavark) or host net; runc/crun/runsc")
+    # What a killed run leaves: its own (above), and rules netavark made for isotax's bridge.
     leak_finders: ClassVar[tuple[LeakFinder, ...]] = (podman_leaks, engine_iptables_leaks)
     options: ClassVar[tuple[ParamSpec, ...]] = (
         STORAGE_OPTION,
@@ -322,6 +357,11 @@ class Podman(Engine):
                           ("iptables", "iptables"), ("unshare", "util-linux")):
             if shutil.which(tool) is None:
                 return Availability.no(f"{tool} is not installed", f"apt-get install {pkg}")
+        # Every podman command of isotax's names netavark: without it none would run.
+        if netavark_binary() is None:
+            return Availability.no(
+                f"netavark is not installed (podman's network backend; looked in "
+                f"{', '.join(HELPER_DIRS)})", "apt-get install netavark aardvark-dns")
         return Availability.yes()
 
     def start(self, spec: EnvSpec) -> Instance:
