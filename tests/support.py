@@ -18,13 +18,29 @@ from typing import Any, ClassVar
 import pytest
 
 from isotax import protocols
+from isotax.environments.base import EnvironmentBase
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.fio import fio_samples
 from isotax.parsers.sockperf import parse_sockperf_full_log
 from isotax.plan import parse_plan
-from isotax.protocols import EnvSpec, FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.protocols import (
+    NETWORKS,
+    STORAGES,
+    Availability,
+    EnvSpec,
+    FigureHints,
+    Instance,
+    Isolation,
+    LeakFinder,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+    Unavailable,
+    VersionCommand,
+)
 from isotax.run.runner import Runner
 from isotax.run.schedule import new_run_id
 from isotax.store.base import EnvRecord
@@ -421,3 +437,26 @@ def long_store(tmp_path: Path, run_id: str = "d1") -> tuple[SQLiteStore, str]:
                                           "seconds": {"workload": 50.0, "store": 2.0}})
     store.set_run_status(run_id, "complete", 120.0)
     return store, run_id
+
+
+class GoneEnvironment(EnvironmentBase):
+    """test only: a kind that is never available here (as a runtime not installed is)."""
+
+    kind: ClassVar[str] = "test-gone"
+    description: ClassVar[str] = "test only: never available"
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
+    supports_numa: ClassVar[bool] = False
+    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
+    options: ClassVar[tuple[ParamSpec, ...]] = ()
+    networks: ClassVar[tuple[str, ...]] = NETWORKS
+    storages: ClassVar[tuple[str, ...]] = STORAGES
+
+    @classmethod
+    def version_command(cls) -> VersionCommand | None:
+        return None
+
+    def available(self) -> Availability:
+        return Availability.no("test-gone is not installed here", "install test-gone")
+
+    def start(self, spec: EnvSpec) -> Instance:
+        raise Unavailable(self.available())

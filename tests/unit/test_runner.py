@@ -6,27 +6,17 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from support import RUNNER_PLAN, EchoWorkload
+from support import RUNNER_PLAN, EchoWorkload, GoneEnvironment
 
 from isotax import protocols
-from isotax.environments.base import EnvironmentBase
 from isotax.environments.native import Native
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
 from isotax.protocols import (
-    NETWORKS,
-    STORAGES,
-    Availability,
     EnvSpec,
     Instance,
-    Isolation,
-    LeakFinder,
-    ParamSpec,
-    Unavailable,
-    VersionCommand,
 )
 from isotax.run.applicability import why_not_applicable
 from isotax.run.runner import Runner
@@ -112,34 +102,11 @@ def test_network_workloads_do_not_apply_without_a_network() -> None:
     assert why_not_applicable(EchoWorkload(), _NoNetwork("none"), {"value": 1}) is None  # type: ignore[arg-type]
 
 
-class _Gone(EnvironmentBase):
-    """test only: a kind that is never available here (as a runtime not installed is)."""
-
-    kind: ClassVar[str] = "test-gone"
-    description: ClassVar[str] = "test only: never available"
-    isolation: ClassVar[Isolation] = Isolation.CONTAINER
-    supports_numa: ClassVar[bool] = False
-    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
-    options: ClassVar[tuple[ParamSpec, ...]] = ()
-    networks: ClassVar[tuple[str, ...]] = NETWORKS
-    storages: ClassVar[tuple[str, ...]] = STORAGES
-
-    @classmethod
-    def version_command(cls) -> VersionCommand | None:
-        return None
-
-    def available(self) -> Availability:
-        return Availability.no("test-gone is not installed here", "install test-gone")
-
-    def start(self, spec: EnvSpec) -> Instance:
-        raise Unavailable(self.available())
-
-
 def test_an_unavailable_environment_refuses_the_run_before_anything_starts(
         tmp_path: Path, echo_workload: type, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not optional: the run is refused in one line naming it, the reason and the fix, and
     nothing is started (native's start() would fail this test) or measured."""
-    monkeypatch.setitem(protocols.ENVIRONMENTS, _Gone.kind, _Gone)
+    monkeypatch.setitem(protocols.ENVIRONMENTS, GoneEnvironment.kind, GoneEnvironment)
 
     def never(self: object, spec: EnvSpec) -> Instance:
         raise AssertionError("an environment was started for a refused run")

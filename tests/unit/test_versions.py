@@ -10,30 +10,17 @@ import sys
 import tarfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
-from support import RUNNER_PLAN
+from support import RUNNER_PLAN, GoneEnvironment
 
 from isotax import protocols
 from isotax.analysis.report_data import analyze
-from isotax.environments.base import EnvironmentBase
 from isotax.host import versions
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
-from isotax.protocols import (
-    NETWORKS,
-    STORAGES,
-    Availability,
-    EnvSpec,
-    Instance,
-    Isolation,
-    LeakFinder,
-    ParamSpec,
-    Unavailable,
-    VersionCommand,
-)
 from isotax.report import json_report, markdown
 from isotax.run.runner import Runner
 from isotax.run.schedule import new_run_id
@@ -94,34 +81,11 @@ def test_host_tools_first_line_from_stdout_or_stderr() -> None:
     assert versions.python_version().startswith(f"{sys.version_info[0]}.{sys.version_info[1]}")
 
 
-class _Gone(EnvironmentBase):
-    """test only: never available, so the run is refused right after it started."""
-
-    kind: ClassVar[str] = "test-gone-v"
-    description: ClassVar[str] = "test only: never available"
-    isolation: ClassVar[Isolation] = Isolation.CONTAINER
-    supports_numa: ClassVar[bool] = False
-    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
-    options: ClassVar[tuple[ParamSpec, ...]] = ()
-    networks: ClassVar[tuple[str, ...]] = NETWORKS
-    storages: ClassVar[tuple[str, ...]] = STORAGES
-
-    @classmethod
-    def version_command(cls) -> VersionCommand | None:
-        return None
-
-    def available(self) -> Availability:
-        return Availability.no("test-gone-v is not installed here", "install it")
-
-    def start(self, spec: EnvSpec) -> Instance:
-        raise Unavailable(self.available())
-
-
 def test_a_run_records_its_versions_beside_its_fingerprint(
         tmp_path: Path, echo_workload: type, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(protocols.ENVIRONMENTS, _Gone.kind, _Gone)
+    monkeypatch.setitem(protocols.ENVIRONMENTS, GoneEnvironment.kind, GoneEnvironment)
     text = RUNNER_PLAN.replace('name = "native2"\nkind = "native"',
-                               f'name = "gone"\nkind = "{_Gone.kind}"')
+                               f'name = "gone"\nkind = "{GoneEnvironment.kind}"')
     plan = parse_plan(text)
     store = SQLiteStore(tmp_path / "isotax.db")
     run_id = new_run_id(plan.name)
