@@ -23,7 +23,7 @@ def test_one_script_answers_like_each_command_alone(tmp_path: Path) -> None:
     # Every registered workload's real version commands (the host has most of the tools),
     # and the cases a version command can end in: not found, a failure, blank lines first.
     argvs = [list(a) for w in protocols.workloads().values() for a in w.tools.values()]
-    argvs += [["itx-no-such-tool", "--version"], ["sh", "-c", "echo out; exit 3"],
+    argvs += [["/nonexistent/itx-no-such-tool", "--version"], ["sh", "-c", "echo out; exit 3"],
               ["sh", "-c", "echo; echo '  first  line'; echo second"]]
     done = subprocess.run(["sh", "-c", versions_script(argvs), "sh", str(tmp_path)],
                           capture_output=True, text=True, check=True)
