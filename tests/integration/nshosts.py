@@ -440,10 +440,13 @@ def _signal(pid: int, known: Mapping[int, int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
+TERM_GRACE_S = 1.0
+
+
 def _kill_trees(roots: Mapping[int, int], timeout: float = 10) -> None:
-    """SIGKILL `roots` and all their descendants. Stopped (SIGSTOP) first, top down, until no
+    """End `roots` and all their descendants. Stopped (SIGSTOP) first, top down, until no
     new one appears: a stopped process forks nothing, and a child stays its parent's (so the
-    walk still finds it) until the parent dies, which only the final SIGKILL does."""
+    walk still finds it) until the parent dies; then SIGTERM (see below), SIGKILL at last."""
     known = dict(roots)
     stopped: set[int] = set()
     for _ in range(100):
@@ -455,6 +458,17 @@ def _kill_trees(roots: Mapping[int, int], timeout: float = 10) -> None:
         for p in new:
             _signal(p, known, signal.SIGSTOP)
             stopped.add(p)
+    # SIGTERM, then SIGCONT, and a moment to go: a session's shell runs its EXIT traps (a
+    # login shell's `pyenv rehash` removes its lock file there; one killed while it holds it
+    # leaves every later login of the user waiting 60 s for it). Then SIGKILL what is left.
+    tree = _tree(known)
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        for p in tree:
+            _signal(p, known, sig)
+    grace = time.monotonic() + TERM_GRACE_S
+    while _tree(known) and time.monotonic() < grace:
+        time.sleep(0.02)
+    known.update(_tree(known))
     for p in _tree(known):
         _signal(p, known, signal.SIGKILL)
     deadline = time.monotonic() + timeout
