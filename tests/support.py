@@ -455,8 +455,10 @@ class GoneEnvironment(EnvironmentBase):
     def version_command(cls) -> VersionCommand | None:
         return None
 
+    fix: ClassVar[str] = "install test-gone"  # what its refusal tells the user to do
+
     def available(self) -> Availability:
-        return Availability.no("test-gone is not installed here", "install test-gone")
+        return Availability.no(f"{self.kind} is not installed here", self.fix)
 
     def start(self, spec: EnvSpec) -> Instance:
         raise Unavailable(self.available())

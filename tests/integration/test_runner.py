@@ -10,29 +10,23 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from support import RUNNER_PLAN, EchoCounter, ran, requires_root_and
+from support import RUNNER_PLAN, EchoCounter, GoneEnvironment, ran, requires_root_and
 
 from isotax import protocols
 from isotax.analysis.report_data import analyze
-from isotax.environments.base import EnvironmentBase
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus, NotApplicable, Sample
 from isotax.plan import parse_plan
 from isotax.protocols import (
-    NETWORKS,
-    STORAGES,
     Availability,
     EnvSpec,
     FigureHints,
     Instance,
-    Isolation,
-    LeakFinder,
     LoadGen,
     Params,
     ParamSpec,
     Port,
     Unavailable,
-    VersionCommand,
 )
 from isotax.report import json_report, markdown
 from isotax.run.runner import Runner
@@ -152,27 +146,11 @@ def test_not_applicable_is_stored_once_per_point_and_reported(tmp_path: Path,
     assert '"reason": "the CPU refuses an instruction this build uses"' in doc
 
 
-class _Elsewhere(EnvironmentBase):
+class _Elsewhere(GoneEnvironment):
     """test only: a kind that is not available here (a runtime this host lacks)."""
 
     kind: ClassVar[str] = "test-elsewhere"
-    description: ClassVar[str] = "test only: never available"
-    isolation: ClassVar[Isolation] = Isolation.CONTAINER
-    supports_numa: ClassVar[bool] = False
-    leak_finders: ClassVar[tuple[LeakFinder, ...]] = ()
-    options: ClassVar[tuple[ParamSpec, ...]] = ()
-    networks: ClassVar[tuple[str, ...]] = NETWORKS
-    storages: ClassVar[tuple[str, ...]] = STORAGES
-
-    @classmethod
-    def version_command(cls) -> VersionCommand | None:
-        return None
-
-    def available(self) -> Availability:
-        return Availability.no("test-elsewhere is not installed here", "install it")
-
-    def start(self, spec: EnvSpec) -> Instance:
-        raise Unavailable(self.available())
+    fix: ClassVar[str] = "install it"
 
 
 class _Breaks(_Elsewhere):
