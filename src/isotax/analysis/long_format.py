@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.model import Sample
+from isotax.model import Sample, describes_emulation
 from isotax.store.base import CellRecord, EnvRecord
 
 PARAM_PREFIX = "param_"
@@ -37,8 +37,8 @@ class LongTable:
 
 
 def is_emulated(env: EnvRecord | None) -> bool:
-    """An environment under software emulation (TCG): the rule ReportData.emulated applies."""
-    return bool(env and str(env.describe.get("emulated", "")).lower() in ("yes", "true", "1"))
+    """An environment under software emulation (TCG): model.describes_emulation."""
+    return bool(env and describes_emulation(env.describe))
 
 
 def param_columns(params: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:

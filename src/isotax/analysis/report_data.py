@@ -25,7 +25,7 @@ from isotax.analysis.verdicts import MIN_MARGIN
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
 from isotax.host.parity import problems_by_environment
-from isotax.model import CellKey, CellStatus
+from isotax.model import CellKey, CellStatus, describes_emulation
 from isotax.parsers import distributions
 from isotax.plan import DEFAULT_BASELINE, PlanError, parse_plan
 from isotax.protocols import figure_hints, headline_metric
@@ -212,7 +212,7 @@ class ReportData:
 
     def emulated(self, name: str) -> bool:
         e = self.env(name)
-        return bool(e and str(e.describe.get("emulated", "")).lower() in ("yes", "true", "1"))
+        return bool(e and describes_emulation(e.describe))
 
     def na_reason(self, env: str, row: Row) -> str | None:
         """Why row's point does not apply to env, or None."""

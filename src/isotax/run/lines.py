@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from isotax.model import CellKey, CellStatus, Sample
+from isotax.model import CellKey, CellStatus, Sample, describes_emulation
 from isotax.protocols import headline_metric
 
 
 def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
-    """"" unless the started environment says it is emulated (describe key "emulated", as
-    analysis.ReportData.emulated reads it): then one line saying so, with its accelerator and
+    """"" unless the started environment says it is emulated (model.describes_emulation):
+    then one line saying so, with its accelerator and
     the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
-    if str(describe.get("emulated", "")).lower() not in ("yes", "true", "1"):
+    if not describes_emulation(describe):
         return ""
     accel = str(describe.get("accelerator", "")).strip()
     how = f"{accel.upper()} software emulation" if accel else "software emulation"
