@@ -48,7 +48,9 @@ def runtime_version_commands() -> dict[str, list[str]]:
     return out
 
 
-def _first_line(argv: list[str]) -> str:
+def first_line(argv: Sequence[str]) -> str:
+    """The first line a host command prints (stdout, else stderr), "not installed" where it
+    is not, "unknown (...)" where it does not answer."""
     if shutil.which(argv[0]) is None:
         return "not installed"
     out = command.run(argv, 10)
@@ -342,7 +344,7 @@ def fingerprint(root: str | Path = "/", tool: Tool | None = None) -> dict[str, A
         "numa_nodes": len(numa) or 1,
         "python": sys.version.split()[0],
         "isotax": __version__,
-        "runtimes": {k: _first_line(v) for k, v in runtime_version_commands().items()} if live
+        "runtimes": {k: first_line(v) for k, v in runtime_version_commands().items()} if live
         else {k: "not recorded (captured tree)" for k in runtime_version_commands()},
         **read_topology(r),
         "numa_cpus": {str(n): ",".join(map(str, cpus)) for n, cpus in numa.items()},

@@ -11,7 +11,6 @@ Every reader is plain data in, data out except `collect`, which asks the live sy
 from __future__ import annotations
 
 import platform
-import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from importlib import metadata
@@ -20,7 +19,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from isotax.host import command
+from isotax.host.fingerprint import first_line
 
 META_KEY = "versions"
 
@@ -109,19 +108,10 @@ def _extra_requirements(dist: metadata.Distribution, extra: str) -> list[Require
     return [r for r in _requirements(dist, {extra}) if str(r) not in base]
 
 
-def _first_line(argv: tuple[str, ...]) -> str:
-    if shutil.which(argv[0]) is None:
-        return "not installed"
-    out = command.run(argv, 10)
-    if out.returncode in (command.TIMED_OUT, command.NOT_FOUND):
-        return f"unknown ({out.stderr.strip()})"
-    text = (out.stdout or out.stderr).strip()
-    return text.splitlines()[0].strip("* ") if text else ""
-
-
 def host_tools(tools: Mapping[str, tuple[str, ...]] = HOST_TOOLS) -> dict[str, str]:
     """{tool: first line of its version output}, "not installed" where it is not."""
-    return {name: _first_line(argv) for name, argv in tools.items()}
+    # The fingerprint's reading of a host command; a leading "* " (some tools' banners) dropped.
+    return {name: first_line(argv).strip("* ") for name, argv in tools.items()}
 
 
 def python_version() -> str:
