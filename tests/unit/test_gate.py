@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from isotax.analysis.gate import BoundsError, evaluate, parse_bounds, point_params
+from isotax.analysis.gate import BoundsError, evaluate, parse_bounds
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState
 from isotax.cli import main
@@ -329,11 +329,11 @@ def test_an_unknown_run_or_a_missing_bounds_file_is_exit_status_2(results: Path)
 def test_an_incomplete_run_is_a_warning_and_lines_name_their_bound(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "isotax.db")
     _store_run(store, "r3", SCENARIO, status="interrupted")
-    data, params = analyze(store, "r3"), point_params(store.cells("r3"))
+    data = analyze(store, "r3")
     store.close()
     high = max(_state(data, "runc", "compress", level).verdict.high for level in (2, 6))
     text = f'\n\n[[bound]]\nworkload = "compress"\nmin_ratio = {high * 1.01}\n'
-    got = evaluate(parse_bounds(text, "b.toml"), data, {}, params)
+    got = evaluate(parse_bounds(text, "b.toml"), data, {})
     assert got.exit_status == 1
     assert got.findings[0].kind == "WARN" and "r3 is interrupted" in got.findings[0].text
     fails = got.of("FAIL")

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -47,7 +47,6 @@ from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN
 from isotax.host.fingerprint import fingerprint_differences
-from isotax.store.base import CellRecord
 
 ParamValue = str | bool | int | float
 Kind = Literal["FAIL", "NOTE", "WARN"]
@@ -248,11 +247,6 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if math.isfinite(x) else str(x)
 
 
-def point_params(cells: Iterable[CellRecord]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """(workload, params_key) -> the point's parameters, for a bound's `params`."""
-    return {(c.key.workload, c.key.params_key): c.key.params for c in cells}
-
-
 def _same(got: Any, want: ParamValue) -> bool:
     # 2 and 2.0 are one point; True is not 1 (bool is an int to Python, not to a plan).
     if isinstance(got, bool) != isinstance(want, bool):
@@ -308,11 +302,11 @@ class _Run:
 
 
 def evaluate(bounds: Bounds, data: ReportData,
-             references: Mapping[str, ReportData] | None = None,
-             params: Mapping[tuple[str, str], Mapping[str, Any]] | None = None) -> GateResult:
+             references: Mapping[str, ReportData] | None = None) -> GateResult:
     """Every bound against the run's ratios. references: each no_worse_than run, analyzed,
-    by the name the bounds give it; params: point_params of the run's cells (a bound with
-    `params` matches nothing without them)."""
+    by the name the bounds give it. A bound's `params` are matched against each point's
+    parameters as the analysis kept them (ReportData.point_params)."""
+    params = data.point_params
     run = _Run(data)
     refs = {k: _Run(v) for k, v in (references or {}).items()}
     out = GateResult(data.run.id, bounds.source, len(bounds.entries))
@@ -330,14 +324,14 @@ def evaluate(bounds: Bounds, data: ReportData,
                         "difference", where))
     for b, where in bounds.entries:
         matched = 0
-        for env, row in _matches(b, run, params or {}):
+        for env, row in _matches(b, run, params):
             matched += 1
             out.checked += 1
             out.findings += _judge(b, where, run, env, row)
             if b.no_worse_than is not None:
                 out.findings += _judge_against(b, where, run, refs[b.no_worse_than], env, row)
         if not matched:
-            out.findings.append(Finding("WARN", _unmatched(b, run, params or {}), where))
+            out.findings.append(Finding("WARN", _unmatched(b, run, params), where))
     return out
 
 

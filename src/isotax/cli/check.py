@@ -49,7 +49,7 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
     run in the store by default (as `isotax report`: give a CI job its own --results)."""
     import json
 
-    from isotax.analysis.gate import BoundsError, evaluate, format_lines, parse_bounds, point_params
+    from isotax.analysis.gate import BoundsError, evaluate, format_lines, parse_bounds
     from isotax.analysis.report_data import analyze
 
     try:
@@ -79,7 +79,7 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
         for ref, where in bounds.references():
             s, r = _reference(ref, where, bounds_path, results_dir, stack)
             refs[ref] = analyze(s, r)
-        result = evaluate(bounds, analyze(store, rid), refs, point_params(store.cells(rid)))
+        result = evaluate(bounds, analyze(store, rid), refs)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
