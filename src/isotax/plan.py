@@ -49,6 +49,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 from collections.abc import Mapping
 from importlib import resources
@@ -205,6 +206,9 @@ class Verdicts(_Frozen):
     # The whole run's wall time: no added cell starts unless, by its point's mean cell time,
     # it ends before this much has passed since the run started.
     deadline_s: float | None = None
+    # Borrow each ratio's pair spread from this host's stored block-paired runs of the same
+    # point (isotax.analysis.borrowing), where today's pairs do not refuse it.
+    borrow: bool = True
 
     @field_validator("margin")
     @classmethod
@@ -303,6 +307,9 @@ class Plan(_Frozen):
     # Warm-ups run the first point of each environment x workload ("workload"), or every
     # point of its sweep ("point"): one warm-up primes caches, JITs and page cache for all.
     warmup_points: Literal["workload", "point"] = "workload"
+    # "history": an environment x workload whose newest warm-up on this host (a stored run)
+    # did not differ from its measured runs is not warmed up again; "always": every one is.
+    warmups_from: Literal["history", "always"] = "history"
     verdicts: Verdicts = Field(default_factory=Verdicts)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
@@ -445,3 +452,32 @@ def load_plan(name_or_path: str) -> tuple[Plan, str]:
         raise PlanError(f"{path}: cannot be read ({e.strerror}); give a readable TOML file"
                         ) from None
     return parse_plan(text, str(path)), text
+
+
+def parse_budget(text: str) -> float:
+    """Seconds of a --budget: "60m", "1h", "90s" or plain seconds; ValueError naming the fix."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    unit = units.get(t[-1:])
+    number = t[:-1] if unit is not None else t
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise ValueError(f"--budget {text!r} is not a duration; give e.g. 60m, 1h or 600s") \
+            from None
+    if not 60 <= seconds <= 7 * 24 * 3600:
+        raise ValueError(f"--budget {text!r} is outside 1 minute to 7 days; give e.g. 60m")
+    return seconds
+
+
+def with_budget(plan: Plan, seconds: float) -> Plan:
+    """The plan with its run's wall time set to `seconds`: [verdicts] deadline_s is the budget
+    and max_repetitions grows with it (the plan's cap times budget / its deadline, at least the
+    plan's), so the added rounds may spend the whole budget where they decide most."""
+    vs = plan.verdicts
+    cap = vs.max_repetitions or plan.repetitions
+    scale = seconds / vs.deadline_s if vs.deadline_s else 1.0
+    grown = min(1000, max(cap, math.ceil(cap * scale), plan.repetitions + 1))
+    return plan.model_copy(update={"verdicts": vs.model_copy(
+        update={"deadline_s": seconds, "max_repetitions": grown})})
+

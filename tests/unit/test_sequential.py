@@ -4,8 +4,10 @@ decisions on committed cells, the margins, and the plan's checks."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
+from scipy import stats as scipy_stats
 
 from isotax.analysis import margins, sequential
 from isotax.analysis.margins import Margin, Margins
@@ -29,7 +31,7 @@ def _cell(env: str, rep: int, value: float | None, point: int = 1, secs: float =
                       "" if status is CellStatus.OK else "broke", 100.0, 100.0 + secs, samples)
 
 
-def _two_percent(row: tuple[str, str, str]) -> Margin:
+def _two_percent(row: tuple[str, str, str], environment: str = "") -> Margin:
     return Margin(0.02, "plan")
 
 
@@ -117,13 +119,34 @@ def test_margins_come_from_the_plan_or_the_aa_floor_never_below_two_percent() ->
     row = ("w", "p=1", "tput")
     assert Margins(0.05, {}, {}, None)(row) == Margin(0.05, "plan")
     assert Margins("auto", {}, {}, None)(row).value == MIN_MARGIN
-    assert Margins("auto", {row: 0.07}, {}, None)(row) == Margin(0.07, "A/A in this run")
+    assert Margins("auto", {row: 0.07}, {}, None)(row) == Margin(0.07, "this run's A/A canary")
     assert Margins("auto", {row: 0.01}, {}, None)(row).value == MIN_MARGIN
-    # another point of the same workload and metric stands in; the stored run after the run's
+    # another point of the same workload and metric stands in
     other = ("w", "p=2", "tput")
     assert Margins("auto", {other: 0.04, ("w", "p=3", "tput"): 0.09}, {}, None)(row).value \
         == 0.09
-    assert Margins("auto", {}, {row: 0.06}, "r0")(row) == Margin(0.06, "A/A run r0")
+    # a stored A/A run of this host comes first: it was fixed when the run started
+    assert Margins("auto", {row: 0.03}, {row: 0.06}, "r0")(row) == Margin(0.06, "A/A run r0")
+    # never wider than MAX_AUTO_MARGIN, and the source says the floor was above it
+    wide = Margins("auto", {row: 0.3}, {}, None)(row)
+    assert wide.value == margins.MAX_AUTO_MARGIN and "30%" in wide.source
+    # the canary is never judged against its own floor
+    canary = Margins("auto", {row: 0.07}, {}, None, canary="native-aa")
+    assert canary(row, "native-aa").value == MIN_MARGIN and canary(row, "runc").value == 0.07
+
+
+def test_the_aa_floor_is_the_far_end_of_the_paired_t_interval() -> None:
+    cells = _rounds("native-aa", [100.0, 104.0, 97.0, 101.0], [100.0, 101.0, 99.0, 100.0])
+    d = [math.log(a / b) for a, b in zip([100.0, 104.0, 97.0, 101.0],
+                                          [100.0, 101.0, 99.0, 100.0], strict=True)]
+    mean, sd = statistics.mean(d), statistics.stdev(d)
+    half = scipy_stats.t.ppf(0.975, 3) * sd / 2
+    want = max(abs(math.expm1(mean - half)), abs(math.expm1(mean + half)))
+    assert margins.aa_floors(cells, "native", "native-aa")[("w", "p=1", "tput")] == \
+        pytest.approx(want)
+    # two pairs are too few for a floor
+    two = _rounds("native-aa", [100.0, 104.0], [100.0, 101.0])
+    assert margins.aa_floors(two, "native", "native-aa") == {}
 
 
 def test_the_aa_floor_is_read_from_the_run_or_a_stored_run_of_the_same_host(tmp_path) -> None:
@@ -138,7 +161,7 @@ def test_the_aa_floor_is_read_from_the_run_or_a_stored_run_of_the_same_host(tmp_
                           list(c.samples), None)
     store.set_run_status("aa1", "complete", 1.0)
     got, run = margins.stored_aa_floors(store, host, exclude="other")
-    assert run == "aa1" and got == floors
+    assert run.startswith("aa1 (") and got == floors  # named and dated
     assert margins.stored_aa_floors(store, {**host, "cpus": 4}, exclude="other") == ({}, None)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isotax.analysis.verdicts import MIN_MARGIN, Verdict, decide, t_radius
+from isotax.analysis.verdicts import MIN_MARGIN, SD_FLOOR, Verdict, decide, t_radius
 
 SPREADS = json.loads((Path(__file__).parent.parent / "data/verdicts/spreads.json").read_text())
 MIN_PAIRS = 3
@@ -33,7 +33,7 @@ def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN) -> np.ndarray:
     sq = np.cumsum(d * d, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         var = (sq - n * mean**2) / (n - 1)
-    sd = np.sqrt(np.maximum(var, 0.0))
+    sd = np.maximum(np.sqrt(np.maximum(var, 0.0)), SD_FLOOR)  # verdicts.SD_FLOOR
     with np.errstate(invalid="ignore"):  # inf x 0 where a side is constant: unbounded
         rad = np.nan_to_num(np.array([t_radius(int(k)) for k in n]) * sd / np.sqrt(n),
                             nan=np.inf)

@@ -1,24 +1,35 @@
 """Each headline ratio's equivalence margin: the plan's, or "auto": the larger of 2% and this
-host's A/A noise floor for the workload point.
+host's A/A noise floor for the workload point, at most MAX_AUTO_MARGIN.
 
-The noise floor is what isotax.analysis.stats.aa_noise_floor says of the baseline's A/A copy
-against the baseline (the farthest the A/A ratio's interval reaches from 1): from the run's
-own copy when the plan has aa = true, else from the newest complete A/A run in the store of
-the same host (same hostname, kernel, CPU model and count, memory). A point without its own
-A/A ratio takes the largest floor of the same workload and metric. Verdicts stay valid with
-a margin that moves as the A/A values come in: the confidence sequence covers the true ratio
-at every round whatever the margin (isotax.analysis.verdicts).
+The noise floor is how far from 1 the A/A copy's ratio to the baseline may lie: the farther
+end of the 95% t interval of the mean of its paired log ratios (the A/A copy's value over
+the baseline's of the same round; a fixed-n interval: the A/A run it comes from is complete,
+or is this run's canary, read as it stands). It needs 3 pairs. The floor comes from the newest
+complete A/A run in the store of the same host (same hostname, kernel, CPU model and count,
+memory), looked up once when the run starts, so every verdict of a run is judged against
+the same margin; the run's own canary (aa = true) stands in only where no stored A/A run of
+this host has the point. Never from the pairs being judged. A point without a floor of its
+own takes the largest floor of the same workload and metric.
+
+A floor above MAX_AUTO_MARGIN (10%) does not widen the margin further: at that noise the
+point's "equivalent" would say little; its margin stays 10% and the source says the floor was
+above it. Verdicts stay valid with a margin that moves as the canary's values come in: the
+confidence sequence covers the true ratio at every round whatever the margin
+(isotax.analysis.verdicts).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.analysis.stats import aa_noise_floor, ratio
-from isotax.analysis.verdicts import MIN_MARGIN
+from scipy import stats
+
+from isotax.analysis.verdicts import MIN_MARGIN, pair_by_round
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, Store
 
@@ -28,6 +39,10 @@ RowKey = tuple[str, str, str]  # (workload, params_key, metric)
 SAME_HOST = ("hostname", "kernel", "cpu_model", "cpus", "memory_mib")
 # How many recent complete runs are searched for a stored A/A run.
 SEARCHED_RUNS = 50
+# The widest margin "auto" gives (the module docstring says why).
+MAX_AUTO_MARGIN = 0.10
+# Pairs an A/A floor needs (the t interval at 2 pairs is 12.7 standard errors wide).
+MIN_AA_PAIRS = 3
 
 
 @dataclass(frozen=True)
@@ -36,27 +51,35 @@ class Margin:
     source: str  # in words: "plan", "A/A in this run", "A/A run 2026...", "minimum (no A/A run)"
 
 
-def aa_floors(cells: Sequence[CellRecord], baseline: str, aa_env: str, seed: int
+def aa_floors(cells: Sequence[CellRecord], baseline: str, aa_env: str, seed: int = 0
               ) -> dict[RowKey, float]:
-    """Per row, the noise floor the A/A copy shows against the baseline (measured, OK cells)."""
-    values: dict[tuple[str, RowKey], list[float]] = defaultdict(list)
-    higher: dict[RowKey, bool] = {}
+    """Per row, the noise floor the A/A copy shows against the baseline (measured, OK cells,
+    paired by round): max |ratio - 1| over the 95% t interval of the paired log ratios."""
+    values: dict[tuple[str, RowKey], dict[int, float]] = defaultdict(dict)
     for c in cells:
         if c.key.warmup or c.status is not CellStatus.OK or \
                 c.key.environment not in (baseline, aa_env):
             continue
         for s in c.samples:
             row = (c.key.workload, c.key.params_key, s.metric)
-            values[(c.key.environment, row)].append(s.value)
-            higher[row] = s.higher_is_better
+            values[(c.key.environment, row)][c.key.repetition] = s.value
     floors = {}
-    for row, up in higher.items():
-        a, b = values.get((aa_env, row), []), values.get((baseline, row), [])
-        if len(a) >= 2 and len(b) >= 2 and sum(b) != 0:
-            floor = aa_noise_floor(ratio(a, b, up, seed=seed))
-            if floor == floor:  # not NaN
-                floors[row] = floor
+    for (env, row), by_rep in values.items():
+        if env != aa_env:
+            continue
+        d = pair_by_round(by_rep, values.get((baseline, row), {}))
+        if len(d) >= MIN_AA_PAIRS:
+            floors[row] = paired_floor(d)
     return floors
+
+
+def paired_floor(d: Sequence[float]) -> float:
+    """max |ratio - 1| over the 95% t interval of the mean of the paired log ratios d."""
+    n = len(d)
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return max(abs(math.expm1(mean - half)), abs(math.expm1(mean + half)))
 
 
 def same_host(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -65,7 +88,8 @@ def same_host(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str
                      ) -> tuple[dict[RowKey, float], str | None]:
-    """The floors of the newest complete A/A run of this host in the store, and its id."""
+    """The floors of the newest complete A/A run of this host in the store, and its id with
+    the day it ran ("20261126-2210-quick-ab12 (2026-11-26)")."""
     import tomllib
 
     for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
@@ -78,9 +102,10 @@ def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str
         if not plan.get("aa"):
             continue
         base = str(plan.get("baseline", "native"))
-        floors = aa_floors(store.cells(run.id), base, f"{base}-aa", int(run.seed))
+        floors = aa_floors(store.cells(run.id), base, f"{base}-aa")
         if floors:
-            return floors, run.id
+            day = time.strftime("%Y-%m-%d", time.localtime(run.finished or run.created))
+            return floors, f"{run.id} ({day})"
     return {}, None
 
 
@@ -88,24 +113,31 @@ class Margins:
     """The margin of every row of one run."""
 
     def __init__(self, plan_margin: float | str, in_run: Mapping[RowKey, float],
-                 stored: Mapping[RowKey, float], stored_run: str | None) -> None:
+                 stored: Mapping[RowKey, float], stored_run: str | None,
+                 canary: str | None = None) -> None:
         self.plan_margin = plan_margin
         self.in_run, self.stored, self.stored_run = in_run, stored, stored_run
+        self.canary = canary  # the run's A/A copy: never judged against its own floor
 
-    def __call__(self, row: RowKey) -> Margin:
+    def __call__(self, row: RowKey, environment: str = "") -> Margin:
         if not isinstance(self.plan_margin, str):
             return Margin(float(self.plan_margin), "plan")
-        for floors, source in ((self.in_run, "A/A in this run"),
-                               (self.stored, f"A/A run {self.stored_run}")):
+        own = {} if environment == self.canary else self.in_run
+        # The stored A/A run first: looked up when the run started, it does not move.
+        for floors, source in ((self.stored, f"A/A run {self.stored_run}"),
+                               (own, "this run's A/A canary")):
             floor = floors.get(row)
             if floor is None:  # the workload's other points, same metric
                 same = [f for (w, _, m), f in floors.items() if (w, m) == (row[0], row[2])]
                 floor = max(same) if same else None
-            if floor is not None:
-                return (Margin(floor, source) if floor > MIN_MARGIN else
-                        Margin(MIN_MARGIN, f"minimum (above the {source} floor)"))
+            if floor is None:
+                continue
+            if floor > MAX_AUTO_MARGIN:
+                return Margin(MAX_AUTO_MARGIN, f"maximum (the {source} floor, "
+                                               f"±{floor:.0%}, is above it)")
+            return (Margin(floor, source) if floor > MIN_MARGIN else
+                    Margin(MIN_MARGIN, f"minimum (above the {source} floor)"))
         return Margin(MIN_MARGIN, "minimum (no A/A run of this host)")
-
 
 def margins_for(store: Store, run_id: str, plan_margin: float | str, baseline: str,
                 aa_env: str | None, seed: int, cells: Sequence[CellRecord] | None = None,
@@ -114,9 +146,8 @@ def margins_for(store: Store, run_id: str, plan_margin: float | str, baseline: s
     a stored A/A run of its host (`stored`, when already looked up)."""
     if not isinstance(plan_margin, str):
         return Margins(plan_margin, {}, {}, None)
-    in_run = aa_floors(cells if cells is not None else store.cells(run_id), baseline, aa_env,
-                       seed) if aa_env else {}
+    in_run = aa_floors(cells if cells is not None else store.cells(run_id), baseline,
+                       aa_env) if aa_env else {}
     if stored is None:
-        stored = stored_aa_floors(store, store.get_run(run_id).host, run_id) if not in_run \
-            else ({}, None)
-    return Margins(plan_margin, in_run, stored[0], stored[1])
+        stored = stored_aa_floors(store, store.get_run(run_id).host, run_id)
+    return Margins(plan_margin, in_run, stored[0], stored[1], aa_env)

@@ -18,10 +18,10 @@ from isotax.analysis import sequential
 from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
-from isotax.analysis.margins import margins_for
+from isotax.analysis.margins import Margin, margins_for
 from isotax.analysis.sequential import Progress
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
-from isotax.analysis.verdicts import MIN_MARGIN
+from isotax.analysis.verdicts import MIN_MARGIN, Borrowed, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
 from isotax.host.parity import problems_by_environment
@@ -82,6 +82,19 @@ class ReportWarning(Enum):
                  "Verdicts, each with why): let [verdicts] add rounds (max_repetitions, "
                  "budget_s), quiet the host (`isotax system tune`), or read them as not yet "
                  "known.")
+    CANARY = ("A/A canary not equal",
+              "the A/A canary ({env}, the baseline run a second time) came out {verdict} on "
+              "{points}: the host or the method misbehaved during this run (load that came and "
+              "went, a regime longer than a block); distrust this run's verdicts near that "
+              "size and rerun.")
+    REJUDGED = ("verdicts judged again",
+                "{count} verdict(s) read now differ from the ones the run ended with ({why}); "
+                "the Verdicts section shows the run's own, as stored.")
+    CORRELATED_PAIRS = ("correlated pairs",
+                        "{env}: {count} ratio(s) have a lag-1 autocorrelation of their pair "
+                        "ratios above {limit} (most {point}: {lag1:.2f}): the host's slow "
+                        "load reaches across pairs, so their verdicts are less certain than "
+                        "95%; rerun when the host is quieter.")
     NUMA_SINGLE_NODE = ("NUMA pinning on a one-node host",
                         "this host has one NUMA node: pinning {envs} to it cannot show a "
                         "placement effect; run the plan on a multi-node host for that.")
@@ -126,6 +139,9 @@ class Warned(str):
 
 
 HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust
+# Lag-1 autocorrelation of a ratio's pair log ratios above this is warned about: in
+# simulation a lag-1 of 0.3 already pushes false verdicts past 5% (docs/statistics.md).
+HIGH_LAG1 = 0.3
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,8 @@ class ReportData:
     run_meta: dict[str, Any] = field(default_factory=dict)
     # Every headline ratio's verdict, from the stored cells (isotax.analysis.sequential).
     sequential: Progress | None = None
+    # Verdicts that differ from the ones the run ended with ("runc rr ...: worse -> undecided").
+    rejudged: list[str] = field(default_factory=list)
     # Per environment x warmed-up point: its warm-up against its measured values.
     warmups: list[WarmupCheck] = field(default_factory=list)
     # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
@@ -338,21 +356,44 @@ def analyze(store: Store, run_id: str) -> ReportData:
 
 
 def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) -> None:
-    """Every headline ratio's sequential verdict (isotax.analysis.sequential, with the run's
-    margins), kept in d.sequential and on the headline cells' ratios."""
+    """Every headline ratio's sequential verdict (isotax.analysis.sequential), kept in
+    d.sequential and on the headline cells' ratios: judged with the margins and borrowed
+    spreads the run itself used (stored in run_meta "sequential"), so a report rendered later
+    shows the verdicts the run ended with; a run stored before they were kept is judged with
+    today's margins. Verdicts that still differ (cells added since) are in d.rejudged."""
     settings = d.plan.get("verdicts") or {}
-    margin = settings.get("margin", "auto")
     aa = f"{d.baseline}-aa" if d.plan.get("aa") else None
     fixed = int(d.plan.get("repetitions", 3))
     cap = max(fixed, int(settings.get("max_repetitions") or 0))
-    try:
-        rules = margins_for(store, d.run.id, margin, d.baseline, aa, int(d.run.seed), records)
-    except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
-        rules = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, 0, records)
-    d.sequential = sequential.assess(records, d.baseline, rules, fixed, cap,
+    meta = d.run_meta.get("sequential") or {}
+    kept = {(r["environment"], r["workload"], r["params"]): r for r in meta.get("ratios", [])
+            if "borrowed_dof" in r}
+    lent: dict[tuple[str, str, str], Borrowed] = {}
+    exclude: list[str] = []
+    if kept:
+        def rules(row: tuple[str, str, str], env: str) -> Margin:
+            r = kept.get((env, row[0], row[1]))
+            return (Margin(float(r["margin"]), str(r["margin_source"])) if r is not None
+                    else Margin(MIN_MARGIN, "minimum (not judged by the run)"))
+        lent = {k: Borrowed(float(r["borrowed_dof"]), float(r["borrowed_ss"]),
+                            str(r["borrowed_from"])) for k, r in kept.items()
+                if r["borrowed_dof"]}
+        judge: Any = rules
+    else:
+        exclude = [aa] if aa else []
+        try:
+            judge = margins_for(store, d.run.id, settings.get("margin", "auto"), d.baseline,
+                                aa, int(d.run.seed), records)
+        except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
+            judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, 0, records)
+    d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
                                      float(settings.get("confidence", 0.95)),
-                                     exclude=[aa] if aa else [])
+                                     exclude=exclude, borrowed=lent)
     for st in d.sequential.ratios:
+        was = kept.get(st.point)
+        if was is not None and was["verdict"] != st.verdict.verdict.value:
+            d.rejudged.append(f"{st.environment} {st.workload} {st.params_key}: "
+                              f"{was['verdict']} -> {st.verdict.verdict.value}")
         row = d._row_index.get((st.workload, st.params_key, st.metric))
         if row is None:
             continue
@@ -569,4 +610,35 @@ def _warnings(d: ReportData) -> list[Warned]:
     if seq is not None and seq.ratios and seq.decided < len(seq.ratios):
         out.append(ReportWarning.UNDECIDED.say(undecided=len(seq.ratios) - seq.decided,
                                                total=len(seq.ratios)))
+    out += _verdict_warnings(d)
+    return out
+
+
+def _verdict_warnings(d: ReportData) -> list[Warned]:
+    """The canary that did not come out equal, verdicts judged again since the run, and
+    ratios whose pairs are correlated."""
+    out: list[Warned] = []
+    seq = d.sequential
+    if seq is None:
+        return out
+    aa = f"{d.baseline}-aa"
+    off = [r for r in seq.ratios if r.environment == aa
+           and r.verdict.verdict in (Verdict.WORSE, Verdict.BETTER)]
+    if off:
+        out.append(ReportWarning.CANARY.say(
+            env=aa, verdict=" / ".join(sorted({r.verdict.verdict.value for r in off})),
+            points=", ".join(f"{r.workload} {r.params_key}" for r in off)))
+    if d.rejudged:
+        out.append(ReportWarning.REJUDGED.say(
+            count=len(d.rejudged), why="cells were added or changed since; "
+            + "; ".join(d.rejudged[:3]) + (" ..." if len(d.rejudged) > 3 else "")))
+    lagged: dict[str, list[sequential.RatioState]] = defaultdict(list)
+    for r in seq.ratios:
+        if r.lag1 == r.lag1 and r.lag1 > HIGH_LAG1:
+            lagged[r.environment].append(r)
+    for env, found in lagged.items():
+        worst = max(found, key=lambda r: r.lag1)
+        out.append(ReportWarning.CORRELATED_PAIRS.say(
+            env=env, count=len(found), limit=HIGH_LAG1, lag1=worst.lag1,
+            point=f"{worst.workload} {worst.params_key}"))
     return out

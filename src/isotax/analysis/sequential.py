@@ -16,15 +16,20 @@ without a runner, and `isotax run --resume` picks up from whatever the store hol
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from isotax.analysis import borrowing
+from isotax.analysis.headline import Point, headline_values
 from isotax.analysis.margins import Margin, RowKey
 from isotax.analysis.verdicts import (
+    NOTHING_BORROWED,
+    Borrowed,
     RatioVerdict,
     Verdict,
     confidence_sequence,
@@ -33,12 +38,9 @@ from isotax.analysis.verdicts import (
     pairs_to_decide,
 )
 from isotax.model import CellStatus
-from isotax.protocols import headline_metric
 from isotax.store.base import CellRecord
-from isotax.telemetry import envcpu
 
-# (environment, workload, params_key): what one cell of a round measures.
-Point = tuple[str, str, str]
+T = TypeVar("T")
 
 # How the added rounds ended (stored in run_meta["sequential"]["ended"]).
 ALL_DECIDED = "every headline ratio decided"
@@ -64,6 +66,9 @@ class RatioState:
     margin_source: str
     sd: float  # of the paired log ratios (NaN below 2 pairs)
     projected: int | None  # pairs in all that would decide it at this spread (None: none <= cap)
+    # The spread borrowed from stored runs of this host (isotax.analysis.borrowing), as used.
+    borrowed: Borrowed = NOTHING_BORROWED
+    lag1: float = math.nan  # lag-1 autocorrelation of the pair log ratios (NaN below 4 pairs)
 
     @property
     def point(self) -> Point:
@@ -96,35 +101,15 @@ class Progress:
                 f"{len(self.ratios) - self.decided} undecided")
 
 
-def headline_values(cells: Iterable[CellRecord]
-                    ) -> tuple[dict[Point, dict[int, float]], dict[tuple[str, str], str],
-                               dict[tuple[str, str], bool]]:
-    """Per point, its headline value by repetition (measured, passing cells); the headline
-    metric and its direction per (workload, params_key)."""
-    ok = [c for c in cells if not c.key.warmup and c.status is CellStatus.OK]
-    seen: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for c in ok:
-        names = seen[(c.key.workload, c.key.params_key)]
-        names += [s.metric for s in c.samples if s.metric not in names
-                  and s.metric != envcpu.METRIC]
-    metric = {k: headline_metric(k[0], v) for k, v in seen.items()}
-    values: dict[Point, dict[int, float]] = defaultdict(dict)
-    higher: dict[tuple[str, str], bool] = {}
-    for c in ok:
-        want = metric[(c.key.workload, c.key.params_key)]
-        for s in c.samples:
-            if s.metric == want:
-                values[(c.key.environment, c.key.workload, c.key.params_key)][
-                    c.key.repetition] = s.value
-                higher[(c.key.workload, c.key.params_key)] = s.higher_is_better
-    return dict(values), metric, higher
-
-
-def assess(cells: Sequence[CellRecord], baseline: str, margins: Callable[[RowKey], Margin],
+def assess(cells: Sequence[CellRecord], baseline: str,
+           margins: Callable[[RowKey, str], Margin],
            fixed: int, cap: int, confidence: float = 0.95,
-           exclude: Iterable[str] = ()) -> Progress:
+           exclude: Iterable[str] = (),
+           borrowed: Mapping[Point, Borrowed] | None = None) -> Progress:
     """Every headline ratio's verdict from the committed cells, and what the added rounds
-    have cost. `exclude`: environments with no verdict to chase (the A/A copy)."""
+    have cost. `exclude`: environments with no verdict to chase (the A/A copy); `borrowed`:
+    per point, spread from stored runs of this host (isotax.analysis.borrowing), used where
+    today's pairs do not refuse it."""
     alpha = 1 - confidence
     values, metric, higher = headline_values(cells)
     measured: dict[Point, int] = defaultdict(int)
@@ -151,17 +136,33 @@ def assess(cells: Sequence[CellRecord], baseline: str, margins: Callable[[RowKey
         if env in skip or not base:
             continue
         m = metric[(wl, pkey)]
-        margin = margins((wl, pkey, m))
+        margin = margins((wl, pkey, m), env)
         pairs = pair_by_round(by_rep, base)
-        cs = confidence_sequence(pairs, alpha)
+        own = confidence_sequence(pairs, alpha)
+        lent = borrowing.usable((borrowed or {}).get(point, NOTHING_BORROWED), own.sd, own.n)
+        cs = confidence_sequence(pairs, alpha, borrowed=lent) if lent.dof > 0 else own
         v = decide_on(cs, higher[(wl, pkey)], margin.value)
         projected = None if v.verdict.decided else \
-            pairs_to_decide(cs, margin.value, cap, alpha)
-        ratios.append(RatioState(env, wl, pkey, m, v, margin.source, cs.sd, projected))
+            pairs_to_decide(cs, margin.value, cap, alpha, borrowed=lent)
+        ratios.append(RatioState(env, wl, pkey, m, v, margin.source, cs.sd, projected, lent,
+                                 lag1(pairs)))
     ratios.sort(key=lambda r: (r.workload, r.params_key, r.environment))
     return Progress(tuple(ratios), dict(measured),
                     {p: sum(d) / len(d) for p, d in durations.items()}, spent, added,
                     dict(failures), top + 1)
+
+
+def lag1(d: Sequence[float]) -> float:
+    """The lag-1 autocorrelation of a ratio's pair log ratios in round order: high means the
+    host's slow regimes reach across pairs, so pairs are less independent than the interval
+    assumes (the report warns). NaN below 4 pairs or without spread."""
+    if len(d) < 4:
+        return math.nan
+    mean = sum(d) / len(d)
+    den = sum((x - mean) ** 2 for x in d)
+    if den == 0:
+        return math.nan
+    return sum((a - mean) * (b - mean) for a, b in itertools.pairwise(d)) / den
 
 
 @dataclass(frozen=True)
@@ -217,12 +218,31 @@ def next_round(progress: Progress, baseline: str, cap: int, room_s: float) -> De
     return Decision(tuple(chosen), None)
 
 
+def blocked_order(items: Sequence[T], block: Callable[[T], str], label: str) -> list[T]:
+    """Items grouped into blocks (`block` names an item's workload point), the blocks in a
+    seeded random order and the items in a seeded random order within each block: every
+    environment's cell of a point runs beside the baseline's (seconds apart, not minutes),
+    so the host's slow load regimes fall on both halves of a pair and cancel in its ratio,
+    and the random order within the block keeps "who goes first" out of the mean. `label`
+    (the plan's seed and the round) draws each round's own orders."""
+    groups: dict[str, list[T]] = defaultdict(list)
+    for item in items:
+        groups[block(item)].append(item)
+    rng = random.Random(label)
+    names = sorted(groups)
+    rng.shuffle(names)
+    out: list[T] = []
+    for name in names:
+        members = sorted(groups[name], key=repr)
+        rng.shuffle(members)
+        out += members
+    return out
+
+
 def round_order(points: Sequence[Point], seed: int, number: int) -> list[Point]:
-    """The round's points in a seeded random order, as the fixed rounds are
+    """An added round's points in blocks by workload point, as the fixed rounds are
     (run.schedule.schedule); `number` is the round's repetition number."""
-    order = sorted(points)
-    random.Random(f"{seed}:round:{number - 1}").shuffle(order)
-    return order
+    return blocked_order(points, lambda p: f"{p[1]}|{p[2]}", f"{seed}:round:{number - 1}")
 
 
 def why_undecided(r: RatioState, ended: str | None, cap: int, fixed: int) -> str:
@@ -273,7 +293,10 @@ def ratio_fields(r: RatioState, ended: str | None, cap: int, fixed: int) -> dict
             "ratio": _finite(r.verdict.ratio), "low": _finite(r.verdict.low),
             "high": _finite(r.verdict.high), "margin": r.verdict.margin,
             "margin_source": r.margin_source, "pairs": r.verdict.n,
-            "projected_pairs": r.projected, "reason": why_undecided(r, ended, cap, fixed)}
+            "projected_pairs": r.projected, "reason": why_undecided(r, ended, cap, fixed),
+            "sd": _finite(r.sd), "lag1": _finite(r.lag1),
+            "borrowed_dof": r.borrowed.dof, "borrowed_ss": r.borrowed.ss,
+            "borrowed_from": r.borrowed.source}
 
 
 def _finite(x: float) -> float | None:

@@ -17,15 +17,33 @@ N(0, g)) and the right-Haar prior 1/sigma over the unknown spread, whose Bayes f
     BF(t) = c**-0.5 * ((1 + t**2 / nu) / (1 + t**2 / (nu * c))) ** ((nu + 1) / 2),
     c = 1 + n * g, nu = n - 1, t the t-statistic of the mean against the value tested,
 
-is a test martingale under that value (Lai, "On confidence sequences", Ann. Statist. 4, 1976;
-Wang and Ramdas, "Anytime-valid t-tests and confidence sequences for Gaussian means with
-unknown variance", arXiv:2310.03722, 2023, who show this Gaussian-mixture form is a test
-martingale in the scale-invariant filtration). By Ville's inequality it exceeds 1/alpha at
-any n with probability at most alpha, so {values whose BF < 1/alpha} is the confidence
-sequence, closed form below. The same construction is what production canary analysis uses
-to stop early (Lindon, Sanden and Shirikian, "Rapid Regression Detection in Software
-Deployments through Sequential Testing", KDD 2022; Lindon et al., "Anytime-valid linear
-models and regression adjusted causal inference", arXiv:2210.08589, 2022).
+is a test martingale under that value: H. Wang and A. Ramdas, "Anytime-valid t-tests and
+confidence sequences for Gaussian means with unknown variance", arXiv:2310.03722 (2023), show
+that this Gaussian mixture over the standardized effect with the right-Haar prior on the scale
+is a test martingale in the scale-invariant filtration (the idea of a scale-invariant mixture
+goes back to Lai, "On confidence sequences", Ann. Statist. 4, 1976, who used other mixtures).
+By Ville's inequality it exceeds 1/alpha at any n with probability at most alpha, so {values
+whose BF < 1/alpha} is the confidence sequence, closed form below. Regression-adjusted and
+linear-model forms: M. Lindon, D. Ham, M. Tingley and I. Bojinov, "Anytime-valid linear
+models and regression adjusted causal inference in randomized experiments", arXiv:2210.08589
+(2022).
+
+Borrowed spread. The same Bayes factor with `Borrowed(dof, ss)` (d0 degrees of freedom and a
+sum of squares E of zero-mean residuals with the same sigma, e.g. this host's stored pairs of
+the same point, each run centred on its own mean: a Helmert rotation makes k centred values k
+- 1 independent ones) is the scale-invariant likelihood ratio of the whole stream (borrowed
+residuals first, then the pairs), so it stays a test martingale for every sigma as long as the
+borrowed residuals really share the pairs' sigma:
+
+    BF = c**-0.5 * (A0 / A1) ** ((n + d0) / 2),
+    A0 = nu s**2 + n (mean - mu)**2 + E,   A1 = nu s**2 + n (mean - mu)**2 / c + E.
+
+d0 = 0 is the t form above. Whether the borrowed sigma is this run's sigma is an assumption,
+checked before borrowing (isotax.analysis.borrowing) and by the resampling simulation.
+
+No zero-width interval: a pair spread below SD_FLOOR counts as SD_FLOOR (three identical
+pairs of a quantized metric must not decide anything by themselves); a larger s only widens
+the interval, so the guarantee holds.
 
 g = PRIOR_G (10): the mixture's width. It sets where the sequence is tightest; 10 lets 3 pairs
 already decide an effect of about 8 standard deviations (an emulated VM at 0.004x native) and
@@ -50,6 +68,27 @@ import numpy as np
 ALPHA = 0.05  # 95% confidence sequences
 PRIOR_G = 10.0
 MIN_MARGIN = 0.02  # no margin below ±2%, however quiet the host
+# The smallest pair spread (sd of the log ratios) an interval is computed with: 0.5%, a third of
+# the quietest point this host showed in stored quick runs (1.6%); below it a spread is the
+# metric's quantization (memory in pages, times in ms), not evidence of precision.
+SD_FLOOR = 0.005
+
+
+@dataclass(frozen=True)
+class Borrowed:
+    """Spread borrowed from outside the pairs: `dof` degrees of freedom of zero-mean residuals
+    with the pairs' sigma, and their sum of squares `ss`; `source` says where from."""
+
+    dof: float
+    ss: float
+    source: str
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.ss / self.dof) if self.dof > 0 else math.nan
+
+
+NOTHING_BORROWED = Borrowed(0.0, 0.0, "")
 
 
 class Verdict(StrEnum):
@@ -64,16 +103,29 @@ class Verdict(StrEnum):
 
 
 def t_radius(n: int, alpha: float = ALPHA, g: float = PRIOR_G) -> float:
-    """The confidence sequence's half-width in standard errors (s / sqrt(n)) at n values:
-    the t at which BF(t) = 1/alpha; inf when n values cannot reach 1/alpha at all (BF is
-    bounded by c**(nu/2))."""
+    """The confidence sequence's half-width in standard errors (s / sqrt(n)) at n values,
+    nothing borrowed: the t at which BF(t) = 1/alpha; inf when n values cannot reach 1/alpha
+    at all (BF is bounded by c**(nu/2))."""
     if n < 2:
         return math.inf
-    nu, c = n - 1, 1 + n * g
-    if (nu / 2) * math.log(c) <= math.log(1 / alpha):
+    return radius(n, 1.0, alpha, g) * math.sqrt(n)
+
+
+def radius(n: int, sd: float, alpha: float = ALPHA, g: float = PRIOR_G,
+           borrowed: Borrowed = NOTHING_BORROWED) -> float:
+    """The confidence sequence's half-width on the mean log ratio after n pairs whose sample
+    standard deviation is sd (NaN below 2 pairs), with `borrowed` spread: the distance delta
+    from the mean at which BF = 1/alpha (module docstring), inf where none is reachable."""
+    d0, e = borrowed.dof, borrowed.ss
+    nu = n - 1
+    if n < 1 or (nu < 1 and d0 <= 0):
         return math.inf
-    k = (math.sqrt(c) / alpha) ** (2 / (nu + 1))
-    return math.sqrt(nu * (k - 1) / (1 - k / c))
+    c = 1 + n * g
+    if ((nu + d0) / 2) * math.log(c) <= math.log(1 / alpha):
+        return math.inf
+    k = (math.sqrt(c) / alpha) ** (2 / (n + d0))
+    s = max(sd, SD_FLOOR) if nu >= 1 else 0.0
+    return math.sqrt((k - 1) * (nu * s * s + e) / (n * (1 - k / c)))
 
 
 @dataclass(frozen=True)
@@ -92,19 +144,19 @@ class ConfidenceSequence:
 
 
 def confidence_sequence(log_ratios: Sequence[float], alpha: float = ALPHA,
-                        g: float = PRIOR_G) -> ConfidenceSequence:
-    """Lai's t confidence sequence at the current n for the mean of the paired log ratios."""
+                        g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED
+                        ) -> ConfidenceSequence:
+    """The t confidence sequence at the current n for the mean of the paired log ratios,
+    with `borrowed` spread where there is some."""
     d = np.asarray(log_ratios, dtype=float)
     n = int(d.size)
     if n == 0:
         return ConfidenceSequence(0, math.nan, math.nan, -math.inf, math.inf)
     mean = float(d.mean())
-    if n < 2:
-        return ConfidenceSequence(n, mean, math.nan, -math.inf, math.inf)
-    sd = float(d.std(ddof=1))
-    r = t_radius(n, alpha, g) * sd / math.sqrt(n)
-    if math.isnan(r):  # sd 0 and an infinite radius: nothing bounds it yet
-        r = math.inf
+    sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+    if n < 2 and borrowed.dof <= 0:
+        return ConfidenceSequence(n, mean, sd, -math.inf, math.inf)
+    r = radius(n, sd, alpha, g, borrowed)
     return ConfidenceSequence(n, mean, sd, mean - r, mean + r)
 
 
@@ -154,9 +206,11 @@ def _num(x: float) -> str:
 
 
 def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
-           alpha: float = ALPHA, g: float = PRIOR_G) -> RatioVerdict:
+           alpha: float = ALPHA, g: float = PRIOR_G,
+           borrowed: Borrowed = NOTHING_BORROWED) -> RatioVerdict:
     """The verdict on one ratio from its paired log ratios so far."""
-    return decide_on(confidence_sequence(log_ratios, alpha, g), higher_is_better, margin)
+    return decide_on(confidence_sequence(log_ratios, alpha, g, borrowed), higher_is_better,
+                     margin)
 
 
 def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> RatioVerdict:
@@ -169,7 +223,7 @@ def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> 
     def made(v: Verdict, why: str = "") -> RatioVerdict:
         return RatioVerdict(v, ratio, low, high, margin, cs.n, higher_is_better, why)
 
-    if cs.n < 2 or not math.isfinite(cs.half_width):
+    if cs.n < 1 or not math.isfinite(cs.half_width):
         return made(Verdict.UNDECIDED, f"{cs.n} pair(s) cannot bound the ratio yet")
     if cs.low > m or cs.high < -m:
         up = cs.low > m  # the environment's value is higher than the baseline's
@@ -184,20 +238,49 @@ def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> 
 
 
 def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
-                    g: float = PRIOR_G) -> int | None:
+                    g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
     """How many pairs in all the ratio would need to be decided if its mean and spread stayed
     what they are now: the smallest n (up to cap) whose half-width fits the distance from the
     mean to the nearer margin edge; None when none up to cap does (the mean sits on the
     margin's edge, or the spread is too wide for cap pairs). An estimate that orders the
     undecided ratios by what a run buys, never evidence."""
-    if cs.n < 2 or math.isnan(cs.sd):
+    sd = cs.sd if not math.isnan(cs.sd) else borrowed.sd
+    if cs.n < 1 or math.isnan(sd):
         return None
     room = abs(abs(cs.mean) - math.log1p(margin))
     if room == 0:
         return None
-    if cs.sd == 0:
-        return max(cs.n, 2)
     for n in range(max(cs.n, 2), cap + 1):
-        if t_radius(n, alpha, g) * cs.sd / math.sqrt(n) < room:
+        # The borrowed sum of squares stays; the pairs' own grows with n at today's spread.
+        if radius(n, sd, alpha, g, borrowed) < room:
             return n
     return None
+
+
+def smallest_decidable(sd: float, n: int, margin: float, alpha: float = ALPHA,
+                       g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED) -> float:
+    """The smallest true change (a fraction, as |ratio - 1|) that n pairs at pair spread sd
+    would call worse or better, to the first order: the margin plus the interval's half-width
+    (the mean must clear the margin by a whole half-width). inf when n pairs bound nothing."""
+    r = radius(n, sd, alpha, g, borrowed)
+    return math.expm1(math.log1p(margin) + r) if math.isfinite(r) else math.inf
+
+
+def pairs_for_half_width(sd: float, half_width: float, cap: int = 100_000,
+                         alpha: float = ALPHA, g: float = PRIOR_G,
+                         borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
+    """The pairs whose interval is at most ±half_width (a fraction of the ratio, 0.05 for ±5%)
+    at pair spread sd; None beyond cap. Doubling search, then bisection: radius falls with n."""
+    want = math.log1p(half_width)
+    if radius(cap, sd, alpha, g, borrowed) > want:
+        return None
+    lo, hi = 1, 2
+    while radius(hi, sd, alpha, g, borrowed) > want:
+        lo, hi = hi, min(cap, hi * 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if radius(mid, sd, alpha, g, borrowed) > want:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -4,18 +4,24 @@ the warm-up's headline value against the same point's measured values.
 A warm-up "differed" when its value lies outside the measured values' range and more than
 three of their standard deviations from their mean: the first run paid for something the
 others did not (cold caches, a JIT, a dataset loaded), which is what the warm-up is for. When
-none differ the plan could do without warm-ups; when many do, one may not be enough. Pure.
+none differ the plan could do without warm-ups; when many do, one may not be enough.
+
+`unneeded` reads that from this host's stored runs: with the plan's warmups_from = "history"
+(the default) an environment x workload whose newest stored warm-up did not differ is not
+warmed up again (a warm-up is a whole unmeasured cell: 21% of a quick run's time).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from isotax.analysis.sequential import headline_values
+from isotax.analysis.headline import headline_values
+from isotax.analysis.margins import SEARCHED_RUNS, same_host
 from isotax.model import CellStatus
-from isotax.store.base import CellRecord
+from isotax.store.base import CellRecord, Store
 
 SDS = 3.0  # how many measured standard deviations away a differing warm-up is, at least
 
@@ -58,4 +64,32 @@ def check(cells: Sequence[CellRecord]) -> list[WarmupCheck]:
         outside = value < min(values) or value > max(values)
         out.append(WarmupCheck(*point, name or "", value, mean, sd, len(values),
                                outside and abs(value - mean) > SDS * sd))
+    return out
+
+
+def unneeded(store: Store, host: Mapping[str, Any], exclude: str, kinds: Mapping[str, str]
+             ) -> dict[tuple[str, str], str]:
+    """Per (environment, workload) of this run (`kinds`: name -> kind) whose warm-up this
+    host's history says is not needed, why: in the newest complete run of the same host
+    where that environment (same name and kind) warmed that workload up, no warm-up of it
+    differed from its measured runs. No history, or one that differed: it is warmed up."""
+    out: dict[tuple[str, str], str] = {}
+    decided: set[tuple[str, str]] = set()
+    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
+        if run.id == exclude or run.status != "complete" or not same_host(run.host, host):
+            continue
+        theirs = {e.name: e.kind for e in store.environments(run.id)}
+        same = {n for n, k in kinds.items() if theirs.get(n) == k}
+        if not same:
+            continue
+        by: dict[tuple[str, str], list[bool]] = {}
+        for w in check(store.cells(run.id)):
+            if w.environment in same:
+                by.setdefault((w.environment, w.workload), []).append(w.differed)
+        for key, differed in by.items():
+            if key in decided:
+                continue
+            decided.add(key)
+            if not any(differed):
+                out[key] = f"its warm-up in run {run.id} did not differ from its measured runs"
     return out

@@ -160,10 +160,14 @@ def main() -> None:
 @click.option("--beside", is_flag=True,
               help="Measure beside a run already measuring on this host instead of waiting "
                    "for it; results taken while both run carry a warning naming the other.")
+@click.option("--budget", metavar="TIME",
+              help="The run's wall time, e.g. 60m or 1h: the rounds added after the fixed "
+                   "ones spend it where they decide most (sets [verdicts] deadline_s and "
+                   "raises max_repetitions with it).")
 # The run's id given by `isotax fleet run`, which follows each host's run by it in the store.
 @click.option("--run-id", "given_id", hidden=True)
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
-        force: bool, beside: bool, given_id: str | None) -> None:
+        force: bool, beside: bool, budget: str | None, given_id: str | None) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report.
 
     One run measures on a host at a time: a second waits for the first (or, with --beside,
@@ -171,7 +175,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     with SIGKILL, a reboot mid-run) is removed; what a live run owns is never touched."""
     from isotax.host import owners
     from isotax.host.fingerprint import fingerprint, fingerprint_differences
-    from isotax.plan import PlanError, load_plan, parse_plan, plan_source
+    from isotax.plan import PlanError, load_plan, parse_budget, parse_plan, plan_source, with_budget
     from isotax.run import feasibility
     from isotax.run.runner import Runner
     from isotax.run.schedule import new_run_id
@@ -190,6 +194,11 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
             if record.status == "complete":
                 fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
             p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
+            stored_budget = store.run_meta(record.id).get("budget_s")
+            if budget is not None:
+                fail("--budget is set when a run starts; a resumed run keeps its own")
+            if stored_budget:
+                p = with_budget(p, float(stored_budget))
             # What this host cannot give (memory, CPUs, a NUMA node, ...): one line, exit 2.
             feasibility.check(p, f"stored plan of {record.id}")
             run_id = record.id
@@ -205,6 +214,11 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
                 store.put_run_meta(record.id, "fingerprint_forced", changed)
         else:
             p, text = load_plan(plan or "")
+            if budget is not None:
+                try:
+                    p = with_budget(p, parse_budget(budget))
+                except ValueError as e:
+                    fail(str(e))
             # Before the store, the image or any environment: one line, exit 2.
             feasibility.check(p, plan_source(plan or ""))
     except PlanError as e:
@@ -224,6 +238,8 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         if given_id and any(r.id == given_id for r in store.list_runs()):
             fail(f"run {given_id} is in the store already; resume it with --resume {given_id}")
         store.create_run(run_id, p.name, text, p.seed, fingerprint())
+        if budget is not None:  # kept beside the plan's text: --resume applies it again
+            store.put_run_meta(run_id, "budget_s", p.verdicts.deadline_s)
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
     owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
     with _full_disk_ends_run(store, p, run_id, results_dir, not no_report), \

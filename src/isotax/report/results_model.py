@@ -218,6 +218,16 @@ class VerdictRatio(_Part):
     projected_pairs: int | None
     reason: str
     """Why undecided; empty when decided."""
+    sd: float | None = None
+    """Standard deviation of the paired log ratios (None below 2 pairs)."""
+    lag1: float | None = None
+    """Lag-1 autocorrelation of the paired log ratios in round order (None below 4 pairs)."""
+    borrowed_dof: float = 0.0
+    """Degrees of freedom of spread borrowed from this host's stored runs (0: none)."""
+    borrowed_ss: float = 0.0
+    """Their centred sum of squares of log ratios."""
+    borrowed_from: str = ""
+    """Where the borrowed spread came from."""
 
 
 class Verdicts(_Part):

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from isotax.analysis import borrowing, reach, sequential
 from isotax.analysis import margins as margin_rules
-from isotax.analysis import sequential
+from isotax.analysis.verdicts import Borrowed
 from isotax.model import CellKey
 from isotax.plan import Plan
 from isotax.run.clock import PhaseClock
@@ -30,6 +31,8 @@ class AddedRounds:
         self.note = ""
         # The newest stored A/A run of this host's floors, once looked up (margin "auto").
         self._stored_aa: tuple[Mapping[Any, float], str | None] | None = None
+        # Spread borrowed from this host's stored block-paired runs, once looked up.
+        self._borrowed: dict[sequential.Point, Borrowed] | None = None
 
     @property
     def cap(self) -> int:
@@ -37,13 +40,23 @@ class AddedRounds:
 
     def _margins(self, run_id: str, cells: Sequence[CellRecord]) -> margin_rules.Margins:
         plan = self.plan
-        if self._stored_aa is None and isinstance(plan.verdicts.margin, str) and not plan.aa:
+        if self._stored_aa is None and isinstance(plan.verdicts.margin, str):
             # Looked up once per process: the stored runs do not change under a run.
             self._stored_aa = margin_rules.stored_aa_floors(
                 self.store, self.store.get_run(run_id).host, run_id)
         return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
                                         plan.aa_name if plan.aa else None, plan.seed, cells,
                                         self._stored_aa)
+
+    def _lent(self, run_id: str) -> dict[sequential.Point, Borrowed]:
+        """Per point, the spread this host's stored block-paired runs lend (looked up once per
+        process: the stored runs do not change under a run)."""
+        if self._borrowed is None:
+            host = self.store.get_run(run_id).host
+            kinds = {e.name: e.kind for e in self.store.environments(run_id)}
+            self._borrowed = borrowing.for_run(
+                borrowing.from_store(self.store, host, run_id, self.plan.baseline), kinds)
+        return self._borrowed
 
     def assess(self, run_id: str, environments: Sequence[str]) -> sequential.Progress:
         """Every headline ratio's verdict from the committed cells of `environments` (those
@@ -52,9 +65,10 @@ class AddedRounds:
         with self.clock.phase("store"):
             committed = [c for c in self.store.cells(run_id)
                          if c.key.environment in environments]
+            lent = self._lent(run_id) if plan.verdicts.borrow else {}
         progress = sequential.assess(committed, plan.baseline, self._margins(run_id, committed),
                                      plan.repetitions, self.cap, plan.verdicts.confidence,
-                                     exclude=[plan.aa_name] if plan.aa else [])
+                                     borrowed=lent)
         self.note = progress.note()
         return progress
 
@@ -87,6 +101,7 @@ class AddedRounds:
             if decision.ended is not None:
                 self.log(f"verdicts: {self.note} ({decision.ended}; "
                          f"{progress.added_cells} cells added in {progress.spent_s:.0f} s)")
+                self._say_reach(run_id, progress)
                 return
             rounds += 1
             number = progress.next_repetition
@@ -96,6 +111,19 @@ class AddedRounds:
             cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
             run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
                       f"round {number}")
+
+    def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
+        """What this host can decide in the run's budget (analysis.reach), stored and said."""
+        budget = self.plan.verdicts.deadline_s or self.clock.meta()["wall_s"]
+        got = reach.reach([r.sd for r in progress.ratios],
+                          [r.verdict.margin for r in progress.ratios],
+                          sum(progress.cell_s.values()), budget, self.plan.repetitions)
+        if got is None:
+            return
+        with self.clock.phase("store"):
+            self.store.put_run_meta(run_id, "reach", {**got.meta(), "budget_s": budget,
+                                                      "words": got.words()})
+        self.log(f"reach: {got.words()}")
 
     def _room(self, spent_s: float) -> float:
         """Seconds the added rounds may still take: what budget_s leaves, and what

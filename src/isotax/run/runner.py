@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import protocols
+from isotax.analysis import borrowing, warmups
 from isotax.host import numa, owners, parity, versions
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
@@ -218,6 +219,18 @@ class Runner:
             # start() removes what it made before raising.
             return f"failed to start: {type(e).__name__}: {e}"
 
+    def _unneeded_warmups(self, run_id: str) -> set[tuple[str, str]]:
+        """The (environment, workload)s this host's history says need no warm-up (plan
+        warmups_from = "history"), each said once."""
+        if self.plan.warmups == 0 or self.plan.warmups_from != "history":
+            return set()
+        kinds = {e.name: e.kind for e in self.plan.run_environments if e.name in self.started}
+        why = warmups.unneeded(self.store, self.store.get_run(run_id).host, run_id, kinds)
+        if why:
+            self.log(f"warm-ups: {len(why)} environment x workload(s) not warmed up: their "
+                     "newest warm-up on this host did not differ from their measured runs")
+        return set(why)
+
     def _stop_environments(self) -> None:
         with no_interrupts(), self.clock.phase("environments"):
             for name, st in list(self.started.items()):
@@ -386,8 +399,11 @@ class Runner:
                                     "differences")
                     status = "refused"
                     return status
-                cells = [k for k in schedule(self.plan, list(self.started))
+                cells = [k for k in schedule(self.plan, list(self.started),
+                                             self._unneeded_warmups(run_id))
                          if k.ident not in done]
+                if not done:  # its pairs are close in time: later runs may borrow their spread
+                    self.store.put_run_meta(run_id, borrowing.PAIRING, borrowing.BLOCKS)
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
                 self._run_cells(run_id, cells)
                 self.rounds.run(run_id, list(self.started), self._run_cells)

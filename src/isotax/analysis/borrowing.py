@@ -1,0 +1,101 @@
+"""Borrowed strength: the spread of a ratio's pairs, taken from this host's stored runs of the
+same point, so that a run with few pairs of its own still gets a narrow interval.
+
+Where from: complete runs in the store of the same host (margins.same_host: hostname, kernel,
+CPU model and count, memory) whose cells were run in blocks (run_meta PAIRING == BLOCKS: the
+design of isotax.analysis.sequential.blocked_order; pairs of the older shuffled rounds had
+halves minutes apart and a larger spread). Per environment (same name and kind) and workload
+point, each stored run's paired log ratios are centred on their own mean: k values give k - 1
+degrees of freedom of residuals with the pairs' sigma (a Helmert rotation), whatever that
+run's true ratio was. Summed over runs, newest first, up to MAX_DOF degrees of freedom:
+verdicts.Borrowed(dof, ss). The cap keeps today's own pairs in charge after a handful of
+rounds (at MAX_DOF = 12 and 12 pairs each weighs half).
+
+Validity rests on one assumption: the stored sigma is today's. The host's load comes and
+goes, so before borrowing, `usable` checks today's pairs against it (an F test at 1%: today's
+variance significantly above the history's means another regime, and nothing is borrowed);
+the resampling simulation (tests/unit/test_verdict_simulation.py) measures the error rates
+with borrowing on this host's real pair sequences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from scipy import stats
+
+from isotax.analysis.headline import Point, headline_values
+from isotax.analysis.margins import SEARCHED_RUNS, same_host
+from isotax.analysis.verdicts import NOTHING_BORROWED, Borrowed, pair_by_round
+from isotax.store.base import Store
+
+# run_meta key and value that mark a run whose rounds ran in blocks (pairs close in time).
+PAIRING = "pairing"
+BLOCKS = "blocks"
+# Degrees of freedom borrowed at most (the module docstring says why 12).
+MAX_DOF = 12.0
+# Today's spread refuses its history when an F test says it is larger at this level.
+F_LEVEL = 0.01
+
+
+def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: str
+               ) -> dict[Point, Borrowed]:
+    """Per point of this host's stored block-paired runs (newest first, up to MAX_DOF), the
+    centred sum of squares of its pairs' log ratios against `baseline`."""
+    dof: dict[Point, float] = defaultdict(float)
+    ss: dict[Point, float] = defaultdict(float)
+    runs: dict[Point, list[str]] = defaultdict(list)
+    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
+        if run.id == exclude or run.status != "complete" or not same_host(run.host, host):
+            continue
+        if store.run_meta(run.id).get(PAIRING) != BLOCKS:
+            continue
+        kinds = {e.name: e.kind for e in store.environments(run.id)}
+        values, _, _ = headline_values(store.cells(run.id))
+        for (env, wl, pkey), by_rep in values.items():
+            base = values.get((baseline, wl, pkey))
+            point = (f"{env}:{kinds.get(env, '?')}", wl, pkey)
+            if env == baseline or not base or dof[point] >= MAX_DOF:
+                continue
+            d = pair_by_round(by_rep, base)
+            if len(d) < 2:
+                continue
+            mean = sum(d) / len(d)
+            take = min(len(d) - 1.0, MAX_DOF - dof[point])
+            # A run cut to fit the cap gives its mean square times the dof it may give.
+            ss[point] += sum((x - mean) ** 2 for x in d) * take / (len(d) - 1)
+            dof[point] += take
+            runs[point].append(run.id)
+    return {p: Borrowed(dof[p], ss[p], _source(runs[p])) for p in dof if dof[p] > 0}
+
+
+def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str]
+            ) -> dict[tuple[str, str, str], Borrowed]:
+    """`stored` keyed by this run's environment names (an environment borrows only from
+    stored ones of the same name and kind)."""
+    out = {}
+    for (tagged, wl, pkey), b in stored.items():
+        name, _, kind = tagged.rpartition(":")
+        if kinds.get(name) == kind:
+            out[(name, wl, pkey)] = b
+    return out
+
+
+def usable(borrowed: Borrowed, sd: float, n: int) -> Borrowed:
+    """`borrowed`, or nothing where today's n pairs (spread sd) say the history's sigma is
+    not today's: their variance above the history's by an F test at F_LEVEL."""
+    if borrowed.dof <= 0 or n < 2 or math.isnan(sd):
+        return borrowed
+    if borrowed.ss <= 0:
+        return NOTHING_BORROWED
+    f = sd * sd / (borrowed.ss / borrowed.dof)
+    if f > stats.f.ppf(1 - F_LEVEL, n - 1, borrowed.dof):
+        return NOTHING_BORROWED
+    return borrowed
+
+
+def _source(runs: list[str]) -> str:
+    return f"{len(runs)} stored run(s) of this host, newest {runs[0]}" if runs else ""
