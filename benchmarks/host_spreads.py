@@ -3,7 +3,9 @@ simulation test (tests/unit/test_verdict_simulation.py reads the JSON this write
 
 For every environment and workload point of the named runs: each measured repetition's
 headline value against the baseline's of the same repetition (round), as log(env/baseline):
-the pairs the verdicts use (isotax.analysis.verdicts). Usage, as root:
+the pairs the verdicts use (isotax.analysis.verdicts), in round order (the order they were
+measured), one segment per run, so the simulation keeps their autocorrelation and centres
+each run on its own mean. Usage, as root:
 
     .venv/bin/python benchmarks/host_spreads.py RUN [RUN ...] > tests/data/verdicts/spreads.json
 """
@@ -22,38 +24,42 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--results", default="/var/lib/isotax/results", help="results directory")
+    ap.add_argument("--baseline", default="native")
     args = ap.parse_args()
     from pathlib import Path
 
-    from isotax.model import CellStatus
-    from isotax.protocols import headline_metric
+    from isotax.analysis.headline import headline_values
+    from isotax.analysis.verdicts import pair_by_round
     from isotax.store.sqlite import open_store
 
     store = open_store(Path(args.results), create=False)
-    pairs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    # Per environment x point, one segment per run: its pairs in round order (time order).
+    segments: dict[tuple[str, str, str], list[list[float]]] = defaultdict(list)
+    pairing: dict[str, str] = {}
     for run_id in args.runs:
         run = store.get_run(run_id)
-        values: dict[tuple[str, str, str, int], float] = {}
-        seen: dict[tuple[str, str], list[str]] = defaultdict(list)
-        cells = [c for c in store.cells(run.id) if not c.key.warmup and c.status is CellStatus.OK]
-        for c in cells:
-            for s in c.samples:
-                if s.metric not in seen[(c.key.workload, c.key.params_key)]:
-                    seen[(c.key.workload, c.key.params_key)].append(s.metric)
-        for c in cells:
-            want = headline_metric(c.key.workload, seen[(c.key.workload, c.key.params_key)])
-            for s in c.samples:
-                if s.metric == want:
-                    values[(c.key.environment, c.key.workload, c.key.params_key,
-                            c.key.repetition)] = s.value
-        for (env, wl, pkey, rep), v in values.items():
-            base = values.get(("native", wl, pkey, rep))
-            if env != "native" and base and v > 0 and base > 0:
-                pairs[(env, wl, pkey)].append(math.log(v / base))
-    out = [{"environment": env, "workload": wl, "params": pkey, "n": len(d),
-            "mean": statistics.mean(d), "sd": statistics.stdev(d), "log_ratios": d}
-           for (env, wl, pkey), d in sorted(pairs.items()) if len(d) >= 3]
-    json.dump({"runs": args.runs, "spreads": out}, sys.stdout, indent=1)
+        pairing[run.id] = str(store.run_meta(run.id).get("pairing", "shuffled rounds"))
+        values, _, _ = headline_values(store.cells(run.id))
+        for (env, wl, pkey), by_rep in values.items():
+            base = values.get((args.baseline, wl, pkey))
+            if env == args.baseline or not base:
+                continue
+            d = pair_by_round(by_rep, base)
+            if len(d) >= 2:
+                segments[(env, wl, pkey)].append(d)
+    out = []
+    for (env, wl, pkey), segs in sorted(segments.items()):
+        d = [x for seg in segs for x in seg]
+        if len(d) < 3:
+            continue
+        # The spread within runs (each run's pairs about their own mean): what one run sees.
+        within = [x - statistics.mean(seg) for seg in segs for x in seg]
+        dof = sum(len(seg) - 1 for seg in segs)
+        out.append({"environment": env, "workload": wl, "params": pkey, "n": len(d),
+                    "mean": statistics.mean(d),
+                    "sd": math.sqrt(sum(x * x for x in within) / dof),
+                    "log_ratios": d, "segments": segs})
+    json.dump({"runs": args.runs, "pairing": pairing, "spreads": out}, sys.stdout, indent=1)
     print()
     return 0
 

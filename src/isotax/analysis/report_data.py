@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from isotax.analysis import sequential
+from isotax.analysis import ebh, sequential
 from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
@@ -211,6 +211,8 @@ class ReportData:
     sequential: Progress | None = None
     # Verdicts that differ from the ones the run ended with ("runc rr ...: worse -> undecided").
     rejudged: list[str] = field(default_factory=list)
+    # The worse/better verdicts e-BH keeps at 5% FDR across the run's ratios (analysis.ebh).
+    ebh_kept: list[sequential.RatioState] = field(default_factory=list)
     # Per environment x warmed-up point: its warm-up against its measured values.
     warmups: list[WarmupCheck] = field(default_factory=list)
     # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
@@ -389,6 +391,10 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
                                      float(settings.get("confidence", 0.95)),
                                      exclude=exclude, borrowed=lent)
+    evalues = [ebh.e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
+                           else math.nan, r.sd, r.verdict.margin, r.borrowed)
+               for r in d.sequential.ratios]
+    d.ebh_kept = [d.sequential.ratios[i] for i in ebh.ebh(evalues)]
     for st in d.sequential.ratios:
         was = kept.get(st.point)
         if was is not None and was["verdict"] != st.verdict.verdict.value:

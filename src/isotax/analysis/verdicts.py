@@ -257,6 +257,23 @@ def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: floa
     return None
 
 
+def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float = PRIOR_G,
+                 borrowed: Borrowed = NOTHING_BORROWED) -> float:
+    """The mixture Bayes factor (module docstring) of n pairs with this mean and sd against the
+    mean log ratio mu: an e-value for "the true mean is mu" (its expectation under mu is at
+    most 1), what e-BH combines across ratios. 1 below 2 pairs with nothing borrowed."""
+    nu = n - 1
+    if n < 1 or (nu < 1 and borrowed.dof <= 0):
+        return 1.0
+    c = 1 + n * g
+    s2 = max(sd, SD_FLOOR) ** 2 if nu >= 1 else 0.0
+    base = nu * s2 + borrowed.ss
+    dist = n * (mean - mu) ** 2
+    log_bf = -0.5 * math.log(c) + (n + borrowed.dof) / 2 * math.log(
+        (base + dist) / (base + dist / c))
+    return math.exp(min(log_bf, 700.0))
+
+
 def smallest_decidable(sd: float, n: int, margin: float, alpha: float = ALPHA,
                        g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The smallest true change (a fraction, as |ratio - 1|) that n pairs at pair spread sd

@@ -1,0 +1,248 @@
+"""Issue 28's design: pairs close in time (blocked rounds), borrowed spread from stored runs,
+warm-ups from history, verdicts fixed when the run ends, the budget and what it can decide,
+e-BH across ratios."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import pytest
+
+from isotax.analysis import borrowing, ebh, reach, sequential, warmups
+from isotax.analysis.margins import Margin
+from isotax.analysis.report_data import ReportWarning, analyze
+from isotax.analysis.verdicts import (
+    NOTHING_BORROWED,
+    Borrowed,
+    Verdict,
+    bayes_factor,
+    confidence_sequence,
+    radius,
+)
+from isotax.model import CellKey, CellStatus, Sample
+from isotax.plan import parse_budget, parse_plan, with_budget
+from isotax.run.schedule import schedule
+from isotax.store.base import CellRecord, EnvRecord
+from isotax.store.sqlite import SQLiteStore
+
+HOST = {"hostname": "h", "kernel": "k", "cpu_model": "c", "cpus": 2, "memory_mib": 1}
+PLAN = """
+name = "p"
+repetitions = 3
+{extra}
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+[[environments]]
+name = "crun"
+kind = "crun"
+[[workloads]]
+name = "compress"
+params = {{ threads = [1, 2] }}
+[[workloads]]
+name = "rr"
+"""
+
+
+# -- pairs close in time --------------------------------------------------------------------------
+
+def test_each_round_runs_a_points_environments_back_to_back_in_a_random_order() -> None:
+    plan = parse_plan(PLAN.format(extra="warmups = 0"))
+    cells = schedule(plan, ["native", "runc", "crun"])
+    assert cells == schedule(plan, ["native", "runc", "crun"])  # seeded
+    assert len(cells) == 3 * 3 * 3
+    orders = []
+    for rep in (1, 2, 3):
+        round_ = [c for c in cells if c.repetition == rep]
+        blocks = [list(g) for _, g in itertools.groupby(
+            round_, key=lambda c: (c.workload, c.params_key))]
+        assert len(blocks) == 3  # each point once, contiguous
+        assert all(sorted(c.environment for c in b) == ["crun", "native", "runc"]
+                   for b in blocks)
+        orders += [tuple(c.environment for c in b) for b in blocks]
+    assert len(set(orders)) > 1  # the order within a block is drawn, not fixed
+
+
+def test_added_rounds_keep_a_points_cells_together() -> None:
+    pts = [("runc", "w", "p=1"), ("native", "w", "p=2"), ("native", "w", "p=1"),
+           ("crun", "w", "p=2")]
+    order = sequential.round_order(pts, 1, 4)
+    assert sorted(order) == sorted(pts)
+    assert {order[0][2], order[1][2]} == {order[0][2]} and order[2][2] == order[3][2]
+    assert order == sequential.round_order(list(reversed(pts)), 1, 4)
+
+
+# -- borrowed spread ------------------------------------------------------------------------------
+
+_ids = itertools.count(1)
+
+
+def _commit(store: SQLiteStore, run: str, env: str, rep: int, value: float, point: int = 1,
+            warmup: bool = False) -> None:
+    store.commit_cell(run, CellKey(env, "w", {"p": point}, rep, warmup), "1", CellStatus.OK,
+                      "", 0.0, 1.0, [Sample("tput", value, "u", True)])
+
+
+def _stored_run(store: SQLiteStore, run: str, ratios: list[float], host: dict = HOST,
+                blocks: bool = True, kind: str = "runc") -> None:
+    store.create_run(run, "p", 'name = "p"\n', 1, host)
+    store.put_environment(EnvRecord(run, "native", "native", True, "", {}, {}, {}))
+    store.put_environment(EnvRecord(run, "runc", kind, True, "", {}, {}, {}))
+    for rep, r in enumerate(ratios, 1):
+        _commit(store, run, "native", rep, 100.0)
+        _commit(store, run, "runc", rep, 100.0 * r)
+    if blocks:
+        store.put_run_meta(run, borrowing.PAIRING, borrowing.BLOCKS)
+    store.set_run_status(run, "complete", 1.0)
+
+
+def test_spread_is_borrowed_from_this_hosts_block_paired_runs_only(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "isotax.db")
+    _stored_run(store, "a", [1.0, 1.1, 0.9, 1.05])  # 3 dof
+    _stored_run(store, "b", [1.0, 1.02, 0.98])  # 2 dof
+    _stored_run(store, "old", [1.0, 1.5, 0.5], blocks=False)  # shuffled rounds: not lent
+    _stored_run(store, "other", [1.0, 1.5, 0.5], host={**HOST, "cpus": 4})
+    _stored_run(store, "gvisor", [1.0, 1.5, 0.5], kind="runsc")  # same name, other kind
+    lent = borrowing.for_run(borrowing.from_store(store, HOST, "now", "native"),
+                             {"native": "native", "runc": "runc"})
+    b = lent[("runc", "w", "p=1")]
+    want = [math.log(x) for x in (1.0, 1.1, 0.9, 1.05)], [math.log(x) for x in (1.0, 1.02, 0.98)]
+    ss = sum(sum((x - sum(d) / len(d)) ** 2 for x in d) for d in want)
+    assert b.dof == 5 and b.ss == pytest.approx(ss)
+    assert "2 stored run(s)" in b.source
+
+
+def test_borrowed_dof_stop_at_the_cap(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "isotax.db")
+    for i in range(5):
+        _stored_run(store, f"r{i}", [1.0, 1.1, 0.9, 1.05, 0.95])  # 4 dof each
+    b = borrowing.for_run(borrowing.from_store(store, HOST, "now", "native"),
+                          {"runc": "runc"})[("runc", "w", "p=1")]
+    assert b.dof == borrowing.MAX_DOF
+
+
+def test_todays_larger_spread_refuses_its_history() -> None:
+    hist = Borrowed(12, 12 * 0.01**2, "h")  # a 1% spread
+    assert borrowing.usable(hist, 0.012, 5) == hist
+    assert borrowing.usable(hist, 0.10, 5) == NOTHING_BORROWED
+
+
+def test_borrowing_narrows_the_interval_and_the_run_records_it() -> None:
+    cells = []
+    for rep, (b, e) in enumerate([(100, 104), (100, 97), (100, 103)], 1):
+        cells += [CellRecord(next(_ids), CellKey(env, "w", {"p": 1}, rep), "1", CellStatus.OK,
+                             "", 0, 1, (Sample("tput", v, "u", True),))
+                  for env, v in (("native", b), ("runc", e))]
+
+    def two(row: tuple[str, str, str], env: str = "") -> Margin:
+        return Margin(0.2, "plan")
+
+    alone = sequential.assess(cells, "native", two, 3, 10).ratios[0]
+    lent = Borrowed(12, 12 * 0.03**2, "stored")
+    helped = sequential.assess(cells, "native", two, 3, 10,
+                               borrowed={("runc", "w", "p=1"): lent}).ratios[0]
+    assert alone.verdict.verdict is Verdict.UNDECIDED
+    assert helped.verdict.verdict is Verdict.EQUIVALENT and helped.borrowed == lent
+    fields = sequential.ratio_fields(helped, None, 10, 3)
+    assert fields["borrowed_dof"] == 12 and fields["borrowed_from"] == "stored"
+
+
+def test_two_pairs_decide_only_with_borrowed_spread() -> None:
+    assert math.isinf(radius(2, 0.05))
+    assert math.isfinite(radius(2, 0.05, borrowed=Borrowed(4, 4 * 0.05**2, "h")))
+    cs = confidence_sequence([0.5, 0.52], borrowed=Borrowed(4, 4 * 0.05**2, "h"))
+    assert cs.low > 0.3
+
+
+# -- warm-ups from history ------------------------------------------------------------------------
+
+def test_warmups_are_skipped_only_where_the_newest_stored_one_did_not_differ(
+        tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "isotax.db")
+    _stored_run(store, "older", [1.0, 1.0, 1.0])
+    _commit(store, "older", "native", 1, 10.0, warmup=True)  # differed: cold
+    _stored_run(store, "newer", [1.0, 1.01, 0.99])
+    _commit(store, "newer", "native", 1, 100.0, warmup=True)  # same as measured
+    _commit(store, "newer", "runc", 1, 30.0, warmup=True)  # differed
+    got = warmups.unneeded(store, HOST, "now", {"native": "native", "runc": "runc"})
+    assert set(got) == {("native", "w")} and "newer" in got[("native", "w")]
+    assert warmups.unneeded(store, {**HOST, "cpus": 4}, "now", {"native": "native"}) == {}
+    plan = parse_plan(PLAN.format(extra=""))
+    cells = schedule(plan, ["native", "runc"], no_warmup={("native", "compress")})
+    warm = {(c.environment, c.workload) for c in cells if c.warmup}
+    assert ("native", "compress") not in warm and ("runc", "compress") in warm
+
+
+# -- the budget, what it can decide ---------------------------------------------------------------
+
+def test_budget_words_and_what_it_sets() -> None:
+    assert parse_budget("60m") == 3600 and parse_budget("1h") == 3600
+    assert parse_budget("600") == 600 and parse_budget("90s") == 90
+    for bad in ("soon", "10s", "9d"):
+        with pytest.raises(ValueError, match="--budget"):
+            parse_budget(bad)
+    plan = parse_plan(PLAN.format(extra="[verdicts]\nmax_repetitions = 10\ndeadline_s = 600"))
+    longer = with_budget(plan, 3600)
+    assert longer.verdicts.deadline_s == 3600 and longer.verdicts.max_repetitions == 60
+    assert with_budget(plan, 60).verdicts.max_repetitions == 10  # never below the plan's
+
+
+def test_reach_says_the_smallest_tax_and_the_budget_for_five_percent() -> None:
+    short = reach.reach([0.05, 0.10, 0.08], [0.02] * 3, round_s=60, budget_s=600, min_pairs=2)
+    long = reach.reach([0.05, 0.10, 0.08], [0.02] * 3, round_s=60, budget_s=6000, min_pairs=2)
+    assert short is not None and long is not None
+    assert short.pairs == 10 and long.pairs == 100
+    assert long.smallest < short.smallest
+    assert short.pairs_5pct is not None and short.budget_5pct_s == short.pairs_5pct * 60
+    # at the median spread, the pairs for ±5% really give ±5%, one fewer does not
+    assert radius(short.pairs_5pct, 0.08) <= math.log1p(0.05) < radius(short.pairs_5pct - 1,
+                                                                        0.08)
+    assert "decide a tax of about" in short.words() and "±5%" in short.words()
+    assert reach.reach([], [], 60, 600, 2) is None
+
+
+# -- across ratios ---------------------------------------------------------------------------------
+
+def test_ebh_keeps_the_strong_evidence_and_controls_the_rate() -> None:
+    assert ebh.ebh([1000.0, 900.0, 1.0, 0.5]) == [0, 1]  # 4 / (0.05 * 2) = 40 <= 900
+    assert ebh.ebh([30.0, 1.0]) == []  # 2 / 0.05 = 40 > 30
+    assert ebh.e_value(5, 0.01, 0.02, 0.02, NOTHING_BORROWED) == 1.0  # inside the margin
+    strong = ebh.e_value(10, math.log(0.7), 0.02, 0.02, NOTHING_BORROWED)
+    assert strong > 1e6
+    assert strong == bayes_factor(10, math.log(0.7), 0.02, -math.log1p(0.02))
+
+
+# -- verdicts fixed when the run ends --------------------------------------------------------------
+
+def test_the_report_shows_the_verdict_the_run_ended_with(tmp_path: Path) -> None:
+    """The run judged runc equivalent within its stored 10% margin; a later A/A run in the
+    store would give another margin: the report keeps the run's. Cells added since: the
+    report says the verdict was judged again."""
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("r", "p", 'name = "p"\nrepetitions = 3\n', 1, HOST)
+    store.put_environment(EnvRecord("r", "native", "native", True, "", {}, {}, {}))
+    store.put_environment(EnvRecord("r", "runc", "runc", True, "", {}, {}, {}))
+    for rep, r in enumerate([1.0, 1.01, 0.99, 1.0, 1.005, 0.995], 1):
+        _commit(store, "r", "native", rep, 100.0)
+        _commit(store, "r", "runc", rep, 100.0 * r)
+
+    def ten(row: tuple[str, str, str], env: str = "") -> Margin:
+        return Margin(0.10, "A/A run x (2026-11-26)")
+
+    p = sequential.assess(store.cells("r"), "native", ten, 3, 10)
+    store.put_run_meta("r", "sequential", sequential.to_meta({}, 3, 10, p, "done", 1))
+    store.set_run_status("r", "complete", 1.0)
+    d = analyze(store, "r")
+    v = d.sequential.ratios[0]
+    assert v.verdict.verdict is Verdict.EQUIVALENT and v.margin_source.startswith("A/A run x")
+    assert not d.rejudged
+    _commit(store, "r", "native", 7, 100.0)
+    _commit(store, "r", "runc", 7, 300.0)
+    d = analyze(store, "r")
+    assert d.rejudged and "equivalent -> " in d.rejudged[0]
+    assert any(w.kind is ReportWarning.REJUDGED for w in d.warnings)
