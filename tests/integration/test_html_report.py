@@ -45,7 +45,7 @@ params = { corpus_mib = 4, threads = 1 }
         assert f">{section}</h2>" in page and f">{section}</a>" in page  # and in the contents
     assert page.count("<svg") >= 3  # summary, bars, cost
     assert "CPU-s per GB" in page  # the cost figure's axis
-    assert "one core" in page or "all cores" in page or "undetermined" in page  # limiter
+    assert "one core" in page or "all cores" in page or "no clear limiter" in page  # limiter
 
 
 def _chromium() -> str | None:

@@ -52,7 +52,7 @@ CASES = [
     ("device-native-fio-read-1m-qd4", Limiter.DEVICE, "vda had I/O outstanding 92%"),
     ("iowait-native-fio-psync-randread", Limiter.IO_WAIT, "0.52 s per second"),
     ("iowait-qemu-fio-psync-randwrite", Limiter.IO_WAIT, "0.35 s per second"),
-    ("undetermined-native-throughput-from_env-p4", Limiter.UNDETERMINED, "no rule fired"),
+    ("no-clear-limiter-native-throughput-from_env-p4", Limiter.NO_CLEAR, "no rule fired"),
 ]
 
 
@@ -126,7 +126,7 @@ def _set_own(s: dict[str, Any], share: float) -> None:
 
 @pytest.mark.parametrize(("rest", "expected"), [
     (limiter.ONE_CORE_REST - 0.002, Limiter.ONE_CORE),
-    (limiter.ONE_CORE_REST + 0.002, Limiter.UNDETERMINED),  # own 0.73 of 2 < ALL_OWN
+    (limiter.ONE_CORE_REST + 0.002, Limiter.NO_CLEAR),  # own 0.73 of 2 < ALL_OWN
 ])
 def test_one_core_rest_boundary(rest: float, expected: Limiter) -> None:
     s = modified("one-core-native-compress-t1")
@@ -145,7 +145,7 @@ def test_one_core_needs_another_cpu() -> None:
 
 @pytest.mark.parametrize(("share", "expected"), [
     (limiter.ALL_OWN + 0.001, Limiter.ALL_CORES),
-    (limiter.ALL_OWN - 0.001, Limiter.UNDETERMINED),
+    (limiter.ALL_OWN - 0.001, Limiter.NO_CLEAR),
 ])
 def test_all_own_boundary(share: float, expected: Limiter) -> None:
     s = modified("all-cores-native-compress-t0")
@@ -204,12 +204,12 @@ def test_iowait_boundary(cores: float, expected: Limiter) -> None:
 
 @pytest.mark.parametrize(("share", "virtual", "expected"), [
     (limiter.LINK_NEAR + 0.001, False, Limiter.NETWORK),
-    (limiter.LINK_NEAR - 0.001, False, Limiter.UNDETERMINED),
-    (limiter.LINK_NEAR + 0.001, True, Limiter.UNDETERMINED),
+    (limiter.LINK_NEAR - 0.001, False, Limiter.NO_CLEAR),
+    (limiter.LINK_NEAR + 0.001, True, Limiter.NO_CLEAR),
 ])
 def test_link_boundary(share: float, virtual: bool, expected: Limiter) -> None:
     # HAND-MODIFIED: the from_env run's veth turned into a 10 Gbit/s physical NIC.
-    s = modified("undetermined-native-throughput-from_env-p4")
+    s = modified("no-clear-limiter-native-throughput-from_env-p4")
     name = next(iter(s["links"]))
     s["links"] = {name: {**s["links"][name], "speed_mbps": 10000, "virtual": virtual,
                          "tx_bytes": int(share * 10e9 * s["duration_s"] / 8) + 1,
@@ -222,7 +222,7 @@ def test_link_boundary(share: float, virtual: bool, expected: Limiter) -> None:
 
 @pytest.mark.parametrize(("share", "expected"), [
     (limiter.LATENCY_OWN_MAX - 0.001, Limiter.LATENCY),
-    (limiter.LATENCY_OWN_MAX + 0.01, Limiter.UNDETERMINED),
+    (limiter.LATENCY_OWN_MAX + 0.01, Limiter.NO_CLEAR),
 ])
 def test_latency_own_boundary(share: float, expected: Limiter) -> None:
     s = modified("latency-native-rr-tcp")
@@ -235,16 +235,16 @@ def test_bulk_streams_are_not_an_in_flight_limit() -> None:
     # HAND-MODIFIED: rr's telemetry, its work relabelled as iperf3's (GB, 1 stream).
     s = modified("latency-native-rr-tcp")
     s["work"] = {"amount": 1.0, "unit": "GB", "in_flight": 1}
-    assert suspect(s).limiter is Limiter.UNDETERMINED
+    assert suspect(s).limiter is Limiter.NO_CLEAR
 
 
 def test_all_host_boundary() -> None:
-    s = modified("undetermined-native-throughput-from_env-p4")
+    s = modified("no-clear-limiter-native-throughput-from_env-p4")
     dur, cpus = s["duration_s"], s["cpus"]
     s["host_cpu_s"]["busy"] = (limiter.ALL_HOST + 0.001) * dur * cpus  # HAND-MODIFIED
     assert suspect(s).limiter is Limiter.ALL_CORES
     s["host_cpu_s"]["busy"] = (limiter.ALL_HOST - 0.01) * dur * cpus
-    assert suspect(s).limiter is Limiter.UNDETERMINED
+    assert suspect(s).limiter is Limiter.NO_CLEAR
 
 
 def test_guest_all_cpus_busy() -> None:
@@ -256,7 +256,7 @@ def test_guest_all_cpus_busy() -> None:
 
 def test_no_telemetry() -> None:
     v = suspect({})
-    assert v.limiter is Limiter.UNDETERMINED and "no telemetry" in v.words
+    assert v.limiter is Limiter.NO_CLEAR and "no telemetry" in v.words
 
 
 def test_a_short_run_says_so() -> None:
@@ -276,27 +276,27 @@ def test_aggregate_agreeing() -> None:
 
 
 def test_aggregate_disagreeing() -> None:
-    vs = [_v(Limiter.LOADGEN, 0.86), _v(Limiter.UNDETERMINED, 0.6), _v(Limiter.LOADGEN, 0.89)]
+    vs = [_v(Limiter.LOADGEN, 0.86), _v(Limiter.NO_CLEAR, 0.6), _v(Limiter.LOADGEN, 0.89)]
     a = aggregate(vs)
     assert a.limiter is Limiter.LOADGEN
     assert "2 of 3 repetitions" in a.words
-    assert a.evidence[0] == "2 of 3 repetitions; the others: undetermined 1"
+    assert a.evidence[0] == "2 of 3 repetitions; the others: no clear limiter 1"
     assert a.evidence[1] in ("evidence 0.86", "evidence 0.89")
 
 
 def test_aggregate_tie_goes_to_the_earlier_rule() -> None:
-    a = aggregate([_v(Limiter.UNDETERMINED, 0.5), _v(Limiter.ALL_CORES, 0.8)])
+    a = aggregate([_v(Limiter.NO_CLEAR, 0.5), _v(Limiter.ALL_CORES, 0.8)])
     assert a.limiter is Limiter.ALL_CORES and "1 of 2 repetitions" in a.words
 
 
 def test_aggregate_recorded() -> None:
     reps = [suspect(recorded(n)) for n in ("loadgen-runc-throughput-to_env-p4",
-                                           "undetermined-native-throughput-from_env-p4")]
+                                           "no-clear-limiter-native-throughput-from_env-p4")]
     assert aggregate(reps).limiter is Limiter.LOADGEN
 
 
 def test_aggregate_nothing() -> None:
-    assert aggregate([]).limiter is Limiter.UNDETERMINED
+    assert aggregate([]).limiter is Limiter.NO_CLEAR
 
 
 # -- observe.link_speeds: what the network rule reads ------------------------------------------

@@ -134,7 +134,7 @@ def test_bars_past_an_axis_are_marked_with_their_value(data: ReportData) -> None
     from isotax.analysis.limiter import Limiter, Verdict
 
     pk = next(r.params_key for r in data.rows if r.workload == "rr")
-    verdict = Verdict(next(iter(Limiter)), "undetermined", ())
+    verdict = Verdict(next(iter(Limiter)), "no clear limiter", ())
     data.explained = {
         ("native", "rr", pk): Explained(CostSummary("GB", 3, 0.9, 0.1, 1.0, 0.0, None),
                                         verdict, 3),

@@ -160,9 +160,10 @@ def test_printed_warnings_fit_and_read_no_markup() -> None:
     from isotax.analysis.report_data import ReportWarning as W
     from isotax.report.terminal import print_warnings
 
-    # print_warnings reads only the warnings
+    # print_warnings reads the warnings, and what their counts count (nothing here)
     data = cast(ReportData, SimpleNamespace(warnings=[
-        *_seventeen(), W.HIGH_VARIANCE.say(env="x", count=1, workload="a", metric="b", cv=0.1)]))
+        *_seventeen(), W.HIGH_VARIANCE.say(env="x", count=1, workload="a", metric="b", cv=0.1)],
+        sequential=None, failures=[], outliers=[], unwatched=0, rejudged=[]))
     buf = io.StringIO()
     print_warnings(data, Console(file=buf, width=200, force_terminal=True,
                                  color_system="standard"))

@@ -5,6 +5,11 @@ A's with its 95% bootstrap interval and a verdict, the same as a run's ratios to
 Runs whose host fingerprints differ (CPU model, SMT, governor, THP, kernel, ...) are not
 compared unless forced: a difference would be the host's, not the change under study. Forced,
 the comparison lists every difference first.
+
+A run is never compared with itself (the same id on both sides: twice from the store, or the
+run and its own bundle), forced or not: every B / A would be 1 by construction, which reads as
+"nothing changed" when nothing was compared. It is a slip (the same id pasted twice), so it is
+refused in one line naming the fix rather than written out as a comparison.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from isotax.telemetry import envcpu
 
 
 class NotComparable(Exception):
-    """The runs' hosts differ; the message is one line naming each difference and the fix."""
+    """The runs' hosts differ, or both sides are the same run; the message is one line
+    naming the problem and the fix."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,12 @@ def _values(cells: Sequence[CellRecord]) -> dict[tuple[str, str, str, str],
 
 def compare(a: RunRecord, cells_a: Sequence[CellRecord], b: RunRecord,
             cells_b: Sequence[CellRecord], force: bool = False) -> Comparison:
-    """Run B against run A. Raises NotComparable when the fingerprints differ and not force."""
+    """Run B against run A. Raises NotComparable when both are the same run, or when the
+    fingerprints differ and not force."""
+    if a.id == b.id:
+        raise NotComparable(
+            f"both sides are the same run ({a.id}): every ratio would be 1 by construction; "
+            "give two different runs (a bundle of a run is that same run)")
     diffs = fingerprint_differences(a.host, b.host)
     if diffs and not force:
         raise NotComparable(

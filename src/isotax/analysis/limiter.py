@@ -77,7 +77,9 @@ Rules, in order (the first that fires is the verdict):
   8. all cores        the host (every tenant) was busy >= ALL_HOST (0.90): the CPUs were the
                       limit though the workload used fewer of them; the evidence names what
                       else ran.
-  9. undetermined     none fired; the evidence says what was measured.
+  9. no clear limiter  none fired; the evidence says what was measured. (Not "undetermined":
+                      that word is too near a verdict's "undecided", which is about the
+                      ratio, not about what limited the run.)
 """
 
 from __future__ import annotations
@@ -117,12 +119,12 @@ class Limiter(StrEnum):
     DEVICE = "device"
     NETWORK = "network"
     LATENCY = "latency"
-    UNDETERMINED = "undetermined"
+    NO_CLEAR = "no clear limiter"
 
 
 # Order used to break a tie between repetitions: the rules' own order.
 _PRIORITY = (Limiter.LOADGEN, Limiter.ONE_CORE, Limiter.ALL_CORES, Limiter.DEVICE,
-             Limiter.IO_WAIT, Limiter.NETWORK, Limiter.LATENCY, Limiter.UNDETERMINED)
+             Limiter.IO_WAIT, Limiter.NETWORK, Limiter.LATENCY, Limiter.NO_CLEAR)
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,7 @@ def suspect(summary: TelemetrySummary | None) -> Verdict:
     has none). Pure; the rules and thresholds are in the module docstring."""
     s = summary
     if s is None or float(s.duration_s) <= 0:
-        return Verdict(Limiter.UNDETERMINED, "undetermined: no telemetry for this run",
+        return Verdict(Limiter.NO_CLEAR, "no clear limiter: no telemetry for this run",
                        ("the run has no telemetry summary",))
     f = _facts(s)
     ctx = tuple(f.context)
@@ -418,8 +420,8 @@ def suspect(summary: TelemetrySummary | None) -> Verdict:
                        f"{f.other_cores:.2f} cores of it",
                        (f"host busy {_pct(f.host_share)} >= {_pct(ALL_HOST)}; the workload's "
                         f"own {f.own_cores:.2f} cores", *ruled_out, *ctx), f.host_share)
-    return Verdict(Limiter.UNDETERMINED,
-                   f"undetermined: no rule fired (own CPU {_pct(own_share)}, host "
+    return Verdict(Limiter.NO_CLEAR,
+                   f"no clear limiter: no rule fired (own CPU {_pct(own_share)}, host "
                    f"{_pct(f.host_share)} busy)", tuple(ruled_out) + ctx, own_share)
 
 
@@ -428,7 +430,7 @@ def aggregate(verdicts: Sequence[Verdict]) -> Verdict:
     earlier rule), with the words and evidence of its typical repetition (the one whose
     measure is nearest the median); the words say "k of n repetitions" when they disagree."""
     if not verdicts:
-        return Verdict(Limiter.UNDETERMINED, "undetermined: no repetitions", ())
+        return Verdict(Limiter.NO_CLEAR, "no clear limiter: no repetitions", ())
     counts = Counter(v.limiter for v in verdicts)
     top = min(counts, key=lambda lim: (-counts[lim], _PRIORITY.index(lim)))
     same = [v for v in verdicts if v.limiter is top]

@@ -19,7 +19,7 @@ from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
 from isotax.analysis.margins import Margin, margins_for
-from isotax.analysis.sequential import Progress
+from isotax.analysis.sequential import Progress, RatioState
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
 from isotax.analysis.verdicts import MIN_MARGIN, Borrowed, Verdict
 from isotax.analysis.warmups import WarmupCheck
@@ -212,7 +212,7 @@ class ReportData:
     # Verdicts that differ from the ones the run ended with ("runc rr ...: worse -> undecided").
     rejudged: list[str] = field(default_factory=list)
     # The worse/better verdicts e-BH keeps at 5% FDR across the run's ratios (analysis.ebh).
-    ebh_kept: list[sequential.RatioState] = field(default_factory=list)
+    ebh_kept: list[RatioState] = field(default_factory=list)
     # Per environment x warmed-up point: its warm-up against its measured values.
     warmups: list[WarmupCheck] = field(default_factory=list)
     # (environment, workload, params_key) -> CPU per unit of work and the suspected limiter,
@@ -638,7 +638,7 @@ def _verdict_warnings(d: ReportData) -> list[Warned]:
         out.append(ReportWarning.REJUDGED.say(
             count=len(d.rejudged), why="cells were added or changed since; "
             + "; ".join(d.rejudged[:3]) + (" ..." if len(d.rejudged) > 3 else "")))
-    lagged: dict[str, list[sequential.RatioState]] = defaultdict(list)
+    lagged: dict[str, list[RatioState]] = defaultdict(list)
     for r in seq.ratios:
         if r.lag1 == r.lag1 and r.lag1 > HIGH_LAG1:
             lagged[r.environment].append(r)

@@ -542,7 +542,7 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
                 out: Path | None) -> None:
     """Compare run B against run A (two hosts, kernels, before/after a tuning): B / A with
     intervals per environment, workload point and metric. A run is an id in the store or a
-    bundle file."""
+    bundle file; the same run on both sides is refused."""
     import json
 
     from isotax.analysis.compare import NotComparable, compare, to_json

@@ -6,11 +6,18 @@ the Markdown and HTML reports alike; the arithmetic is isotax.analysis.verdicts'
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from isotax.analysis.report_data import ReportData
-from isotax.analysis.sequential import ratio_fields, why_undecided
+from isotax.analysis.report_data import ReportData, Row
+from isotax.analysis.sequential import TIME_SPENT, ratio_fields, why_undecided
+from isotax.analysis.verdicts import RatioVerdict
 from isotax.report.table import Block, Grid, Heading, Text
+
+# What a verdict's interval is, in the words every place that shows one beside a ratio uses:
+# it is wider than the bootstrap interval of the ratio of means (Results), and only it decides.
+SEQUENCE = "the 95% confidence sequence its verdict came from"
+BOOTSTRAP = "95% bootstrap"
 
 
 def counts_line(d: ReportData) -> str:
@@ -23,6 +30,26 @@ def counts_line(d: ReportData) -> str:
     decided = f" ({', '.join(parts)})" if parts else ""
     return (f"Verdicts: {p.decided} of {len(p.ratios)} headline ratios to {d.baseline} "
             f"decided{decided}; {c['undecided']} undecided.")
+
+
+def verdict_of(d: ReportData, row: Row, env: str) -> RatioVerdict | None:
+    """The verdict of env's ratio on row (a headline metric), None where it has none (not a
+    headline metric, an A/A copy not judged, a run without verdicts)."""
+    return _verdicts(d).get((env, row.workload, row.params_key, row.metric))
+
+
+def _verdicts(d: ReportData) -> dict[tuple[str, str, str, str], RatioVerdict]:
+    p = d.sequential
+    return {} if p is None else {(r.environment, r.workload, r.params_key, r.metric): r.verdict
+                                 for r in p.ratios}
+
+
+def sequence_bounds(v: RatioVerdict) -> tuple[float, float]:
+    """The verdict's confidence sequence on the ratio as (low, high); NaN for both while it
+    is still unbounded (too few pairs), so nothing draws an interval it does not have."""
+    if v.low > 0 and math.isfinite(v.high):
+        return v.low, v.high
+    return math.nan, math.nan
 
 
 def _meta(d: ReportData) -> dict[str, Any]:
@@ -52,13 +79,7 @@ def blocks(d: ReportData) -> list[Block]:
              "whole interval is beyond the equivalence margin; *equivalent*: it is inside "
              "±margin; *undecided*: neither yet (docs/statistics.md).")]
     if cap > fixed:
-        how = ("**Not finished**: the run stopped during the added rounds; `isotax run "
-               f"--resume {d.run.id}` goes on from what is stored." if ended is None and meta
-               else f"Added rounds ended: {ended or 'not run'}.")
-        out.append(Text(f"After the {fixed} fixed rounds, rounds were added for the undecided "
-                        f"ratios, up to {cap} runs a point. {how} "
-                        f"{meta.get('rounds', 0)} round(s), {meta.get('added_cells', 0)} "
-                        f"cell(s) in {float(meta.get('spent_s', 0)):.0f} s."))
+        out.append(Text(added_rounds_words(d.run.id, fixed, cap, meta)))
     rows = []
     order = {"worse": 0, "better": 1, "equivalent": 2, "undecided": 3}
     for r in sorted(p.ratios, key=lambda r: (order[r.verdict.verdict.value], r.workload,
@@ -72,6 +93,25 @@ def blocks(d: ReportData) -> list[Block]:
     out.append(Grid(["environment", "workload", "sweep", "metric", "verdict",
                      "ratio [95% sequence]", "margin", "pairs", "why undecided"], rows))
     return out
+
+
+def added_rounds_words(run_id: str, fixed: int, cap: int, meta: dict[str, Any]) -> str:
+    """What the added rounds did, from the runner's "sequential" meta: how many were added
+    and how they ended, or that none was and why; never "rounds were added ... 0 round(s)"."""
+    ended, rounds = meta.get("ended"), int(meta.get("rounds") or 0)
+    if ended is None:  # stored before each added round, so it names the one under way
+        return (f"**Not finished**: the run stopped during added round {rounds + 1}, after the "
+                f"{fixed} fixed rounds; `isotax run --resume {run_id}` goes on from what is "
+                "stored.")
+    if not rounds:
+        why = (" (not one more pair of an undecided ratio fit in the time left after the "
+               "fixed rounds)" if ended == TIME_SPENT else "")
+        return (f"After the {fixed} fixed rounds no round was added (the plan allows up to "
+                f"{cap} runs a point): {ended}{why}.")
+    return (f"After the {fixed} fixed rounds, {rounds} round(s) were added for the undecided "
+            f"ratios ({int(meta.get('added_cells') or 0)} cell(s) in "
+            f"{float(meta.get('spent_s') or 0):.0f} s; up to {cap} runs a point). Added rounds "
+            f"ended: {ended}.")
 
 
 def verdicts_value(d: ReportData) -> dict[str, Any] | None:

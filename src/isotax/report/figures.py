@@ -21,6 +21,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import matplotlib
@@ -36,7 +37,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator
 from isotax.analysis.report_data import CdfKey, ReportData, Row
 from isotax.analysis.stats import Ratio
 from isotax.protocols import PHASES, CpuCurve, FigureHints, figure_hints
-from isotax.report import drawing
+from isotax.report import decisions, drawing
 
 plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "isotax", "font.size": 9,
                      "axes.spines.top": False, "axes.spines.right": False})
@@ -147,7 +148,8 @@ def ratio_bar(ax: Axes, y: float, r: Ratio, color: Any, height: float, label: st
 
 def summary(d: ReportData) -> str:
     """Every environment's ratio to the baseline per headline metric, on a log axis, with
-    its 95% interval; hollow bars are within noise."""
+    the interval its verdict came from (the confidence sequence; a ratio without a verdict:
+    its bootstrap interval); hollow bars are within noise."""
     rows = d.headline_rows()
     envs = [e for e in d.columns if e != d.baseline]
     if not rows or not envs:
@@ -162,7 +164,7 @@ def summary(d: ReportData) -> str:
             cell = d.cells.get((r, env))
             if cell is None or cell.ratio is None or cell.ratio.ratio <= 0:
                 continue
-            ratio_bar(ax, i + j * step, cell.ratio, color, step * 0.9,
+            ratio_bar(ax, i + j * step, _judged(d, r, env, cell.ratio), color, step * 0.9,
                       d.label(env) if i == 0 else None)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks([i + (len(envs) - 1) * step / 2 for i in range(len(rows))],
@@ -171,11 +173,23 @@ def summary(d: ReportData) -> str:
     ticks = [-2, -1, math.log10(0.5), 0, math.log10(2), 1, 2]
     ax.set_xticks(ticks, [f"{10 ** t:g}×" for t in ticks])
     ax.set_xlabel(f"ratio to {d.baseline} (log scale; ↑ metrics: right is better, ↓ metrics: "
-                  "left is better); line: 95% interval; hollow: within noise")
+                  "left is better)\nline: the verdict's 95% confidence sequence (without a "
+                  "verdict: 95% bootstrap interval); hollow: within noise")
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return to_svg(fig)
+
+
+def _judged(d: ReportData, row: Row, env: str, r: Ratio) -> Ratio:
+    """r with the interval its verdict came from in place of its bootstrap interval (NaN
+    while the confidence sequence is unbounded: no line), so the summary figure shows what
+    decided; r itself where there is no verdict."""
+    v = decisions.verdict_of(d, row, env)
+    if v is None:
+        return r
+    low, high = decisions.sequence_bounds(v)
+    return replace(r, ci_low=low, ci_high=high)
 
 
 def bars(d: ReportData) -> str:

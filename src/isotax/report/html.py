@@ -2,7 +2,8 @@
 figures are inline SVG, the style is inline CSS), to open and to share.
 
 Contents: the summary (each environment's headline ratio to the baseline per workload point as
-a heat-map table with its interval, "within noise" and the suspected limiter, and as a figure),
+a heat-map table with the interval its verdict came from, "within noise" and the suspected
+limiter, and as a figure),
 the warnings, the attribution to layers, the figures per workload (bars with deviations,
 throughput vs concurrency with the loss against the baseline, throughput vs latency, MySQL
 throughput vs CPU utilisation, latency CDFs with their tails, startup phases, memory vs
@@ -24,9 +25,11 @@ from html import escape
 
 from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
+from isotax.analysis.verdicts import RatioVerdict
 from isotax.report import (
     decisions,
     drawing,
+    emulation,
     figures,
     hostcpu,
     layers,
@@ -121,15 +124,23 @@ def _shared(blocks: list[Block]) -> list[tuple[int, str, list[str]]]:
     return out
 
 
-def ratio_cell(rr: Ratio) -> str:
-    """A ratio with its interval, coloured by its verdict (grey and ≈ within noise)."""
+def ratio_cell(rr: Ratio, verdict: RatioVerdict | None = None) -> str:
+    """A ratio coloured by its verdict (grey and ≈ within noise, ? undecided), with the
+    interval its verdict came from (the confidence sequence) where it has a verdict, else
+    its bootstrap interval marked "bootstrap": the two differ, and only the first decides, so
+    a bootstrap interval that excludes 1 must not stand unlabelled beside "undecided"."""
     cls = "noise" if rr.within_noise else (rr.verdict if rr.verdict in ("better", "worse")
                                            else "")
     text = f"{rr.ratio:.3f}"
-    if rr.has_ci:
-        text += f" <span class=small>[{rr.ci_low:.3f}, {rr.ci_high:.3f}]</span>"
     if rr.within_noise:
         text += " ≈"
+    elif rr.decided == "undecided":
+        text += " ?"
+    if verdict is not None:
+        text += f" <span class=small>{_e(verdict.interval())}</span>"
+    elif rr.has_ci:
+        text += (f" <span class=small>{decisions.BOOTSTRAP} [{rr.ci_low:.3f}, "
+                 f"{rr.ci_high:.3f}]</span>")
     return f'<div class="{cls}">{text}</div>'
 
 
@@ -160,7 +171,7 @@ def summary_table(d: ReportData) -> str:
                 why = d.na_reason(env, r)
                 line.append(f"<span class=small>{'n/a' if why else '—'}</span>{lim}")
                 continue
-            line.append(ratio_cell(cell.ratio) + lim)
+            line.append(ratio_cell(cell.ratio, decisions.verdict_of(d, r, env)) + lim)
         rows.append(line)
     header = ["workload point"] + [d.label(e) for e in envs]
     return _table(header, rows, raw=True)
@@ -253,27 +264,31 @@ def _render(d: ReportData) -> str:
         f", {_e(host.get('cpu_model', '?'))}, {_e(host.get('cpus', '?'))} CPUs, kernel "
         f"{_e(host.get('kernel', '?'))}.</p>",
     ]
-    emulated = [e.name for e in d.environments if d.emulated(e.name)]
-    if emulated:
-        head.append(f"<p class=emulated>Emulated (TCG, not KVM): {_e(', '.join(emulated))}: "
-                    "their ratios measure the emulator, not a hypervisor's overhead.</p>")
+    if emulation.note(d):  # the one explanation; Warnings points back to it
+        head.append(f"<p class=emulated>{_inline(emulation.note(d))}</p>")
     # (level, title, body): a section without a body is left out, and so is its link.
     sections: list[tuple[int, str, list[str]]] = []
     summary: list[str] = []
     if decisions.counts_line(d):
         summary.append(f"<p><b>{_e(decisions.counts_line(d))}</b> (see Verdicts)</p>")
     if d.rows and len(d.columns) > 1:
-        summary += [f"<p class=small>Headline metric of every workload point: ratio to "
-                    f"{_e(d.baseline)} with its 95% bootstrap interval; green decided better, "
-                    "red decided worse, grey ≈ decided equivalent within its margin, "
-                    "uncoloured undecided; under it the suspected limiter.</p>",
+        summary += [f"<p class=small>Headline metric of every workload point: ratio of "
+                    f"means to {_e(d.baseline)}; in brackets {decisions.SEQUENCE} (on the "
+                    "ratio of geometric means of the round pairs, see Verdicts), wider than "
+                    "the 95% bootstrap interval of Results, which decides nothing; a ratio "
+                    "without a verdict shows its 95% bootstrap interval, marked so. Green "
+                    "decided better, red decided worse, grey ≈ decided equivalent within its "
+                    "margin, uncoloured ? undecided; under it the suspected limiter.</p>",
                     summary_table(d),
                     _figure(figures.summary(d), "Ratio to the baseline per headline metric "
-                                                "(log scale) with 95% intervals.")]
+                            f"(log scale); line: {decisions.SEQUENCE}, none while it is "
+                            "unbounded (a ratio without a verdict: its 95% bootstrap "
+                            "interval).")]
     else:
         summary.append("<p>No ratios: the run has no results or only the baseline.</p>")
     sections.append((2, "Summary", summary))
-    warnings = list(d.warnings)  # drawn once every section has its id, to link to them
+    # Drawn once every section has its id, to link to them.
+    warnings = emulation.report_warnings(d)
     sections.append((2, "Warnings", warnings))
     sections += _shared(layers.blocks(d))  # the studies' key finding: what each layer costs
     groups = [(t, [f for f in figs if f]) for t, figs in _figures(d)]

@@ -13,7 +13,16 @@ import math
 from isotax.analysis.report_data import ReportData
 from isotax.host import versions
 from isotax.host.fingerprint import show_rows
-from isotax.report import decisions, hostcpu, layers, lifecycle, phases, verdicts, warmups
+from isotax.report import (
+    decisions,
+    emulation,
+    hostcpu,
+    layers,
+    lifecycle,
+    phases,
+    verdicts,
+    warmups,
+)
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
 
@@ -203,6 +212,16 @@ def environments_blocks(d: ReportData) -> list[Block]:
                  env_rows)]
 
 
+# Said where bootstrap intervals stand beside verdict words: a reader sees an interval that
+# excludes 1 next to "undecided" and must know why that is no contradiction.
+BOOTSTRAP_IS_NOT_THE_VERDICT = (
+    "Every interval in this table is the 95% bootstrap interval of the ratio of means. A "
+    "headline ratio's verdict word (worse, better, equivalent, undecided) comes from its own, "
+    "wider 95% confidence sequence on the ratio of geometric means of the round pairs (see "
+    "Verdicts), not from this interval: a bootstrap interval that excludes 1 beside "
+    "\"undecided\" is no contradiction.")
+
+
 def results_blocks(d: ReportData) -> list[Block]:
     """Table 1, the repetitions and parameters behind it, startup and density, the ratios
     with their intervals and the noise floor."""
@@ -222,7 +241,7 @@ def results_blocks(d: ReportData) -> list[Block]:
     out += lifecycle.startup_blocks(d) + lifecycle.density_blocks(d)
     if d.rows and len(d.columns) > 1:
         out += [Heading(3, f"Ratio to {_esc(d.baseline)}, with 95% bootstrap interval"),
-                Grid(*ratios_rows(d))]
+                Text(BOOTSTRAP_IS_NOT_THE_VERDICT), Grid(*ratios_rows(d))]
     return out + noise_floor_blocks(d)
 
 
@@ -260,7 +279,7 @@ def failures_blocks(d: ReportData) -> list[Block]:
 def warnings_blocks(d: ReportData) -> list[Block]:
     if not d.warnings:
         return []
-    return [Heading(2, "Warnings"), Items([_esc(w) for w in d.warnings])]
+    return [Heading(2, "Warnings"), Items([_esc(w) for w in emulation.report_warnings(d)])]
 
 
 def plan_blocks(d: ReportData) -> list[Block]:
@@ -283,5 +302,7 @@ def render(d: ReportData) -> str:
            f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
     if decisions.counts_line(d):  # the first thing a reader wants: what is decided
         out += ["", f"**{_esc(decisions.counts_line(d))}** (see Verdicts)"]
+    if emulation.note(d):  # before the first table that marks an environment emulated
+        out += ["", _esc(emulation.note(d))]
     out += to_markdown(report_blocks(d), _table)
     return "\n".join([*out, ""])

@@ -5,13 +5,13 @@ plain text when the output is piped or NO_COLOR is set."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from isotax.analysis.report_data import ReportData, ReportWarning, Warned
+from isotax.analysis.report_data import HIGH_LAG1, ReportData, ReportWarning, Warned
 from isotax.report.decisions import counts_line
 
 WIDTH = 100
@@ -63,9 +63,34 @@ def print_summary(d: ReportData, console: Console | None = None) -> None:
         out.print(counts_line(d), width=width, markup=False, highlight=False)
 
 
-def grouped_warnings(warnings: Sequence[str], width: int = WIDTH) -> list[str]:
+def warning_counts(d: ReportData) -> dict[ReportWarning, int]:
+    """How many of what its title names each kind is about, where one warning speaks for
+    several (one "undecided verdicts" warning for all 41 undecided ratios, one "failed
+    cells" warning per environment): read from the data the warnings were made from, so the
+    terminal does not print "undecided verdicts (1)" for 41 ratios. Kinds left out count
+    their warnings."""
+    out: dict[ReportWarning, int] = {}
+    seq = d.sequential
+    if seq is not None and seq.ratios:
+        out[ReportWarning.UNDECIDED] = len(seq.ratios) - seq.decided
+        # One warning per environment, each counting its ratios above the limit.
+        out[ReportWarning.CORRELATED_PAIRS] = sum(r.lag1 > HIGH_LAG1 for r in seq.ratios)
+    if d.rejudged:
+        out[ReportWarning.REJUDGED] = len(d.rejudged)
+    if d.failures:
+        out[ReportWarning.FAILURES] = len(d.failures)
+    if d.outliers:
+        out[ReportWarning.OUTLIERS] = len(d.outliers)
+    if d.unwatched:
+        out[ReportWarning.NO_TELEMETRY] = d.unwatched
+    return out
+
+
+def grouped_warnings(warnings: Sequence[str], width: int = WIDTH,
+                     counts: Mapping[ReportWarning, int] | None = None) -> list[str]:
     """One line per kind of warning, the most important kind first (ReportWarning's order):
-    its title, how many, the environments it concerns and where to read them whole, within
+    its title, how many (counts[kind] where given: the ratios, cells or values it is about;
+    else its warnings), the environments it concerns and where to read them whole, within
     width where the title allows. A kind's only warning, if short, is its text in full; a
     warning without a kind (a plain str) is shown in full after the rest."""
     groups: dict[ReportWarning | None, list[str]] = {}
@@ -80,7 +105,8 @@ def grouped_warnings(warnings: Sequence[str], width: int = WIDTH) -> list[str]:
             continue
         subjects = list(dict.fromkeys(w.subject for w in said
                                       if isinstance(w, Warned) and w.subject))
-        lines.append(_group_line(kind.title, len(said), subjects, width))
+        lines.append(_group_line(kind.title, (counts or {}).get(kind, len(said)), subjects,
+                                 width))
     return lines
 
 
@@ -102,5 +128,5 @@ def print_warnings(d: ReportData, console: Console | None = None) -> None:
     warnings quote plan syntax such as "[verdicts]"."""
     out = console or Console(stderr=True)
     width = min(WIDTH, out.width)
-    for line in grouped_warnings(d.warnings, width):
+    for line in grouped_warnings(d.warnings, width, warning_counts(d)):
         out.print(Text.assemble(("warning:", "yellow"), line[len(PREFIX) - 1:]), width=width)

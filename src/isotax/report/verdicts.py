@@ -1,5 +1,6 @@
 """The section that gives every result its three answers side by side: is the
-difference real (the headline metric's ratio with its 95% interval, or "within noise"), what
+difference real (the headline metric's ratio with its verdict and the confidence sequence
+the verdict came from; without a verdict, its bootstrap interval, so named), what
 did a unit of work cost in CPU (in the environment, and hidden on the host), and what limited
 it (the suspected limiter, with the evidence the rule saw). Blocks, rendered by the Markdown
 and HTML reports alike."""
@@ -9,6 +10,8 @@ from __future__ import annotations
 from isotax.analysis.cost import scale_for
 from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
+from isotax.analysis.verdicts import RatioVerdict
+from isotax.report.decisions import BOOTSTRAP, verdict_of
 from isotax.report.table import (
     Block,
     Details,
@@ -20,16 +23,24 @@ from isotax.report.table import (
 )
 
 
-def verdict_words(r: Ratio | None, is_baseline: bool) -> str:
-    """The headline ratio as the report says it: 0.93 [0.90, 0.96], or within noise."""
+def verdict_words(r: Ratio | None, is_baseline: bool, v: RatioVerdict | None = None) -> str:
+    """The headline ratio as the report says it: with its verdict v, the verdict and the
+    confidence sequence it came from ("0.744: undecided (the verdict's 95% confidence
+    sequence [0.52, 1.06])"); without one (an A/A copy not judged), its bootstrap interval,
+    so named, or within noise. Never a bootstrap interval unnamed beside a verdict: it is
+    narrower, and it decides nothing."""
     if is_baseline:
         return "baseline"
     if r is None:
         return "no ratio"
+    if v is not None:
+        mark = "≈ " if r.within_noise else ""
+        return f"{mark}{r.ratio:.3f}: {v.words()} (the verdict's 95% confidence sequence " \
+               f"{v.interval()})"
     if r.within_noise is None:
         return f"{r.ratio:.3f} (too few runs for an interval)"
-    head = f"{r.ratio:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
-    return f"≈ within noise ({head})" if r.within_noise else f"{head} {r.verdict}"
+    head = f"{r.ratio:.3f}, {BOOTSTRAP} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
+    return f"≈ within noise ({head})" if r.within_noise else f"{head}: {r.verdict}"
 
 
 def blocks(d: ReportData) -> list[Block]:
@@ -40,8 +51,10 @@ def blocks(d: ReportData) -> list[Block]:
     out: list[Block] = [
         Heading(2, "Every result: is it real, what it cost, what limited it"),
         Text("Per workload point and environment: the headline metric's ratio to the baseline "
-             "with its 95% interval (≈ within noise where the interval holds 1 or the A/A "
-             "noise floor covers it); the CPU one unit of work cost, split into the work the "
+             "with its verdict and the 95% confidence sequence the verdict came from (≈ "
+             "equivalent; a ratio without a verdict with its 95% bootstrap interval, ≈ within "
+             "noise where that holds 1 or the A/A noise floor covers it); the CPU one unit of "
+             "work cost, split into the work the "
              "environment accounted itself (its cgroup, or the guest's own /proc/stat) and the "
              "hidden work the host did for it (host-wide busy time less that, the load "
              "generator, isotax and other processes: QEMU's emulation, gVisor's Sentry and "
@@ -75,7 +88,8 @@ def blocks(d: ReportData) -> list[Block]:
                               f"{c.total / factor:.3g}{rel}",
                               "-" if c.loadgen is None else f"{c.loadgen / factor:.3g}"]
             lines.append([d.label(e), verdict_words(cell.ratio if cell else None,
-                                                    e == d.baseline),
+                                                    e == d.baseline,
+                                                    verdict_of(d, row, e) if row else None),
                           *cost_cells, ex.limiter.words])
         out.append(Grid(["environment", "headline ratio", "in env", "hidden on host",
                          "total", "load generator", "suspected limiter"], lines))
