@@ -246,3 +246,27 @@ def test_the_report_shows_the_verdict_the_run_ended_with(tmp_path: Path) -> None
     d = analyze(store, "r")
     assert d.rejudged and "equivalent -> " in d.rejudged[0]
     assert any(w.kind is ReportWarning.REJUDGED for w in d.warnings)
+
+
+def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_expect(
+        tmp_path: Path) -> None:
+    from isotax.report.decisions import context_lines
+
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("r", "p", 'name = "p"\nrepetitions = 3\naa = true\n', 1, HOST)
+    for env, kind in (("native", "native"), ("native-aa", "native"), ("runc", "runc")):
+        store.put_environment(EnvRecord("r", env, kind, True, "", {}, {}, {}))
+    # five pairs: at three, no Bayes factor reaches 2 / 0.05 (it is bounded by c at n = 3)
+    for rep, (aa, r) in enumerate([(1.0, 0.5), (1.01, 0.51), (0.99, 0.49), (1.0, 0.5),
+                                   (1.005, 0.505)], 1):
+        _commit(store, "r", "native", rep, 100.0)
+        _commit(store, "r", "native-aa", rep, 100.0 * aa)
+        _commit(store, "r", "runc", rep, 100.0 * r)
+    store.put_run_meta("r", "reach", {"words": "at this host's noise ... about 7% or more"})
+    store.set_run_status("r", "complete", 1.0)
+    lines = context_lines(analyze(store, "r"))
+    assert lines[0].startswith("A/A canary (native-aa, native measured twice): ")
+    assert "none worse or better" in lines[0]
+    assert lines[1] == "This host: at this host's noise ... about 7% or more."
+    assert "of 1 ratios at most 0.1 false worse/better" in lines[2]
+    assert "keeps 1 of its 1 worse/better" in lines[2]

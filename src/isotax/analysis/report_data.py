@@ -371,7 +371,6 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     kept = {(r["environment"], r["workload"], r["params"]): r for r in meta.get("ratios", [])
             if "borrowed_dof" in r}
     lent: dict[tuple[str, str, str], Borrowed] = {}
-    exclude: list[str] = []
     if kept:
         def rules(row: tuple[str, str, str], env: str) -> Margin:
             r = kept.get((env, row[0], row[1]))
@@ -382,15 +381,13 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
                 if r["borrowed_dof"]}
         judge: Any = rules
     else:
-        exclude = [aa] if aa else []
         try:
             judge = margins_for(store, d.run.id, settings.get("margin", "auto"), d.baseline,
                                 aa, int(d.run.seed), records)
         except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
             judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, 0, records)
     d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
-                                     float(settings.get("confidence", 0.95)),
-                                     exclude=exclude, borrowed=lent)
+                                     float(settings.get("confidence", 0.95)), borrowed=lent)
     evalues = [ebh.e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
                            else math.nan, r.sd, r.verdict.margin, r.borrowed)
                for r in d.sequential.ratios]

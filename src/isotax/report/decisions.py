@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from isotax.analysis.ebh import expected_false
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import TIME_SPENT, ratio_fields, why_undecided
 from isotax.analysis.verdicts import RatioVerdict
@@ -30,6 +31,38 @@ def counts_line(d: ReportData) -> str:
     decided = f" ({', '.join(parts)})" if parts else ""
     return (f"Verdicts: {p.decided} of {len(p.ratios)} headline ratios to {d.baseline} "
             f"decided{decided}; {c['undecided']} undecided.")
+
+
+def context_lines(d: ReportData) -> list[str]:
+    """What the decided count means, for the first screen beside it: the A/A canary's
+    verdicts, what this host can decide in the run's budget (analysis.reach, stored by the
+    run), and how many false worse/better verdicts to expect across the ratios, with e-BH."""
+    p = d.sequential
+    if p is None or not p.ratios:
+        return []
+    out = []
+    aa = f"{d.baseline}-aa"
+    canary = [r for r in p.ratios if r.environment == aa]
+    if canary:
+        c = {v: sum(r.verdict.verdict.value == v for r in canary)
+             for v in ("worse", "better", "equivalent", "undecided")}
+        off = c["worse"] + c["better"]
+        out.append(f"A/A canary ({aa}, {d.baseline} measured twice): {c['equivalent']} of "
+                   f"{len(canary)} equivalent, {c['undecided']} undecided, "
+                   + (f"{off} worse or better: the host or the method misbehaved in this "
+                      "run (see Warnings)." if off else "none worse or better."))
+    reach = d.run_meta.get("reach")
+    if isinstance(reach, dict) and reach.get("words"):
+        out.append(f"This host: {reach['words']}.")
+    judged = [r for r in p.ratios if r.environment != aa]
+    differ = sum(r.verdict.verdict.value in ("worse", "better") for r in judged)
+    if judged:
+        kept = sum(r.environment != aa for r in d.ebh_kept)
+        out.append(f"Each verdict holds at 95%: of {len(judged)} ratios at most "
+                   f"{expected_false(len(judged)):.1f} false worse/better are expected; "
+                   f"e-BH (5% false discovery rate over the run) keeps {kept} of its "
+                   f"{differ} worse/better.")
+    return out
 
 
 def verdict_of(d: ReportData, row: Row, env: str) -> RatioVerdict | None:

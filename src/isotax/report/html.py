@@ -271,6 +271,7 @@ def _render(d: ReportData) -> str:
     summary: list[str] = []
     if decisions.counts_line(d):
         summary.append(f"<p><b>{_e(decisions.counts_line(d))}</b> (see Verdicts)</p>")
+        summary += [f"<p>{_e(line)}</p>" for line in decisions.context_lines(d)]
     if d.rows and len(d.columns) > 1:
         summary += [f"<p class=small>Headline metric of every workload point: ratio of "
                     f"means to {_e(d.baseline)}; in brackets {decisions.SEQUENCE} (on the "

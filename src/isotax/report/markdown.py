@@ -302,6 +302,8 @@ def render(d: ReportData) -> str:
            f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
     if decisions.counts_line(d):  # the first thing a reader wants: what is decided
         out += ["", f"**{_esc(decisions.counts_line(d))}** (see Verdicts)"]
+        for line in decisions.context_lines(d):
+            out += ["", _esc(line)]
     if emulation.note(d):  # before the first table that marks an environment emulated
         out += ["", _esc(emulation.note(d))]
     out += to_markdown(report_blocks(d), _table)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from isotax.analysis.report_data import HIGH_LAG1, ReportData, ReportWarning, Warned
-from isotax.report.decisions import counts_line
+from isotax.report.decisions import context_lines, counts_line
 
 WIDTH = 100
 PREFIX = "warning: "
@@ -61,6 +61,8 @@ def print_summary(d: ReportData, console: Console | None = None) -> None:
     out.print(summary_table(d), width=width)
     if counts_line(d):
         out.print(counts_line(d), width=width, markup=False, highlight=False)
+    for line in context_lines(d):
+        out.print(line, width=width, markup=False, highlight=False)
 
 
 def warning_counts(d: ReportData) -> dict[ReportWarning, int]:
