@@ -1,0 +1,853 @@
+"""Where the variance of one workload point comes from, on this host: the variance components
+that decide how isotax should pair, order and size its cells (issue 28, item 1).
+
+One point (default: the quick plan's compress, level=2 threads=0 corpus_mib=8) in native and
+one other environment (default runc on the host's network), both started from the workload
+image through isotax's own registries, the way the runner starts, prepares, pauses, resumes
+and watches them (isotax.run.runner, isotax.telemetry.observe). Phases, each a share of the
+time budget (--minutes):
+
+  back-to-back  k runs in a row in one environment, the other paused: the spread within a
+                cell (sd of log values, and the adjacent spread sd(log x[i+1]/x[i])/sqrt 2)
+                and the series' autocorrelation, with its time scale;
+  alternating   native, env, native, env, ...: each pair's log(env/native), with two
+                factors drawn per pair in balanced random blocks: the other environment
+                paused during a cell (as the runner does) or left running, and a second run
+                right after each cell's first (first/second: caches cold after a resume);
+                also the pairs whose halves lie ~--gap seconds apart (a native cell and a
+                later env cell, the gap filled by the other cells): between rounds;
+  telemetry     back-to-back pairs in one environment, telemetry.observe on for one run and
+                off for the other in random order: log(on/off);
+  length        alternating pairs at half, the default and double the point's length knob
+                (compress: corpus_mib; rr: seconds): the pair spread times sqrt(seconds per
+                pair), the spread of one second of budget, to choose the cell length
+                (Kalibera and Jones 2013: the level and length that give the least variance
+                per unit of cost).
+
+Every spread is of natural-log values (sd of log x is about the CV); every interval is 95%:
+chi-square for a standard deviation (an approximate degrees of freedom for the adjacent spread),
+t for a mean, Fisher's z for an autocorrelation. Intervals assume independent values, which
+the autocorrelation rows say how far to trust.
+
+Run as root (it starts containers), one measuring process on the host at a time (it takes
+isotax's measuring lock unless --beside):
+
+    .venv/bin/python benchmarks/variance_components.py [--minutes 10] [--env runc]
+        [--workload compress] [--param corpus_mib=8 ...] [--json OUT]
+
+Everything it starts (instances, their itx-* scratch and cgroups, the load generator for a
+network workload) is stopped and removed at the end, on an error and on Ctrl-C (the results so
+far are still printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONFIDENCE = 0.95
+INV_E = 1 / math.e
+
+# ------------------------------------------------------------------- pure statistics
+
+
+def log_values(values: Sequence[float]) -> list[float]:
+    """Natural logs of positive values; a value that is not positive is an error."""
+    out = []
+    for v in values:
+        if not v > 0 or not math.isfinite(v):
+            raise ValueError(f"a value must be positive and finite for its log: {v!r}")
+        out.append(math.log(v))
+    return out
+
+
+def sd(xs: Sequence[float]) -> float:
+    """Sample standard deviation (n - 1); nan below two values."""
+    return statistics.stdev(xs) if len(xs) >= 2 else math.nan
+
+
+def sd_log(values: Sequence[float]) -> float:
+    """Standard deviation of the log values: about the coefficient of variation."""
+    return sd(log_values(values))
+
+
+def adjacent_spread(values: Sequence[float]) -> float:
+    """sd(log x[i+1] / x[i]) / sqrt(2): the spread within a series with slow drift removed
+    (equals sd_log for independent values; smaller when neighbours move together)."""
+    lx = log_values(values)
+    diffs = [b - a for a, b in itertools.pairwise(lx)]
+    return sd(diffs) / math.sqrt(2)
+
+
+def adjacent_df(n: int) -> float:
+    """Approximate degrees of freedom of the adjacent spread of n independent normal values:
+    the von Neumann mean square successive difference has variance sigma^4 (3n - 4)/(n - 1)^2
+    against 2 sigma^4 / df for a chi-square variance, so df = 2 (n - 1)^2 / (3n - 4)."""
+    if n < 3:
+        return math.nan
+    return 2 * (n - 1) ** 2 / (3 * n - 4)
+
+
+def pair_log_ratios(env: Sequence[float], base: Sequence[float]) -> list[float]:
+    """log(env[i] / base[i]) for each pair."""
+    if len(env) != len(base):
+        raise ValueError(f"{len(env)} values against {len(base)}: not pairs")
+    return [a - b for a, b in zip(log_values(env), log_values(base), strict=True)]
+
+
+def autocorrelation(xs: Sequence[float], lag: int) -> float:
+    """The sample autocorrelation at `lag` (the usual biased estimator: lagged products over
+    the whole series' sum of squares, both about the series mean); nan where undefined."""
+    n = len(xs)
+    if lag < 1 or n - lag < 2:
+        return math.nan
+    m = statistics.fmean(xs)
+    den = sum((x - m) ** 2 for x in xs)
+    if den == 0:
+        return math.nan
+    num = sum((xs[i] - m) * (xs[i + lag] - m) for i in range(n - lag))
+    return num / den
+
+
+def max_lag(n: int) -> int:
+    """The largest lag worth estimating from n values (a quarter of them, Box and Jenkins)."""
+    return max(1, n // 4)
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """Where the autocorrelation first falls below 1/e: at `lag` (None: not within the lags
+    estimated, up to `checked`), `seconds` = lag x spacing."""
+
+    lag: int | None
+    seconds: float | None
+    checked: int
+    spacing_s: float
+
+    def words(self) -> str:
+        if self.lag == 1:
+            return f"below 1/e at lag 1 (< {self.spacing_s:.1f} s)"
+        if self.lag is None:
+            return (f"above 1/e up to lag {self.checked} "
+                    f"(> {self.checked * self.spacing_s:.0f} s)")
+        return f"below 1/e at lag {self.lag} (~{self.seconds:.0f} s)"
+
+
+def time_scale(xs: Sequence[float], spacing_s: float, lags: int | None = None) -> TimeScale:
+    """The first lag whose autocorrelation is below 1/e (or undefined: too few values), and
+    its time in seconds given the mean spacing of the series."""
+    top = lags if lags is not None else max_lag(len(xs))
+    for lag in range(1, top + 1):
+        r = autocorrelation(xs, lag)
+        if math.isnan(r):
+            return TimeScale(None, None, lag - 1, spacing_s)
+        if r < INV_E:
+            return TimeScale(lag, lag * spacing_s, top, spacing_s)
+    return TimeScale(None, None, top, spacing_s)
+
+
+def chi2_sd_interval(s: float, df: float, confidence: float = CONFIDENCE
+                     ) -> tuple[float, float]:
+    """The chi-square interval for a standard deviation s estimated with df degrees of
+    freedom: sqrt(df s^2 / chi2_hi), sqrt(df s^2 / chi2_lo)."""
+    from scipy import stats as sps
+
+    if not (df > 0 and math.isfinite(s)):
+        return math.nan, math.nan
+    a = (1 - confidence) / 2
+    lo = math.sqrt(df * s * s / float(sps.chi2.ppf(1 - a, df)))
+    hi = math.sqrt(df * s * s / float(sps.chi2.ppf(a, df)))
+    return lo, hi
+
+
+def mean_interval(xs: Sequence[float], confidence: float = CONFIDENCE
+                  ) -> tuple[float, float, float]:
+    """(mean, low, high): the t interval for the mean; nan bounds below two values."""
+    from scipy import stats as sps
+
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    m = statistics.fmean(xs)
+    if n < 2:
+        return m, math.nan, math.nan
+    half = float(sps.t.ppf((1 + confidence) / 2, n - 1)) * sd(xs) / math.sqrt(n)
+    return m, m - half, m + half
+
+
+def fisher_interval(r: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Fisher's z interval for a correlation from n pairs (nan below 4, or r undefined)."""
+    from scipy import stats as sps
+
+    if n < 4 or not math.isfinite(r):
+        return math.nan, math.nan
+    z = math.atanh(max(-0.999999, min(0.999999, r)))
+    half = float(sps.norm.ppf((1 + confidence) / 2)) / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def per_second_spread(s: float, seconds: float) -> float:
+    """s x sqrt(seconds): the spread of a mean bought with one second of budget when each
+    value costs `seconds` (lower is better; equal across lengths when the noise is white)."""
+    return s * math.sqrt(seconds)
+
+
+def lag_for_gap(times: Sequence[float], target_s: float, min_pairs: int) -> int:
+    """The lag L (in series positions, times ascending) whose median gap times[i+L]-times[i]
+    is nearest `target_s`, among the lags that leave at least min_pairs pairs; 0 when none
+    but lag 0 does."""
+    n = len(times)
+    best, best_err = 0, math.inf
+    for lag in range(0, n - min_pairs + 1):
+        gaps = [times[i + lag] - times[i] for i in range(n - lag)]
+        err = abs(statistics.median(gaps) - target_s)
+        if err < best_err:
+            best, best_err = lag, err
+    return best
+
+
+def balanced_blocks(levels: Sequence[Any], n: int, rng: random.Random) -> list[Any]:
+    """n draws of levels, each block of len(levels) a shuffled copy: balanced, random order."""
+    out: list[Any] = []
+    while len(out) < n:
+        block = list(levels)
+        rng.shuffle(block)
+        out.extend(block)
+    return out[:n]
+
+
+# ----------------------------------------------------------------------- components
+
+
+@dataclass
+class Component:
+    """One row of the table: an estimate, its number of values and its 95% interval."""
+
+    group: str
+    name: str
+    kind: str  # "sd" (log units), "mean" (log units), "r" (a correlation), "note"
+    n: int
+    estimate: float
+    low: float = math.nan
+    high: float = math.nan
+    note: str = ""
+
+    def cells(self) -> tuple[str, str, str]:
+        def f(x: float) -> str:
+            if not math.isfinite(x):
+                return "n/a"
+            if self.kind in ("sd", "mean"):
+                return f"{100 * x:+.2f}%" if self.kind == "mean" else f"{100 * x:.2f}%"
+            return f"{x:+.2f}"
+
+        if self.kind == "note":
+            return "", "", ""
+        interval = ("n/a" if not (math.isfinite(self.low) and math.isfinite(self.high))
+                    else f"[{f(self.low)}, {f(self.high)}]")
+        return f(self.estimate), interval, str(self.n)
+
+
+def sd_row(group: str, name: str, xs: Sequence[float], note: str = "") -> Component:
+    """The sd of values already in log units, with its chi-square interval."""
+    s = sd(xs)
+    lo, hi = chi2_sd_interval(s, len(xs) - 1)
+    return Component(group, name, "sd", len(xs), s, lo, hi, note)
+
+
+def sd_log_row(group: str, name: str, values: Sequence[float], note: str = "") -> Component:
+    return sd_row(group, name, log_values(values), note)
+
+
+def adjacent_row(group: str, name: str, values: Sequence[float], note: str = "") -> Component:
+    s = adjacent_spread(values) if len(values) >= 3 else math.nan
+    lo, hi = chi2_sd_interval(s, adjacent_df(len(values)))
+    return Component(group, name, "sd", len(values), s, lo, hi, note)
+
+
+def mean_row(group: str, name: str, xs: Sequence[float], note: str = "") -> Component:
+    m, lo, hi = mean_interval(xs)
+    return Component(group, name, "mean", len(xs), m, lo, hi, note)
+
+
+def acf_rows(group: str, name: str, xs: Sequence[float], times: Sequence[float]
+             ) -> list[Component]:
+    """Lag-1 autocorrelation (its interval by Fisher's z) and the time scale, and the
+    autocorrelation at the further lags in the note."""
+    n = len(xs)
+    spacing = (times[-1] - times[0]) / (n - 1) if n >= 2 else math.nan
+    r1 = autocorrelation(xs, 1)
+    lo, hi = fisher_interval(r1, n - 1)
+    ts = time_scale(xs, spacing)
+    further = [f"lag {k} {autocorrelation(xs, k):+.2f}" for k in (2, 3, 5, 10)
+               if k <= max_lag(n) and math.isfinite(autocorrelation(xs, k))]
+    note = f"one step {spacing:.1f} s; time scale: {ts.words()}"
+    if further:
+        note += "; " + ", ".join(further)
+    return [Component(group, f"{name}: lag-1 autocorrelation", "r", n, r1, lo, hi, note)]
+
+
+# ----------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Run:
+    """One measured run: where, when (seconds since the start), its headline value."""
+
+    phase: str
+    env: str
+    params: dict[str, Any]
+    value: float
+    t_start: float  # the cell's start (before its resume and telemetry)
+    t_run: float  # just before workload.run
+    t_end: float  # after workload.run and telemetry
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+class Budget:
+    """The time budget: the end of the whole measurement and of the current phase."""
+
+    def __init__(self, seconds: float) -> None:
+        self.t0 = time.monotonic()
+        self.end = self.t0 + seconds
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+class Bench:
+    """The two started instances, the workload, and every run measured."""
+
+    def __init__(self, args: argparse.Namespace, image: Any, workdir: Path,
+                 log: Callable[[str], None]) -> None:
+        from isotax import protocols
+
+        self.args = args
+        self.image = image
+        self.workdir = workdir
+        self.log = log
+        self.cls = protocols.workloads()[args.workload]
+        self.workload = self.cls()
+        self.instances: dict[str, Any] = {}
+        self.describe: dict[str, dict[str, Any]] = {}
+        self.paused: set[str] = set()
+        self.prepared: set[tuple[str, str]] = set()
+        self.loadgen: Any = None
+        self.runs: list[Run] = []
+        self.failures: list[str] = []
+        self.budget = Budget(args.minutes * 60)
+        self.telemetry_seconds: list[float] = []  # loadgen share per watched run, where any
+
+    # -- environments --
+    def start(self, name: str, kind: str, network: str) -> None:
+        from isotax import protocols
+        from isotax.protocols import EnvSpec
+
+        env = protocols.environments()[kind]()
+        avail = env.available()
+        if not avail.ok:
+            raise SystemExit(f"variance_components: {kind} is not available here: {avail}")
+        spec = EnvSpec(name=name, kind=kind, image=self.image, workdir=self.workdir / name,
+                       network=network)
+        spec.workdir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        inst = env.start(spec)
+        self.instances[name] = inst
+        d = dict(inst.describe())
+        d.setdefault("kind", kind)
+        self.describe[name] = d
+        self.log(f"{name} ({kind}, network {network}): ready in {time.monotonic() - t0:.2f} s")
+
+    def stop_all(self) -> None:
+        from isotax.run.interrupts import no_interrupts
+
+        with no_interrupts():
+            for name, inst in list(self.instances.items()):
+                with contextlib.suppress(Exception):
+                    inst.resume()
+                try:
+                    inst.stop()
+                except Exception as e:  # teardown goes on whatever one step says
+                    self.log(f"{name}: stop failed: {e}")
+            self.instances.clear()
+
+    def set_running(self, active: str, others_paused: bool) -> None:
+        """`active` runs; every other instance paused (the runner's way) or running."""
+        for name, inst in self.instances.items():
+            want_paused = others_paused and name != active
+            if want_paused and name not in self.paused:
+                inst.pause()
+                self.paused.add(name)
+            elif not want_paused and name in self.paused:
+                inst.resume()
+                self.paused.discard(name)
+
+    # -- the workload --
+    def params(self, **over: Any) -> dict[str, Any]:
+        base = {p.name: p.default for p in self.cls.params}
+        return {**base, **self.args.params, **over}
+
+    def prepare(self, name: str, params: Mapping[str, Any]) -> None:
+        key = (name, json.dumps(params, sort_keys=True))
+        if key in self.prepared:
+            return
+        t0 = time.monotonic()
+        self.set_running(name, True)
+        self.workload.prepare(self.instances[name], params, self.loadgen)
+        self.prepared.add(key)
+        self.log(f"{name}: prepared {_pwords(params)} in {time.monotonic() - t0:.1f} s")
+        self.measure("warmup", name, params, telemetry=False)  # one warm-up, as the plans do
+
+    def measure(self, phase: str, name: str, params: Mapping[str, Any], *,
+                telemetry: bool = True, others_paused: bool = True,
+                **tags: Any) -> Run | None:
+        """One run as the runner makes a cell: the others paused (or not), watched by
+        telemetry (or not); its headline value, or None when it failed (kept in failures)."""
+        from isotax.model import SanityError
+        from isotax.protocols import ExecError, headline_metric
+        from isotax.telemetry import observe
+
+        inst = self.instances[name]
+        t_start = self.budget.now()
+        self.set_running(name, others_paused)
+        watch: Any = (observe.observed(inst, self.describe[name], self.loadgen,
+                                       observe.Settings()) if telemetry
+                      else contextlib.nullcontext(None))
+        try:
+            with watch as obs:
+                t_run = self.budget.now()
+                samples = self.workload.run(inst, params, self.loadgen)
+        except (SanityError, ExecError, OSError, TimeoutError, ValueError, RuntimeError) as e:
+            self.failures.append(f"{phase} {name}: {type(e).__name__}: {e}"[:300])
+            if len(self.failures) >= 5:
+                raise RuntimeError(f"5 runs failed; the last: {self.failures[-1]}") from e
+            return None
+        t_end = self.budget.now()
+        want = headline_metric(self.cls.name, [s.metric for s in samples])
+        value = next(s.value for s in samples if s.metric == want)
+        if obs is not None and obs.summary is not None and obs.summary.loadgen is not None:
+            s = obs.summary
+            self.telemetry_seconds.append(s.loadgen.cpu_s / max(1e-9, s.duration_s * s.cpus))
+        run = Run(phase, name, dict(params), value, t_start, t_run, t_end,
+                  {"telemetry": telemetry, "others_paused": others_paused, **tags})
+        if phase != "warmup":
+            self.runs.append(run)
+        return run
+
+
+def _pwords(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+LENGTH_KNOBS = {"compress": "corpus_mib", "rr": "seconds", "throughput": "seconds",
+                "linpack": "n", "stream": "n", "randomaccess": "n"}
+
+
+def lengths_of(base: int) -> list[int]:
+    """Half, the point's own and double its length knob."""
+    return sorted({max(1, base // 2), base, base * 2})
+
+
+# --------------------------------------------------------------------------- phases
+
+# Shares of the time left when the measuring starts (setup and teardown outside them).
+PHASES = (("back-to-back", 0.25), ("alternating", 0.30), ("telemetry", 0.15),
+          ("length", 0.25))
+RESERVE = 0.05  # left at the end for the last unit's overrun and the teardown
+
+
+def run_phases(b: Bench, rng: random.Random, envs: tuple[str, str]) -> None:
+    native, other = envs
+    point = b.params()
+    knob = b.args.length_param or LENGTH_KNOBS.get(b.cls.name, "")
+    lengths = lengths_of(int(point[knob])) if knob and knob in point else []
+    for name in envs:
+        b.prepare(name, point)
+    for ln in lengths:
+        if ln != point[knob]:
+            for name in envs:
+                b.prepare(name, {**point, knob: ln})
+    start_left = b.budget.left() * (1 - RESERVE)
+    if start_left <= 0:
+        b.log("no time left after the setup: give more --minutes")
+        return
+    t_phase = time.monotonic()
+    ends = []
+    for _, share in PHASES:
+        t_phase += share * start_left
+        ends.append(t_phase)
+
+    def until(i: int) -> Callable[[], bool]:
+        return lambda: time.monotonic() < ends[i]
+
+    # Back-to-back: each environment's series, in random order, the other paused.
+    b.log("phase back-to-back")
+    order = list(envs)
+    rng.shuffle(order)
+    half = (ends[0] - time.monotonic()) / 2
+    for name in order:
+        stop_at = time.monotonic() + half
+        i = 0
+        while time.monotonic() < stop_at:
+            b.measure("back-to-back", name, point, index=i)
+            i += 1
+
+    # Alternating: native then env, per pair the two factors (paused, second run).
+    b.log("phase alternating")
+    go = until(1)
+    factors = balanced_blocks([(p, c) for p in (True, False) for c in (True, False)], 10_000,
+                              rng)
+    pair = 0
+    while go():
+        paused, second = factors[pair]
+        for name in (native, other):
+            first = b.measure("alternating", name, point, others_paused=paused, pair=pair,
+                              position="first", second=second)
+            if first is not None and second:
+                b.measure("alternating", name, point, others_paused=paused, pair=pair,
+                          position="second", second=second)
+        pair += 1
+
+    # Telemetry on/off: back-to-back pairs in random order, native for the first half of the
+    # phase, env for the second (one switch: no pair starts cold after a resume but the first).
+    b.log("phase telemetry")
+    halfway = time.monotonic() + (ends[2] - time.monotonic()) / 2
+    unit = 0
+    for name, stop_at in ((native, halfway), (other, ends[2])):
+        while time.monotonic() < stop_at:
+            first_on = rng.random() < 0.5
+            for on in (first_on, not first_on):
+                b.measure("telemetry", name, point, telemetry=on, unit=unit)
+            unit += 1
+
+    # Length: alternating pairs at each length, in shuffled blocks.
+    if lengths:
+        b.log(f"phase length ({knob} {', '.join(map(str, lengths))})")
+        go = until(3)
+        sizes = balanced_blocks(lengths, 10_000, rng)
+        pair = 0
+        while go():
+            params = {**point, knob: sizes[pair]}
+            for name in (native, other):
+                b.measure("length", name, params, pair=pair, length=sizes[pair])
+            pair += 1
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def _pairs(runs: Sequence[Run], phase: str, native: str, other: str,
+           keep: Callable[[Run], bool] = lambda r: True) -> list[tuple[Run, Run]]:
+    """(native run, env run) of each pair of a phase, where both halves exist."""
+    by: dict[int, dict[str, Run]] = {}
+    for r in runs:
+        if r.phase == phase and r.tags.get("position", "first") == "first" and keep(r):
+            by.setdefault(r.tags["pair"], {})[r.env] = r
+    return [(d[native], d[other]) for _, d in sorted(by.items())
+            if native in d and other in d]
+
+
+def analyse(b: Bench, native: str, other: str) -> list[Component]:
+    runs = b.runs
+    rows: list[Component] = []
+
+    # Within a cell: back-to-back.
+    b2b: dict[str, list[float]] = {}
+    for name in (native, other):
+        series = [r for r in runs if r.phase == "back-to-back" and r.env == name]
+        vals = b2b[name] = [r.value for r in series]
+        g = "within a cell (back to back)"
+        rows.append(sd_log_row(g, f"{name}: sd of log values", vals))
+        rows.append(adjacent_row(g, f"{name}: adjacent spread", vals,
+                                 "sd(log x[i+1]/x[i])/sqrt 2"))
+        if len(vals) >= 3:
+            rows += acf_rows(g, name, log_values(vals), [r.t_run for r in series])
+
+    # Between adjacent cells.
+    pairs = _pairs(runs, "alternating", native, other)
+    lr = pair_log_ratios([e.value for _, e in pairs], [n.value for n, _ in pairs])
+    g = "between adjacent cells"
+    gaps = [e.t_run - n.t_run for n, e in pairs]
+    gap_note = f"halves {statistics.median(gaps):.1f} s apart (median)" if gaps else ""
+    within = [adjacent_spread(v) for v in b2b.values() if len(v) >= 3]
+    alone = (f"; {100 * math.hypot(*within):.2f}% expected from the within-cell adjacent "
+             "spreads alone" if len(within) == 2 else "")
+    rows.append(sd_row(g, f"pair log({other}/native): sd", lr, gap_note + "; the runner's "
+                       "pairing, mixed over the pause and second-run factors" + alone))
+    rows.append(mean_row(g, f"pair log({other}/native): mean (the tax)", lr))
+    for paused in (True, False):
+        sub = _pairs(runs, "alternating", native, other,
+                     lambda r, p=paused: r.tags["others_paused"] is p)
+        x = pair_log_ratios([e.value for _, e in sub], [n.value for n, _ in sub])
+        word = "other paused (the runner's way)" if paused else "other left running"
+        rows.append(sd_row(g, f"pair sd, {word}", x))
+    if len(lr) >= 3:
+        rows += acf_rows(g, "pair log ratio series", lr, [n.t_run for n, _ in pairs])
+
+    # Between rounds: native of pair i with env of pair i + L, ~gap seconds later.
+    g = "between rounds (halves apart)"
+    if len(pairs) >= 4:
+        times = [n.t_run for n, _ in pairs]
+        lag = lag_for_gap(times, b.args.gap, max(3, len(pairs) // 3))
+        far = [(pairs[i][0], pairs[i + lag][1]) for i in range(len(pairs) - lag)]
+        x = pair_log_ratios([e.value for _, e in far], [n.value for n, _ in far])
+        fgaps = [e.t_run - n.t_run for n, e in far]
+        note = (f"env {lag} pair(s) after native: halves {statistics.median(fgaps):.0f} s "
+                f"apart (median; asked {b.args.gap:.0f} s)")
+        if statistics.median(fgaps) < b.args.gap / 2:
+            note += "; the run was too short for the gap asked: give more --minutes"
+        rows.append(sd_row(g, f"pair log({other}/native) at a gap: sd", x, note))
+    else:
+        rows.append(Component(g, "pair sd at a gap", "sd", len(pairs), math.nan,
+                              note="too few alternating pairs"))
+
+    # isotax's own part.
+    g = "isotax's own part"
+    for name in (native, other):
+        tel = [r for r in runs if r.phase == "telemetry" and r.env == name]
+        units: dict[int, dict[bool, float]] = {}
+        for r in tel:
+            units.setdefault(r.tags["unit"], {})[r.tags["telemetry"]] = r.value
+        x = [math.log(u[True] / u[False]) for u in units.values() if len(u) == 2]
+        rows.append(mean_row(g, f"{name}: telemetry on/off, mean log ratio", x,
+                             "observe.observed around the run or not, back to back"))
+        rows.append(sd_row(g, f"{name}: telemetry on/off, sd of log ratio", x,
+                           "compare sqrt 2 x the adjacent spread"))
+    for name in (native, other):
+        for paused in (True, False):
+            firsts = {r.tags["pair"]: r for r in runs if r.phase == "alternating"
+                      and r.env == name and r.tags["position"] == "first"
+                      and r.tags["others_paused"] is paused}
+            seconds = [r for r in runs if r.phase == "alternating" and r.env == name
+                       and r.tags["position"] == "second" and r.tags["others_paused"] is paused]
+            x = [math.log(firsts[s.tags["pair"]].value / s.value) for s in seconds
+                 if s.tags["pair"] in firsts]
+            word = "after a switch, other paused" if paused else "after a switch, no pause"
+            note = ("the resume: the runner pauses the other" if paused and name == other
+                    else "native's pause/resume is a no-op" if name == native and paused
+                    else "control")
+            rows.append(mean_row(g, f"{name}: first/second run, {word}", x, note))
+    # Pause between cells vs not: the env's first-run values, paused pairs against not.
+    a = [r.value for r in runs if r.phase == "alternating" and r.env == other
+         and r.tags["position"] == "first" and r.tags["others_paused"]]
+    c = [r.value for r in runs if r.phase == "alternating" and r.env == other
+         and r.tags["position"] == "first" and not r.tags["others_paused"]]
+    rows.append(_welch_row(g, f"{other}: pause/resume vs not, mean log difference", a, c))
+
+    # Cell length.
+    knob = b.args.length_param or LENGTH_KNOBS.get(b.cls.name, "")
+    lens = sorted({r.tags["length"] for r in runs if r.phase == "length"})
+    g = "cell length"
+    for ln in lens:
+        sub = _pairs(runs, "length", native, other, lambda r, v=ln: r.tags["length"] == v)
+        x = pair_log_ratios([e.value for _, e in sub], [n.value for n, _ in sub])
+        cost = [(n.t_end - n.t_start) + (e.t_end - e.t_start) for n, e in sub]
+        secs = statistics.fmean(cost) if cost else math.nan
+        row = sd_row(g, f"{knob}={ln}: pair sd", x, f"{secs:.1f} s a pair (both cells, "
+                     "with their pause, resume and telemetry)")
+        rows.append(row)
+        rows.append(Component(g, f"{knob}={ln}: pair sd x sqrt(s a pair)", "sd", row.n,
+                              per_second_spread(row.estimate, secs),
+                              per_second_spread(row.low, secs),
+                              per_second_spread(row.high, secs),
+                              "the spread of one second of budget: the lowest wins"))
+    if not lens:
+        rows.append(Component(g, "cell length", "note", 0, math.nan,
+                              note=f"no length knob known for {b.cls.name}: --length-param"))
+
+    # The load generator.
+    g = "load generator"
+    if not b.cls.needs_loadgen:
+        rows.append(Component(g, "sharing the cores", "note", 0, math.nan,
+                              note=f"{b.cls.name} needs no load generator: nothing shares "
+                              "the cores; measure a network point with --workload rr "
+                              "--param proto=tcp --param seconds=1"))
+    else:
+        m, lo, hi = mean_interval(b.telemetry_seconds)
+        rows.append(Component(g, "clients' share of the host CPU", "mean",
+                              len(b.telemetry_seconds), m, lo, hi,
+                              "CPU the local load generator's clients took during each "
+                              "watched run, of all the host's CPUs"))
+    return rows
+
+
+def _welch_row(group: str, name: str, a: Sequence[float], c: Sequence[float]) -> Component:
+    """mean log a - mean log c with Welch's t interval."""
+    from scipy import stats as sps
+
+    la, lc = log_values(a), log_values(c)
+    if len(la) < 2 or len(lc) < 2:
+        return Component(group, name, "mean", len(la) + len(lc), math.nan)
+    d = statistics.fmean(la) - statistics.fmean(lc)
+    va, vc = statistics.variance(la) / len(la), statistics.variance(lc) / len(lc)
+    se = math.sqrt(va + vc)
+    if se == 0:
+        return Component(group, name, "mean", len(la) + len(lc), d, d, d)
+    df = (va + vc) ** 2 / (va ** 2 / (len(la) - 1) + vc ** 2 / (len(lc) - 1))
+    half = float(sps.t.ppf((1 + CONFIDENCE) / 2, df)) * se
+    return Component(group, name, "mean", len(la) + len(lc), d, d - half, d + half,
+                     "unpaired (Welch): first runs of the env in paused pairs vs not")
+
+
+def table(rows: Sequence[Component]) -> str:
+    out = ["| component | estimate | 95% interval | n | note |", "|---|---|---|---|---|"]
+    for r in rows:
+        est, interval, n = r.cells()
+        out.append(f"| {r.group}: {r.name} | {est} | {interval} | {n} | {r.note} |")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def _loadavg() -> str:
+    """The host's 1-minute load average: what else ran (other tenants, other work here)."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _finite(d: dict[str, Any]) -> dict[str, Any]:
+    """nan as null: JSON has no nan."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in d.items()}
+
+
+def _param(text: str) -> tuple[str, Any]:
+    k, sep, v = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=VALUE")
+    for conv in (int, float):
+        with contextlib.suppress(ValueError):
+            return k, conv(v)
+    return k, {"true": True, "false": False}.get(v.lower(), v)
+
+
+DEFAULT_PARAMS = {"compress": {"level": 2, "threads": 0, "corpus_mib": 8}}
+
+
+@contextlib.contextmanager
+def _turn(beside: bool, log: Callable[[str], None]) -> Iterator[None]:
+    """This process's ledger (what it makes is known as its) and the host's measuring turn."""
+    from isotax.host import owners
+    from isotax.run.measuring import measuring_turn
+
+    owners.claim()
+    with measuring_turn(beside, log):
+        yield
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    ap.add_argument("--env", default="runc", help="the environment kind against native")
+    ap.add_argument("--network", default="host", help="its network (default host)")
+    ap.add_argument("--workload", default="compress")
+    ap.add_argument("--param", type=_param, action="append", default=[],
+                    help="NAME=VALUE of the point (default: the quick plan's compress point)")
+    ap.add_argument("--length-param", default="", help="the point's length knob "
+                    "(default: corpus_mib for compress, seconds for rr)")
+    ap.add_argument("--gap", type=float, default=90.0,
+                    help="seconds between the halves of a between-rounds pair (default 90)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", type=Path, help="write the rows and every run here")
+    ap.add_argument("--beside", action="store_true",
+                    help="measure beside a run already measuring here instead of waiting")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("variance_components: run as root (it starts containers)", file=sys.stderr)
+        return 2
+
+    from isotax import protocols
+    from isotax.host import owners
+    from isotax.image.build import ensure_image
+    from isotax.image.recipe import Recipe
+    from isotax.run.interrupts import interrupts_for_this_process_only
+
+    if args.workload not in protocols.workloads():
+        print(f"variance_components: no workload {args.workload!r}", file=sys.stderr)
+        return 2
+    cls = protocols.workloads()[args.workload]
+    if hasattr(cls, "launch_and_measure"):
+        print("variance_components: a launching workload (startup, density) starts its own "
+              "instances; give one that runs in an instance", file=sys.stderr)
+        return 2
+    given = dict(args.param)
+    args.params = {**DEFAULT_PARAMS.get(args.workload, {}), **given}
+    known = {p.name: p for p in cls.params}
+    for k, v in args.params.items():
+        why = "not a parameter" if k not in known else known[k].problem(v)
+        if why:
+            print(f"variance_components: {args.workload} {k}={v!r}: {why}", file=sys.stderr)
+            return 2
+
+    def log(msg: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+    rng = random.Random(args.seed)
+    native, other = "native", args.env
+    image = ensure_image(Recipe.for_workloads(protocols.workload_packages()),
+                         log=lambda m: log(f"image: {m}"))
+    interrupted = False
+    with _turn(args.beside, log):
+        workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-vc-", dir="/var/tmp")))
+        b = Bench(args, image, workdir, log)
+        load0 = _loadavg()
+        log(f"{args.workload} {_pwords(b.params())}: native vs {other} ({args.network}), "
+            f"{args.minutes:g} min")
+        try:
+            with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
+                if cls.needs_loadgen:
+                    from isotax.loadgen.local import open_loadgen
+                    b.loadgen = stack.enter_context(open_loadgen())
+                stack.callback(b.stop_all)  # before the load generator goes
+                b.start(native, "native", "host")
+                b.start(other, other, args.network)
+                run_phases(b, rng, (native, other))
+        except KeyboardInterrupt:
+            interrupted = True
+            log("interrupted: the results so far follow")
+        finally:
+            b.stop_all()
+            shutil.rmtree(workdir, ignore_errors=True)
+        owners.release()
+    took = b.budget.now()
+    rows = analyse(b, native, other)
+    print(f"\n{args.workload} {_pwords(b.params())}: native vs {other} (network "
+          f"{args.network}); {len(b.runs)} runs in {took / 60:.1f} min; load average "
+          f"{load0} at the start, {_loadavg()} at the end; log units (sd of log values ~ "
+          "CV)\n")
+    print(table(rows))
+    for f in b.failures:
+        print(f"failed: {f}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "workload": args.workload, "params": b.params(), "environments": [native, other],
+            "network": args.network, "minutes": args.minutes, "seconds": took,
+            "loadavg": [load0, _loadavg()],
+            "components": [_finite(asdict(r)) for r in rows],
+            "runs": [asdict(r) for r in b.runs], "failures": b.failures},
+            indent=1, default=str) + "\n")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
