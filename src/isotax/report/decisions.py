@@ -11,7 +11,7 @@ from typing import Any
 
 from isotax.analysis.ebh import expected_false
 from isotax.analysis.report_data import ReportData, Row
-from isotax.analysis.sequential import TIME_SPENT, ratio_fields, why_undecided
+from isotax.analysis.sequential import TIME_SPENT, RatioState, ratio_fields, why_undecided
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report.table import Block, Grid, Heading, Text
 
@@ -106,11 +106,14 @@ def blocks(d: ReportData) -> list[Block]:
     out: list[Block] = [
         Heading(2, "Verdicts"),
         Text(f"{counts_line(d)} Each environment's headline value is paired with "
-             f"{d.baseline}'s of the same round; the interval is a 95% confidence sequence "
-             "on the ratio of their geometric means (Lai's t confidence sequence), valid "
-             "however many rounds were looked at before stopping. *Worse* or *better*: the "
-             "whole interval is beyond the equivalence margin; *equivalent*: it is inside "
-             "±margin; *undecided*: neither yet (docs/statistics.md).")]
+             f"{d.baseline}'s of the same round, run in the same block seconds apart; the "
+             "interval is a 95% confidence sequence on the ratio of their geometric means "
+             "(the t confidence sequence of Wang and Ramdas, with the pair spread borrowed "
+             "from this host's stored runs where it is), valid however many rounds were "
+             "looked at before stopping. *Worse* or *better*: the whole interval is beyond "
+             "the equivalence margin; *equivalent*: it is inside ±margin; *undecided*: "
+             "neither yet. *lag-1*: the autocorrelation of the pair ratios in round order "
+             "(above 0.3 the host's slow load reaches across pairs; docs/statistics.md).")]
     if cap > fixed:
         out.append(Text(added_rounds_words(d.run.id, fixed, cap, meta)))
     rows = []
@@ -121,11 +124,19 @@ def blocks(d: ReportData) -> list[Block]:
         rows.append([r.environment, r.workload,
                      d.sweep_label.get((r.workload, r.params_key), r.params_key), r.metric,
                      v.words(), f"{v.ratio:.3g} {v.interval()}",
-                     f"±{v.margin:.1%} ({r.margin_source})", str(v.n),
+                     f"±{v.margin:.1%} ({r.margin_source})", _pairs(r),
+                     "" if math.isnan(r.lag1) else f"{r.lag1:+.2f}",
                      why_undecided(r, ended, cap, fixed)])
     out.append(Grid(["environment", "workload", "sweep", "metric", "verdict",
-                     "ratio [95% sequence]", "margin", "pairs", "why undecided"], rows))
+                     "ratio [95% sequence]", "margin", "pairs", "lag-1", "why undecided"],
+                    rows))
     return out
+
+
+def _pairs(r: RatioState) -> str:
+    """'5', or '5 + 12 borrowed' where the spread was borrowed from stored runs."""
+    own = str(r.verdict.n)
+    return f"{own} + {r.borrowed.dof:g} borrowed" if r.borrowed.dof > 0 else own
 
 
 def added_rounds_words(run_id: str, fixed: int, cap: int, meta: dict[str, Any]) -> str:
@@ -156,7 +167,7 @@ def verdicts_value(d: ReportData) -> dict[str, Any] | None:
     fixed, cap = _rounds(d, meta)
     return {
         "decided": p.decided, "total": len(p.ratios), "counts": p.counts(),
-        "method": "round-paired log ratios, Lai's t confidence sequence (95%)",
+        "method": "block-paired log ratios, t confidence sequence (95%) with borrowed spread",
         "ratios": [ratio_fields(r, meta.get("ended"), cap, fixed) for r in p.ratios],
     }
 
