@@ -270,3 +270,19 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     assert lines[1] == "This host: at this host's noise ... about 7% or more."
     assert "of 1 ratios at most 0.1 false worse/better" in lines[2]
     assert "keeps 1 of its 1 worse/better" in lines[2]
+
+
+def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: Path) -> None:
+    from isotax.run.clock import PhaseClock
+    from isotax.run.rounds import AddedRounds
+
+    store = SQLiteStore(tmp_path / "isotax.db")
+    _stored_run(store, "last", [1.0, 1.1, 0.9])
+    store.put_run_meta("last", "reach", {"words": "a tax of about 12% or more", "budget_s": 540})
+    _stored_run(store, "elsewhere", [1.0, 1.1, 0.9], host={**HOST, "hostname": "other"})
+    store.put_run_meta("elsewhere", "reach", {"words": "another host's", "budget_s": 9})
+    store.create_run("now", "p", 'name = "p"\n', 1, HOST)
+    said: list[str] = []
+    AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
+        .say_history("now")
+    assert said == ["this host's last run (last, budget 540 s): a tax of about 12% or more"]

@@ -112,6 +112,20 @@ class AddedRounds:
             run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
                       f"round {number}")
 
+    def say_history(self, run_id: str) -> None:
+        """Before the first cell: what this host's newest stored run could decide (its
+        `reach`), so the user knows what to expect before the run spends its budget."""
+        host = self.store.get_run(run_id).host
+        for run in reversed(self.store.list_runs()):
+            if run.id == run_id or run.status != "complete" or \
+                    not margin_rules.same_host(run.host, host):
+                continue
+            said = self.store.run_meta(run.id).get("reach")
+            if isinstance(said, dict) and said.get("words"):
+                self.log(f"this host's last run ({run.id}, budget "
+                         f"{float(said.get('budget_s') or 0):.0f} s): {said['words']}")
+                return
+
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
         """What this host can decide in the run's budget (analysis.reach), stored and said."""
         budget = self.plan.verdicts.deadline_s or self.clock.meta()["wall_s"]
