@@ -168,7 +168,8 @@ def main() -> None:
 @click.option("--run-id", "given_id", hidden=True)
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
         force: bool, beside: bool, budget: str | None, given_id: str | None) -> None:
-    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers) and write its report.
+    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers, contrasts) and write
+    its report.
 
     One run measures on a host at a time: a second waits for the first (or, with --beside,
     runs beside it). Before it starts, what a dead isotax process left behind (a run killed

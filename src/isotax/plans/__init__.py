@@ -1,1 +1,2 @@
-"""The built-in plans (TOML files read with importlib.resources): quick, full, layers."""
+"""The built-in plans (TOML files read with importlib.resources): quick, full, layers,
+contrasts."""
