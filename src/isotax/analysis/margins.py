@@ -133,10 +133,10 @@ class Margins:
             if floor is None:
                 continue
             if floor > MAX_AUTO_MARGIN:
-                return Margin(MAX_AUTO_MARGIN, f"maximum (the {source} floor, "
+                return Margin(MAX_AUTO_MARGIN, f"maximum (the floor of {source}, "
                                                f"±{floor:.0%}, is above it)")
             return (Margin(floor, source) if floor > MIN_MARGIN else
-                    Margin(MIN_MARGIN, f"minimum (above the {source} floor)"))
+                    Margin(MIN_MARGIN, f"minimum (above the floor of {source})"))
         return Margin(MIN_MARGIN, "minimum (no A/A run of this host)")
 
 def margins_for(store: Store, run_id: str, plan_margin: float | str, baseline: str,
