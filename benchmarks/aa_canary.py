@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child import stop_child
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = REPO / ".venv" / "bin" / "python"
 RESULTS = Path("/var/lib/isotax/aa-canary")
@@ -238,19 +241,7 @@ def one_run(plan: Path, results: Path, log: Path) -> tuple[str | None, float, in
         try:
             rc = child.wait()
         except BaseException:
-            # Ctrl-C at the terminal reaches the child too; a SIGTERM here does not: the child
-            # gets one unless it ends within 10 s, and its teardown is waited for.
-            for sig, grace in ((None, 10), (signal.SIGTERM, 300)):
-                if sig is not None and child.poll() is None:
-                    child.send_signal(sig)
-                try:
-                    child.wait(timeout=grace)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+            stop_child(child)
             raise
     wall = time.monotonic() - t0
     fresh = [r for r in run_ids(results) if r not in before]

@@ -38,6 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child import stop_child
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = REPO / ".venv" / "bin" / "python"
 OLD_RESULTS = Path("/var/lib/isotax/sbs-old")
@@ -292,17 +295,7 @@ def wait_child(child: subprocess.Popen[bytes], stop_after_s: float | None) -> tu
                     child.send_signal(signal.SIGTERM)
                     note = f"stopped at {clock(stop_after_s)}"
     except BaseException:
-        for sig, grace in ((None, 10), (signal.SIGTERM, 300)):
-            if sig is not None and child.poll() is None:
-                child.send_signal(sig)
-            try:
-                child.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        stop_child(child)
         raise
 
 
