@@ -286,3 +286,26 @@ def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: 
     AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
         .say_history("now")
     assert said == ["this host's last run (last, budget 540 s): a tax of about 12% or more"]
+
+
+def test_the_canary_is_chased_to_the_pairs_its_floor_needs_first() -> None:
+    """The canary (2 pairs, hopeless against its 2% margin) still gets a third pair before
+    the others, cheap or not: the next run's margins come from its floor."""
+    cells = []
+    for rep, (aa, runc) in enumerate([(1.3, 1.05), (0.7, 1.06)], 1):
+        cells += [CellRecord(next(_ids), CellKey(env, "w", {"p": 1}, rep), "1", CellStatus.OK,
+                             "", 0, 1, (Sample("tput", v, "u", True),))
+                  for env, v in (("native", 100.0), ("native-aa", 100 * aa),
+                                 ("runc", 100 * runc))]
+
+    def two(row: tuple[str, str, str], env: str = "") -> Margin:
+        return Margin(0.02, "plan")
+
+    p = sequential.assess(cells, "native", two, 2, 10)
+    aa = next(r for r in p.ratios if r.environment == "native-aa")
+    assert aa.projected is None  # on its own merits it would not be chased
+    assert sequential.chased(p, "native", 10)[0].environment == "runc"
+    first = sequential.chased(p, "native", 10, canary="native-aa")[0]
+    assert first.environment == "native-aa"
+    decision = sequential.next_round(p, "native", 10, 100.0, canary="native-aa")
+    assert ("native-aa", "w", "p=1") in decision.points

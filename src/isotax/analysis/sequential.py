@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from isotax.analysis import borrowing
 from isotax.analysis.headline import Point, headline_values
-from isotax.analysis.margins import Margin, RowKey
+from isotax.analysis.margins import MIN_AA_PAIRS, Margin, RowKey
 from isotax.analysis.verdicts import (
     NOTHING_BORROWED,
     Borrowed,
@@ -173,8 +173,11 @@ class Decision:
     ended: str | None
 
 
-def chased(progress: Progress, baseline: str, cap: int) -> list[RatioState]:
-    """The undecided ratios more runs could decide, cheapest to decide first."""
+def chased(progress: Progress, baseline: str, cap: int, canary: str | None = None
+           ) -> list[RatioState]:
+    """The undecided ratios more runs could decide, cheapest to decide first; before them,
+    the A/A canary's points below MIN_AA_PAIRS pairs (its floor, which gives this host's
+    next runs their margins, needs that many; native cells are cheap)."""
     failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
 
     def cost(r: RatioState) -> float:
@@ -182,22 +185,26 @@ def chased(progress: Progress, baseline: str, cap: int) -> list[RatioState]:
                 + progress.cell_s.get((baseline, r.workload, r.params_key), 0.0))
         return max(1, (r.projected or cap) - r.verdict.n) * pair
 
+    def short_canary(r: RatioState) -> bool:
+        return r.environment == canary and r.verdict.n < MIN_AA_PAIRS
+
     out = [r for r in progress.ratios
-           if not r.verdict.verdict.decided and r.projected is not None
+           if not r.verdict.verdict.decided and (r.projected is not None or short_canary(r))
            and progress.measured.get(r.point, 0) < cap
            and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
-    return sorted(out, key=lambda r: (cost(r), r.point))
+    return sorted(out, key=lambda r: (not short_canary(r), cost(r), r.point))
 
 
-def next_round(progress: Progress, baseline: str, cap: int, room_s: float) -> Decision:
+def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
+               canary: str | None = None) -> Decision:
     """Which points run once more: the chased ratios' environments, cheapest to decide
-    first, each with the baseline's same point, as many as room_s (the seconds left) holds
-    by their cells' mean time."""
+    first (the canary's short points before them), each with the baseline's same point, as
+    many as room_s (the seconds left) holds by their cells' mean time."""
     if not progress.ratios:
         return Decision((), NOTHING_TO_COMPARE)
     if all(r.verdict.verdict.decided for r in progress.ratios):
         return Decision((), ALL_DECIDED)
-    todo = chased(progress, baseline, cap)
+    todo = chased(progress, baseline, cap, canary)
     if not todo:
         failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
         blocked = [r for r in progress.ratios if not r.verdict.verdict.decided

@@ -91,7 +91,8 @@ class AddedRounds:
         rounds = int(self.store.run_meta(run_id).get("sequential", {}).get("rounds", 0))
         while True:
             progress = self.assess(run_id, environments)
-            decision = (sequential.next_round(progress, base, cap, self._room(progress.spent_s))
+            decision = (sequential.next_round(progress, base, cap, self._room(progress.spent_s),
+                                              plan.aa_name if plan.aa else None)
                         if cap > fixed else sequential.Decision((), sequential.NO_ROUNDS))
             if decision.ended is None and not decision.points:
                 decision = sequential.Decision((), sequential.TIME_SPENT)
