@@ -126,10 +126,12 @@ def test_borrowed_dof_stop_at_the_cap(tmp_path: Path) -> None:
     assert b.dof == borrowing.MAX_DOF
 
 
-def test_todays_larger_spread_refuses_its_history() -> None:
+def test_a_spread_unlike_todays_is_not_borrowed() -> None:
     hist = Borrowed(12, 12 * 0.01**2, "h")  # a 1% spread
     assert borrowing.usable(hist, 0.012, 5) == hist
-    assert borrowing.usable(hist, 0.10, 5) == NOTHING_BORROWED
+    assert borrowing.usable(hist, 0.10, 5) == NOTHING_BORROWED  # today is noisier
+    noisy = Borrowed(12, 12 * 0.2**2, "loaded day")  # a 20% spread
+    assert borrowing.usable(noisy, 0.01, 8) == NOTHING_BORROWED  # it would only widen
 
 
 def test_borrowing_narrows_the_interval_and_the_run_records_it() -> None:

@@ -72,8 +72,10 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
     nu = n - 1
     if nu >= 1:
         with np.errstate(invalid="ignore", divide="ignore"):
-            refused = (dof > 0) & (sd * sd / (ss / dof) > stats.f.ppf(1 - F_LEVEL, nu,
-                                                                        np.maximum(dof, 1)))
+            f = sd * sd / (ss / dof)
+            d = np.maximum(dof, 1)
+            refused = (dof > 0) & ((f > stats.f.ppf(1 - F_LEVEL, nu, d))
+                                   | (f < stats.f.ppf(F_LEVEL, nu, d)))
         dof[refused], ss[refused] = 0.0, 0.0
     c = 1 + n * PRIOR_G
     s = np.maximum(sd, SD_FLOOR) if nu >= 1 else np.zeros_like(sd)
