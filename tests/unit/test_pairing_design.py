@@ -252,7 +252,7 @@ def test_the_report_shows_the_verdict_the_run_ended_with(tmp_path: Path) -> None
 
 def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_expect(
         tmp_path: Path) -> None:
-    from isotax.report.decisions import context_lines
+    from isotax.report.decisions import context_lines, counts_line
 
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "p", 'name = "p"\nrepetitions = 3\naa = true\n', 1, HOST)
@@ -266,7 +266,10 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
         _commit(store, "r", "runc", rep, 100.0 * r)
     store.put_run_meta("r", "reach", {"words": "at this host's noise ... about 7% or more"})
     store.set_run_status("r", "complete", 1.0)
-    lines = context_lines(analyze(store, "r"))
+    d = analyze(store, "r")
+    assert counts_line(d) == ("Verdicts: 1 of 1 headline ratios to native decided (1 worse); "
+                              "0 undecided.")  # the canary is not one of the questions
+    lines = context_lines(d)
     assert lines[0].startswith("A/A canary (native-aa, native measured twice): ")
     assert "none worse or better" in lines[0]
     assert lines[1] == "This host: at this host's noise ... about 7% or more."

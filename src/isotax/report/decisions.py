@@ -22,15 +22,18 @@ BOOTSTRAP = "95% bootstrap"
 
 
 def counts_line(d: ReportData) -> str:
-    """'Verdicts: 40 of 64 headline ratios decided (12 worse, 28 equivalent); 24 undecided.'"""
+    """'Verdicts: 40 of 64 headline ratios decided (12 worse, 28 equivalent); 24 undecided.'
+    The A/A canary's ratios are not questions the run asks: its own line says them."""
     p = d.sequential
     if p is None or not p.ratios:
         return ""
-    c = p.counts()
+    asked = [r for r in p.ratios if r.environment != f"{d.baseline}-aa"]
+    c = {k: sum(r.verdict.verdict.value == k for r in asked)
+         for k in ("worse", "better", "equivalent", "undecided")}
     parts = [f"{c[k]} {k}" for k in ("worse", "better", "equivalent") if c[k]]
     decided = f" ({', '.join(parts)})" if parts else ""
-    return (f"Verdicts: {p.decided} of {len(p.ratios)} headline ratios to {d.baseline} "
-            f"decided{decided}; {c['undecided']} undecided.")
+    return (f"Verdicts: {len(asked) - c['undecided']} of {len(asked)} headline ratios to "
+            f"{d.baseline} decided{decided}; {c['undecided']} undecided.")
 
 
 def context_lines(d: ReportData) -> list[str]:
