@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -195,17 +196,25 @@ def test_budget_words_and_what_it_sets() -> None:
 
 
 def test_reach_says_the_smallest_tax_and_the_budget_for_five_percent() -> None:
-    short = reach.reach([0.05, 0.10, 0.08], [0.02] * 3, round_s=60, budget_s=600, min_pairs=2)
-    long = reach.reach([0.05, 0.10, 0.08], [0.02] * 3, round_s=60, budget_s=6000, min_pairs=2)
-    assert short is not None and long is not None
-    assert short.pairs == 10 and long.pairs == 100
-    assert long.smallest < short.smallest
-    assert short.pairs_5pct is not None and short.budget_5pct_s == short.pairs_5pct * 60
-    # at the median spread, the pairs for ±5% really give ±5%, one fewer does not
-    assert radius(short.pairs_5pct, 0.08) <= math.log1p(0.05) < radius(short.pairs_5pct - 1,
-                                                                        0.08)
-    assert "decide a tax of about" in short.words() and "±5%" in short.words()
-    assert reach.reach([], [], 60, 600, 2) is None
+    def noise(env: str, sd: float, pairs: int, dof: float = 0.0) -> reach.RatioNoise:
+        return reach.RatioNoise((env, "w", "p=1"), sd, pairs, 0.02,
+                                Borrowed(dof, dof * sd * sd, "h") if dof else NOTHING_BORROWED)
+
+    cell_s = {("native", "w", "p=1"): 1.0, ("runc", "w", "p=1"): 2.0,
+              ("crun", "w", "p=1"): 3.0}
+    got = reach.reach([noise("runc", 0.05, 10), noise("crun", 0.10, 4)], cell_s, "native")
+    assert got is not None and got.pairs == 7 and got.sd == pytest.approx(0.075)
+    from isotax.analysis.verdicts import pairs_for_half_width, smallest_decidable
+    assert got.smallest == pytest.approx(statistics.median(
+        [smallest_decidable(0.05, 10, 0.02), smallest_decidable(0.10, 4, 0.02)]))
+    runc, crun = pairs_for_half_width(0.05, 0.05), pairs_for_half_width(0.10, 0.05)
+    assert got.budget_5pct_s == runc * 2.0 + crun * 3.0 + max(runc, crun) * 1.0
+    # borrowed spread lets fewer pairs decide a smaller tax
+    lent = reach.reach([noise("runc", 0.05, 3, dof=12)], cell_s, "native")
+    alone = reach.reach([noise("runc", 0.05, 3)], cell_s, "native")
+    assert lent is not None and alone is not None and lent.smallest < alone.smallest
+    assert "decide a tax of about" in got.words() and "±5%" in got.words()
+    assert reach.reach([noise("runc", math.nan, 1)], cell_s, "native") is None
 
 
 # -- across ratios ---------------------------------------------------------------------------------
@@ -290,7 +299,7 @@ def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: 
     said: list[str] = []
     AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
         .say_history("now")
-    assert said == ["this host's last run (last, budget 540 s): a tax of about 12% or more"]
+    assert said == ["this host's last run (last): a tax of about 12% or more"]
 
 
 def test_the_canary_is_chased_to_the_pairs_its_floor_needs_first() -> None:

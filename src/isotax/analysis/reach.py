@@ -1,67 +1,88 @@
-"""What this host can decide: from the pair spreads a run measured and the time its rounds
-take, the smallest tax its budget can call worse or better, and the budget a ±5% answer would
-need (issue 28's "tell the user what this host can decide").
+"""What this host can decide: from the pair spreads a run measured, what each ratio borrowed
+and the time its cells take, the smallest tax its ratios could call worse or better with the
+pairs the run gave them, and the budget a ±5% answer for every ratio would need (issue 28's
+"tell the user what this host can decide").
 
-Both are first-order estimates at the run's median pair spread over its ratios (the typical
-ratio; half decide more easily, half less), never evidence: a verdict comes only from a
-ratio's own confidence sequence (isotax.analysis.verdicts).
+Both are first-order estimates, never evidence (a verdict comes only from a ratio's own
+confidence sequence, isotax.analysis.verdicts):
+- smallest: per ratio, its margin plus its interval's half-width at its pairs, spread and
+  borrowed spread; the median over the ratios (half decide a smaller tax, half need larger);
+- the ±5% budget: per ratio, the pairs whose interval is within ±5% at its spread (with what
+  it borrows); per workload point, the rounds its neediest ratio wants, each round one cell
+  of every environment still short and one of the baseline, at their mean cell times.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.analysis.verdicts import (
-    NOTHING_BORROWED,
-    pairs_for_half_width,
-    smallest_decidable,
-)
+from isotax.analysis.verdicts import Borrowed, pairs_for_half_width, smallest_decidable
 
 # The answer the budget line is about: every ratio's interval within ±5%.
 HALF_WIDTH = 0.05
 
 
 @dataclass(frozen=True)
+class RatioNoise:
+    """What reach needs of one ratio."""
+
+    point: tuple[str, str, str]  # (environment, workload, params_key)
+    sd: float  # of its pair log ratios (NaN below 2 pairs)
+    pairs: int
+    margin: float
+    borrowed: Borrowed
+
+
+@dataclass(frozen=True)
 class Reach:
-    sd: float  # median pair spread (sd of log ratios) over the ratios that have one
-    pairs: int  # pairs a ratio reaches in the budget, chased alone at one round per pair
-    smallest: float  # smallest |ratio - 1| those pairs can decide at that spread
-    round_s: float  # seconds of one round of every point (all environments)
-    pairs_5pct: int | None  # pairs for a ±5% interval at that spread
-    budget_5pct_s: float | None  # seconds of rounds those pairs take
+    sd: float  # median pair spread over the ratios that have one
+    pairs: int  # median pairs the run gave a ratio
+    smallest: float  # median smallest |ratio - 1| a ratio's pairs can decide
+    budget_5pct_s: float | None  # seconds of cells for ±5% on every ratio (None: unreachable)
 
     def words(self) -> str:
         """One line for the first screen."""
         five = (f"a ±5% answer for every ratio would take about {_duration(self.budget_5pct_s)}"
-                if self.budget_5pct_s is not None else "no budget gives a ±5% answer at it")
-        small = (f"{self.smallest:.0%}" if math.isfinite(self.smallest) else "no tax")
-        return (f"at this host's noise (median pair spread {self.sd:.1%}), this budget can "
-                f"decide a tax of about {small} or more ({self.pairs} pairs); {five}")
+                f" of cells" if self.budget_5pct_s is not None
+                else "no budget gives every ratio a ±5% answer at this noise")
+        small = f"{self.smallest:.0%}" if math.isfinite(self.smallest) else "no tax"
+        return (f"at this host's noise (median pair spread {self.sd:.1%}), the pairs this run "
+                f"gave its ratios (median {self.pairs}) decide a tax of about {small} or more; "
+                f"{five}")
 
     def meta(self) -> dict[str, Any]:
         return {"sd": self.sd, "pairs": self.pairs, "smallest": _finite(self.smallest),
-                "round_s": self.round_s, "pairs_5pct": self.pairs_5pct,
                 "budget_5pct_s": self.budget_5pct_s}
 
 
-def reach(sds: list[float], margins: list[float], round_s: float, budget_s: float,
-          min_pairs: int) -> Reach | None:
-    """The reach of a run whose ratios have pair spreads `sds` and margins `margins`, whose
-    full round takes round_s seconds and whose budget is budget_s seconds of rounds in all.
-    None without a spread."""
-    spreads = [s for s in sds if s == s and s > 0]
-    if not spreads or round_s <= 0:
+def reach(ratios: Sequence[RatioNoise], cell_s: Mapping[tuple[str, str, str], float],
+          baseline: str) -> Reach | None:
+    """The reach of a run's ratios (the baseline's cells timed in cell_s too). None without
+    a ratio that has a spread."""
+    known = [r for r in ratios if r.sd == r.sd and r.sd > 0]
+    if not known:
         return None
-    sd = statistics.median(spreads)
-    margin = statistics.median(margins) if margins else 0.02
-    pairs = max(min_pairs, int(budget_s // round_s))
-    smallest = smallest_decidable(sd, pairs, margin, borrowed=NOTHING_BORROWED)
-    need = pairs_for_half_width(sd, HALF_WIDTH)
-    return Reach(sd, pairs, smallest, round_s, need,
-                 need * round_s if need is not None else None)
+    smallest = statistics.median(
+        smallest_decidable(r.sd, max(r.pairs, 2), r.margin, borrowed=r.borrowed)
+        for r in known)
+    need: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for r in known:
+        n = pairs_for_half_width(r.sd, HALF_WIDTH, borrowed=r.borrowed)
+        if n is None:
+            return Reach(statistics.median(r.sd for r in known),
+                         int(statistics.median(r.pairs for r in known)), smallest, None)
+        need[(r.point[1], r.point[2])][r.point[0]] = n
+    seconds = 0.0
+    for (wl, pkey), envs in need.items():
+        seconds += sum(n * cell_s.get((env, wl, pkey), 0.0) for env, n in envs.items())
+        seconds += max(envs.values()) * cell_s.get((baseline, wl, pkey), 0.0)
+    return Reach(statistics.median(r.sd for r in known),
+                 int(statistics.median(r.pairs for r in known)), smallest, seconds)
 
 
 def _duration(seconds: float | None) -> str:

@@ -123,21 +123,22 @@ class AddedRounds:
                 continue
             said = self.store.run_meta(run.id).get("reach")
             if isinstance(said, dict) and said.get("words"):
-                self.log(f"this host's last run ({run.id}, budget "
-                         f"{float(said.get('budget_s') or 0):.0f} s): {said['words']}")
+                self.log(f"this host's last run ({run.id}): {said['words']}")
                 return
 
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
-        """What this host can decide in the run's budget (analysis.reach), stored and said."""
-        budget = self.plan.verdicts.deadline_s or self.clock.meta()["wall_s"]
-        got = reach.reach([r.sd for r in progress.ratios],
-                          [r.verdict.margin for r in progress.ratios],
-                          sum(progress.cell_s.values()), budget, self.plan.repetitions)
+        """What this host can decide (analysis.reach), from the run's questions (not its
+        canary): stored and said."""
+        plan = self.plan
+        got = reach.reach([reach.RatioNoise(r.point, r.sd, r.verdict.n, r.verdict.margin,
+                                            r.borrowed)
+                           for r in progress.ratios
+                           if not (plan.aa and r.environment == plan.aa_name)],
+                          progress.cell_s, plan.baseline)
         if got is None:
             return
         with self.clock.phase("store"):
-            self.store.put_run_meta(run_id, "reach", {**got.meta(), "budget_s": budget,
-                                                      "words": got.words()})
+            self.store.put_run_meta(run_id, "reach", {**got.meta(), "words": got.words()})
         self.log(f"reach: {got.words()}")
 
     def _room(self, spent_s: float) -> float:
