@@ -154,7 +154,7 @@ def test_correlated_pairs_and_rejudged_verdicts_are_counted_by_ratio() -> None:
     ratios = [SimpleNamespace(lag1=x) for x in (0.5, 0.6, 0.7, 0.1, math.nan)]
     d = cast(ReportData, SimpleNamespace(
         sequential=SimpleNamespace(ratios=ratios, decided=5), rejudged=["a", "b", "c"],
-        failures=[], outliers=[], unwatched=0))
+        failures=[], outliers=[], unwatched=0, asked_ratios=lambda: []))
     counts = warning_counts(d)
     assert counts[ReportWarning.CORRELATED_PAIRS] == 3  # two environments' warnings, 3 ratios
     assert counts[ReportWarning.REJUDGED] == 3 and counts[ReportWarning.UNDECIDED] == 0

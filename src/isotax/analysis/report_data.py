@@ -227,6 +227,13 @@ class ReportData:
     latency_cdfs: dict[CdfKey, dict[str, distributions.Cdf]] = field(default_factory=dict)
     cdf_runs: dict[CdfKey, dict[str, int]] = field(default_factory=dict)
 
+    def asked_ratios(self) -> list[RatioState]:
+        """The headline ratios the run asks about: all but the A/A canary's (whose verdicts
+        say whether the host behaved, not what an environment costs)."""
+        seq = self.sequential
+        return [] if seq is None else [r for r in seq.ratios
+                                       if r.environment != f"{self.baseline}-aa"]
+
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
 
@@ -609,10 +616,10 @@ def _warnings(d: ReportData) -> list[Warned]:
                                                            words=ex.limiter.words))
     if d.unwatched:
         out.append(ReportWarning.NO_TELEMETRY.say(count=d.unwatched))
-    seq = d.sequential
-    if seq is not None and seq.ratios and seq.decided < len(seq.ratios):
-        out.append(ReportWarning.UNDECIDED.say(undecided=len(seq.ratios) - seq.decided,
-                                               total=len(seq.ratios)))
+    asked = d.asked_ratios()
+    undecided = sum(not r.verdict.verdict.decided for r in asked)
+    if undecided:
+        out.append(ReportWarning.UNDECIDED.say(undecided=undecided, total=len(asked)))
     out += _verdict_warnings(d)
     return out
 

@@ -5,6 +5,7 @@ plain text when the output is piped or NO_COLOR is set."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from rich.console import Console
@@ -61,8 +62,8 @@ def print_summary(d: ReportData, console: Console | None = None) -> None:
     out.print(summary_table(d), width=width)
     if counts_line(d):
         out.print(counts_line(d), width=width, markup=False, highlight=False)
-    for line in context_lines(d):
-        out.print(line, width=width, markup=False, highlight=False)
+    for line in context_lines(d):  # wrapped here: the console may not wrap (soft_wrap)
+        out.print(textwrap.fill(line, width), width=width, markup=False, highlight=False)
 
 
 def warning_counts(d: ReportData) -> dict[ReportWarning, int]:
@@ -74,7 +75,8 @@ def warning_counts(d: ReportData) -> dict[ReportWarning, int]:
     out: dict[ReportWarning, int] = {}
     seq = d.sequential
     if seq is not None and seq.ratios:
-        out[ReportWarning.UNDECIDED] = len(seq.ratios) - seq.decided
+        out[ReportWarning.UNDECIDED] = sum(not r.verdict.verdict.decided
+                                           for r in d.asked_ratios())
         # One warning per environment, each counting its ratios above the limit.
         out[ReportWarning.CORRELATED_PAIRS] = sum(r.lag1 > HIGH_LAG1 for r in seq.ratios)
     if d.rejudged:
