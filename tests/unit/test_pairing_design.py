@@ -278,6 +278,7 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     d = analyze(store, "r")
     assert counts_line(d) == ("Verdicts: 1 of 1 headline ratios to native decided (1 worse); "
                               "0 undecided.")  # the canary is not one of the questions
+    assert not any(w.kind is ReportWarning.UNDECIDED for w in d.warnings)
     lines = context_lines(d)
     assert lines[0].startswith("A/A canary (native-aa, native measured twice): ")
     assert "none worse or better" in lines[0]
