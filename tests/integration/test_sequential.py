@@ -31,11 +31,11 @@ def _reps(store: SQLiteStore, run_id: str) -> dict[tuple[str, str], list[int]]:
 
 def test_rounds_go_only_where_they_decide_and_stop_when_decided(tmp_path: Path,
                                                                spread: None) -> None:
-    """Spread 0.1%: equivalent after the 3 fixed rounds, no more runs. 0.4%: undecided at 3,
+    """Spread 0.1%: equivalent after the 3 fixed rounds, no more runs. 0.6%: undecided at 3,
     a few added rounds decide it. 20%: no number of runs up to the cap can, so none is
     spent on it. Every added cell pairs with the baseline's of its round."""
     text = SEQUENTIAL_PLAN.format(verdicts="[verdicts]\nmax_repetitions = 12\nbudget_s = 120",
-                                  params="{ spread = [0.001, 0.004, 0.2] }")
+                                  params="{ spread = [0.001, 0.006, 0.2] }")
     with ran(text, ImageArtifacts("t", tmp_path / "i"), tmp_path) as (store, run_id):
         meta = store.run_meta(run_id)["sequential"]
         reps = _reps(store, run_id)
@@ -43,7 +43,7 @@ def test_rounds_go_only_where_they_decide_and_stop_when_decided(tmp_path: Path,
         md = markdown.render(data)
         js = json_report.render(data)
     by = {r["params"]: r for r in meta["ratios"]}
-    quiet, middle, loud = (by[f"sleep_s=0.0,spread={s}"] for s in (0.001, 0.004, 0.2))
+    quiet, middle, loud = (by[f"sleep_s=0.0,spread={s}"] for s in (0.001, 0.006, 0.2))
     assert quiet["verdict"] == "equivalent" and quiet["pairs"] == 3
     assert reps[("native2", "sleep_s=0.0,spread=0.001")] == [1, 2, 3]
     assert middle["verdict"] == "equivalent" and 3 < middle["pairs"] <= 12
@@ -51,8 +51,8 @@ def test_rounds_go_only_where_they_decide_and_stop_when_decided(tmp_path: Path,
     assert "would not decide it" in loud["reason"]
     assert reps[("native2", "sleep_s=0.0,spread=0.2")] == [1, 2, 3]
     # the middle point's added cells: the same round numbers on both sides
-    added = reps[("native2", "sleep_s=0.0,spread=0.004")][3:]
-    assert added and added == reps[("native", "sleep_s=0.0,spread=0.004")][3:]
+    added = reps[("native2", "sleep_s=0.0,spread=0.006")][3:]
+    assert added and added == reps[("native", "sleep_s=0.0,spread=0.006")][3:]
     assert meta["ended"] == CANNOT_DECIDE and meta["decided"] == 2 and meta["total"] == 3
     assert "**Verdicts: 2 of 3 headline ratios to native decided (2 equivalent); 1 " \
         "undecided.**" in md and "## Verdicts" in md
