@@ -184,7 +184,7 @@ def recomputed_verdicts(store: Any, run_id: str) -> list[str]:
     cells = store.cells(run_id)
     aa = plan.aa_name
     margins = margin_rules.margins_for(store, run_id, plan.verdicts.margin, plan.baseline,
-                                       aa if plan.aa else None, plan.seed, cells)
+                                       aa if plan.aa else None, cells)
     cap = max(plan.repetitions, plan.verdicts.max_repetitions or 0)
     progress = sequential.assess(cells, plan.baseline, margins, plan.repetitions, cap,
                                  plan.verdicts.confidence)

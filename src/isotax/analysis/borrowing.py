@@ -29,7 +29,7 @@ from typing import Any
 from scipy import stats
 
 from isotax.analysis.headline import Point, headline_values
-from isotax.analysis.margins import SEARCHED_RUNS, same_host
+from isotax.analysis.margins import host_history
 from isotax.analysis.verdicts import NOTHING_BORROWED, Borrowed, pair_by_round
 from isotax.store.base import Store
 
@@ -49,9 +49,7 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
     dof: dict[Point, float] = defaultdict(float)
     ss: dict[Point, float] = defaultdict(float)
     runs: dict[Point, list[str]] = defaultdict(list)
-    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
-        if run.id == exclude or run.status != "complete" or not same_host(run.host, host):
-            continue
+    for run in host_history(store, host, exclude):
         if store.run_meta(run.id).get(PAIRING) != BLOCKS:
             continue
         kinds = {e.name: e.kind for e in store.environments(run.id)}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from scipy import stats
 
 from isotax.analysis.verdicts import MIN_MARGIN, pair_by_round
 from isotax.model import CellStatus
-from isotax.store.base import CellRecord, Store
+from isotax.store.base import CellRecord, RunRecord, Store
 
 RowKey = tuple[str, str, str]  # (workload, params_key, metric)
 
@@ -51,7 +51,7 @@ class Margin:
     source: str  # in words: "plan", "A/A in this run", "A/A run 2026...", "minimum (no A/A run)"
 
 
-def aa_floors(cells: Sequence[CellRecord], baseline: str, aa_env: str, seed: int = 0
+def aa_floors(cells: Sequence[CellRecord], baseline: str, aa_env: str
               ) -> dict[RowKey, float]:
     """Per row, the noise floor the A/A copy shows against the baseline (measured, OK cells,
     paired by round): max |ratio - 1| over the 95% t interval of the paired log ratios."""
@@ -86,15 +86,22 @@ def same_host(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k) is not None and a.get(k) == b.get(k) for k in SAME_HOST)
 
 
+def host_history(store: Store, host: Mapping[str, Any], exclude: str) -> Iterator[RunRecord]:
+    """The complete runs of this host (same_host) among the store's SEARCHED_RUNS newest,
+    newest first, but `exclude` (the run asking): what the stored A/A floors, the borrowed
+    spreads, the warm-ups and the start-of-run hint read."""
+    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:
+        if run.id != exclude and run.status == "complete" and same_host(run.host, host):
+            yield run
+
+
 def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str
                      ) -> tuple[dict[RowKey, float], str | None]:
     """The floors of the newest complete A/A run of this host in the store, and its id with
     the day it ran ("20261126-2210-quick-ab12 (2026-11-26)")."""
     import tomllib
 
-    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
-        if run.id == exclude or run.status != "complete" or not same_host(run.host, host):
-            continue
+    for run in host_history(store, host, exclude):
         try:
             plan = tomllib.loads(run.plan_toml)
         except tomllib.TOMLDecodeError:
@@ -139,8 +146,9 @@ class Margins:
                     Margin(MIN_MARGIN, f"minimum (above the floor of {source})"))
         return Margin(MIN_MARGIN, "minimum (no A/A run of this host)")
 
+
 def margins_for(store: Store, run_id: str, plan_margin: float | str, baseline: str,
-                aa_env: str | None, seed: int, cells: Sequence[CellRecord] | None = None,
+                aa_env: str | None, cells: Sequence[CellRecord] | None = None,
                 stored: tuple[Mapping[RowKey, float], str | None] | None = None) -> Margins:
     """The run's margins: the plan's, or auto from its A/A copy (aa_env, when it has one) or
     a stored A/A run of its host (`stored`, when already looked up)."""

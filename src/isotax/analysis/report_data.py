@@ -390,9 +390,9 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     else:
         try:
             judge = margins_for(store, d.run.id, settings.get("margin", "auto"), d.baseline,
-                                aa, int(d.run.seed), records)
+                                aa, records)
         except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
-            judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, 0, records)
+            judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, records)
     d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
                                      float(settings.get("confidence", 0.95)), borrowed=lent)
     evalues = [ebh.e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0

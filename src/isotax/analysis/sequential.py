@@ -20,7 +20,7 @@ import itertools
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -104,12 +104,10 @@ class Progress:
 def assess(cells: Sequence[CellRecord], baseline: str,
            margins: Callable[[RowKey, str], Margin],
            fixed: int, cap: int, confidence: float = 0.95,
-           exclude: Iterable[str] = (),
            borrowed: Mapping[Point, Borrowed] | None = None) -> Progress:
-    """Every headline ratio's verdict from the committed cells, and what the added rounds
-    have cost. `exclude`: environments with no verdict to chase (the A/A copy); `borrowed`:
-    per point, spread from stored runs of this host (isotax.analysis.borrowing), used where
-    today's pairs do not refuse it."""
+    """Every headline ratio's verdict from the committed cells (the A/A canary's too), and
+    what the added rounds have cost. `borrowed`: per point, spread from stored runs of this
+    host (isotax.analysis.borrowing), used where today's pairs do not refuse it."""
     alpha = 1 - confidence
     values, metric, higher = headline_values(cells)
     measured: dict[Point, int] = defaultdict(int)
@@ -128,12 +126,11 @@ def assess(cells: Sequence[CellRecord], baseline: str,
             spent += took
             added += 1
             failures[point] += c.status is not CellStatus.OK
-    skip = set(exclude) | {baseline}
     ratios = []
     for point, by_rep in values.items():
         env, wl, pkey = point
         base = values.get((baseline, wl, pkey))
-        if env in skip or not base:
+        if env == baseline or not base:
             continue
         m = metric[(wl, pkey)]
         margin = margins((wl, pkey, m), env)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isotax.analysis.headline import headline_values
-from isotax.analysis.margins import SEARCHED_RUNS, same_host
+from isotax.analysis.margins import host_history
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, Store
 
@@ -75,9 +75,7 @@ def unneeded(store: Store, host: Mapping[str, Any], exclude: str, kinds: Mapping
     differed from its measured runs. No history, or one that differed: it is warmed up."""
     out: dict[tuple[str, str], str] = {}
     decided: set[tuple[str, str]] = set()
-    for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:  # newest first
-        if run.id == exclude or run.status != "complete" or not same_host(run.host, host):
-            continue
+    for run in host_history(store, host, exclude):
         theirs = {e.name: e.kind for e in store.environments(run.id)}
         same = {n for n, k in kinds.items() if theirs.get(n) == k}
         if not same:

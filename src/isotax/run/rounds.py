@@ -45,7 +45,7 @@ class AddedRounds:
             self._stored_aa = margin_rules.stored_aa_floors(
                 self.store, self.store.get_run(run_id).host, run_id)
         return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
-                                        plan.aa_name if plan.aa else None, plan.seed, cells,
+                                        plan.aa_name if plan.aa else None, cells,
                                         self._stored_aa)
 
     def _lent(self, run_id: str) -> dict[sequential.Point, Borrowed]:
@@ -116,11 +116,8 @@ class AddedRounds:
     def say_history(self, run_id: str) -> None:
         """Before the first cell: what this host's newest stored run could decide (its
         `reach`), so the user knows what to expect before the run spends its budget."""
-        host = self.store.get_run(run_id).host
-        for run in reversed(self.store.list_runs()):
-            if run.id == run_id or run.status != "complete" or \
-                    not margin_rules.same_host(run.host, host):
-                continue
+        for run in margin_rules.host_history(self.store, self.store.get_run(run_id).host,
+                                             run_id):
             said = self.store.run_meta(run.id).get("reach")
             if isinstance(said, dict) and said.get("words"):
                 self.log(f"this host's last run ({run.id}): {said['words']}")
