@@ -6,7 +6,8 @@ is the only explanation."""
 
 from __future__ import annotations
 
-from isotax.analysis.report_data import ReportData, ReportWarning, Warned
+from isotax.analysis.report_data import ReportData
+from isotax.analysis.report_warnings import ReportWarning, Warned
 
 # The warning a report lists under its note: what ran emulated, and where it is explained.
 POINTER = "{env} ran under TCG software emulation (explained at the top of the report)."

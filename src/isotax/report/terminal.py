@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from isotax.analysis.report_data import HIGH_LAG1, ReportData, ReportWarning, Warned
+from isotax.analysis.report_data import ReportData
+from isotax.analysis.report_warnings import HIGH_LAG1, ReportWarning, Warned
 from isotax.report.decisions import context_lines, counts_line
 
 WIDTH = 100
