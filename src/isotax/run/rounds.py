@@ -6,6 +6,7 @@ a resumed run goes on from what it holds."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -112,6 +113,15 @@ class AddedRounds:
             cells = [CellKey(env, wl, params[(wl, pkey)], number) for env, wl, pkey in order]
             run_cells(run_id, cells, self._gate(progress.spent_s, progress.cell_s),
                       f"round {number}")
+
+    def begin(self, run_id: str, fresh: bool) -> None:
+        """Before the first cell: a fresh run is marked as paired in blocks (later runs of
+        this host may borrow its spread), and the user hears what this host's last run could
+        decide (a hint: it never ends a run)."""
+        if fresh:
+            self.store.put_run_meta(run_id, borrowing.PAIRING, borrowing.BLOCKS)
+        with contextlib.suppress(Exception):
+            self.say_history(run_id)
 
     def say_history(self, run_id: str) -> None:
         """Before the first cell: what this host's newest stored run could decide (its

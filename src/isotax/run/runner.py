@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import protocols
-from isotax.analysis import borrowing, warmups
+from isotax.analysis import warmups
 from isotax.host import numa, owners, parity, versions
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
@@ -33,7 +33,6 @@ from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.protocols import (
     Availability,
-    Completed,
     Environment,
     EnvSpec,
     ExecError,
@@ -45,6 +44,7 @@ from isotax.protocols import (
 from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
 from isotax.run.clock import PhaseClock
+from isotax.run.deadline import Deadline
 from isotax.run.finish import finish_cell
 from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupts
 from isotax.run.launcher import EnvLauncher
@@ -59,23 +59,6 @@ from isotax.telemetry import envcpu, footprint, observe
 from isotax.telemetry.summary import TelemetrySummary
 
 Log = Callable[[str], None]
-
-
-class _Deadline:
-    """An Instance whose exec never runs past the plan's per-run timeout."""
-
-    def __init__(self, inst: Instance, seconds: float) -> None:
-        self._inst = inst
-        self._end = time.monotonic() + seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inst, name)
-
-    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
-        left = self._end - time.monotonic()
-        if left <= 0:
-            return Completed(tuple(argv), 124, "", "the plan's timeout_s ran out", 0.0)
-        return self._inst.exec(argv, min(timeout, left))
 
 
 @dataclass
@@ -248,7 +231,7 @@ class Runner:
         st = self.started[key.environment]
         self.telemetry = None  # set below when a measured run was watched
         workload = protocols.workloads()[key.workload]()
-        inst = _Deadline(st.instance, self.plan.timeout_s)
+        inst = Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
         if pkey not in st.prepared:
             t0 = time.monotonic()
@@ -402,11 +385,8 @@ class Runner:
                 cells = [k for k in schedule(self.plan, list(self.started),
                                              self._unneeded_warmups(run_id))
                          if k.ident not in done]
-                if not done:  # its pairs are close in time: later runs may borrow their spread
-                    self.store.put_run_meta(run_id, borrowing.PAIRING, borrowing.BLOCKS)
                 self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
-                with contextlib.suppress(Exception):  # a hint must never end a run
-                    self.rounds.say_history(run_id)
+                self.rounds.begin(run_id, fresh=not done)
                 self._run_cells(run_id, cells)
                 self.rounds.run(run_id, list(self.started), self._run_cells)
                 status = "complete"
