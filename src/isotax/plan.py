@@ -209,6 +209,12 @@ class Verdicts(_Frozen):
     # Borrow each ratio's pair spread from this host's stored block-paired runs of the same
     # point (isotax.analysis.borrowing), where today's pairs do not refuse it.
     borrow: bool = True
+    # Cell length (isotax.analysis.cell_length): a point whose first measured run in an
+    # environment takes less than cell_s seconds runs its workload several times in each of
+    # its cells there (enough to fill cell_s, at most runs_per_cell), and the cell's value
+    # is their mean. 0: one run per cell.
+    cell_s: float = Field(default=0.0, ge=0, le=3600)
+    runs_per_cell: int = Field(default=8, ge=1, le=100)
 
     @field_validator("margin")
     @classmethod

@@ -78,3 +78,35 @@ def test_an_interrupted_run_resumes_its_rounds_from_the_store(tmp_path: Path,
     # the phases of both processes add up, and the workload is most of the run
     assert phases["wall_s"] > 0 and phases["seconds"]["workload"] > 0
     assert sum(phases["seconds"].values()) <= phases["wall_s"] + 0.01
+
+
+def test_short_points_hold_several_runs_per_cell_and_their_pairs_narrow(
+        tmp_path: Path, spread: None) -> None:
+    """Cell length for real: a point whose run takes ~0.05 s holds cell_s / that many runs
+    per cell (at most runs_per_cell), a long one holds one; the count is stored per
+    environment and point, the cell's value is the runs' mean (labelled with the count), and
+    the short point's pairs have the spread of a mean of that many runs."""
+    from isotax.analysis import cell_length
+    from isotax.analysis.headline import headline_values
+
+    text = SEQUENTIAL_PLAN.format(
+        verdicts="[verdicts]\nmargin = 0.5\ncell_s = 0.5\nruns_per_cell = 6",
+        params="{ spread = 0.2, sleep_s = [0.0, 0.6] }")
+    with ran(text, ImageArtifacts("t", tmp_path / "i"), tmp_path) as (store, run_id):
+        meta = store.run_meta(run_id)
+        cells = store.cells(run_id)
+        md = markdown.render(analyze(store, run_id))
+    short, long_ = "sleep_s=0.0,spread=0.2", "sleep_s=0.6,spread=0.2"
+    for env in ("native", "native2"):
+        assert cell_length.of(meta, env, "test-spread", short) == 6  # capped
+        assert cell_length.of(meta, env, "test-spread", long_) == 1
+    labels = {c.key.params_key: c.samples[0].labels for c in cells if not c.key.warmup}
+    assert labels[short] == {cell_length.RUNS_LABEL: 6} and labels[long_] == {}
+    # The means of 6 draws at 20% spread vary by ~8%, single draws by ~20%: over both
+    # environments' 6 cells, a spread above 15% would be a 1-in-200 draw.
+    import statistics
+    values, _, _ = headline_values(cells)
+    short_values = [v / 100 for env in ("native", "native2")
+                    for v in values[(env, "test-spread", short)].values()]
+    assert len(short_values) == 6 and statistics.stdev(short_values) < 0.15
+    assert "test-spread ×6 (a cell's value is their mean)" in md

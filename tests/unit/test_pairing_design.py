@@ -214,6 +214,8 @@ def test_reach_says_the_smallest_tax_and_the_budget_for_five_percent() -> None:
     alone = reach.reach([noise("runc", 0.05, 3)], cell_s, "native")
     assert lent is not None and alone is not None and lent.smallest < alone.smallest
     assert "decide a tax of about" in got.words() and "±5%" in got.words()
+    hopeless = reach.Reach(0.3, 2, math.inf, None)
+    assert "decide no tax of any size;" in hopeless.words()
     assert reach.reach([noise("runc", math.nan, 1)], cell_s, "native") is None
 
 

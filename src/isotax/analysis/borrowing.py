@@ -28,6 +28,7 @@ from typing import Any
 
 from scipy import stats
 
+from isotax.analysis import cell_length
 from isotax.analysis.headline import Point, headline_values
 from isotax.analysis.margins import host_history
 from isotax.analysis.verdicts import NOTHING_BORROWED, Borrowed, pair_by_round
@@ -50,13 +51,17 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
     ss: dict[Point, float] = defaultdict(float)
     runs: dict[Point, list[str]] = defaultdict(list)
     for run in host_history(store, host, exclude):
-        if store.run_meta(run.id).get(PAIRING) != BLOCKS:
+        meta = store.run_meta(run.id)
+        if meta.get(PAIRING) != BLOCKS:
             continue
         kinds = {e.name: e.kind for e in store.environments(run.id)}
         values, _, _ = headline_values(store.cells(run.id))
         for (env, wl, pkey), by_rep in values.items():
             base = values.get((baseline, wl, pkey))
-            point = (f"{env}:{kinds.get(env, '?')}", wl, pkey)
+            # Tagged with the kind and the runs per cell on both sides (cell_length): a
+            # spread is lent only to the same environment measured the same way.
+            point = (f"{env}:{kinds.get(env, '?')}:{cell_length.of(meta, env, wl, pkey)}:"
+                     f"{cell_length.of(meta, baseline, wl, pkey)}", wl, pkey)
             if env == baseline or not base or dof[point] >= MAX_DOF:
                 continue
             d = pair_by_round(by_rep, base)
@@ -71,14 +76,19 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
     return {p: Borrowed(dof[p], ss[p], _source(runs[p])) for p in dof if dof[p] > 0}
 
 
-def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str]
+def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str],
+            meta: Mapping[str, Any] | None = None, baseline: str = ""
             ) -> dict[tuple[str, str, str], Borrowed]:
-    """`stored` keyed by this run's environment names (an environment borrows only from
-    stored ones of the same name and kind)."""
+    """`stored` keyed by this run's environment names: an environment borrows only from
+    stored ones of the same name and kind whose cells held as many runs as this run's
+    (`meta`, its run_meta; cell_length) on both sides of the ratio."""
     out = {}
     for (tagged, wl, pkey), b in stored.items():
-        name, _, kind = tagged.rpartition(":")
-        if kinds.get(name) == kind:
+        name, kind, runs, base_runs = tagged.rsplit(":", 3)
+        today = meta or {}
+        if kinds.get(name) == kind and \
+                (int(runs), int(base_runs)) == (cell_length.of(today, name, wl, pkey),
+                                               cell_length.of(today, baseline, wl, pkey)):
             out[(name, wl, pkey)] = b
     return out
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from scipy import stats
 
+from isotax.analysis import cell_length
 from isotax.analysis.verdicts import MIN_MARGIN, pair_by_round
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, RunRecord, Store
@@ -95,10 +96,13 @@ def host_history(store: Store, host: Mapping[str, Any], exclude: str) -> Iterato
             yield run
 
 
-def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str
+def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str,
+                     today: Mapping[str, Any] | None = None
                      ) -> tuple[dict[RowKey, float], str | None]:
     """The floors of the newest complete A/A run of this host in the store, and its id with
-    the day it ran ("20261126-2210-quick-ab12 (2026-11-26)")."""
+    the day it ran ("20261126-2210-quick-ab12 (2026-11-26)"). With `today` (the asking run's
+    run_meta), only the points whose cells held as many runs there as today (cell_length):
+    a floor measured with other cells is another quantity."""
     import tomllib
 
     for run in host_history(store, host, exclude):
@@ -110,6 +114,10 @@ def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str
             continue
         base = str(plan.get("baseline", "native"))
         floors = aa_floors(store.cells(run.id), base, f"{base}-aa")
+        if today is not None:
+            meta = store.run_meta(run.id)
+            floors = {r: f for r, f in floors.items()
+                      if cell_length.same(meta, today, (base, f"{base}-aa"), r[0], r[1])}
         if floors:
             day = time.strftime("%Y-%m-%d", time.localtime(run.finished or run.created))
             return floors, f"{run.id} ({day})"

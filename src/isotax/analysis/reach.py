@@ -50,10 +50,10 @@ class Reach:
         five = (f"a ±5% answer for every ratio would take about {_duration(self.budget_5pct_s)}"
                 f" of cells" if self.budget_5pct_s is not None
                 else "no budget gives every ratio a ±5% answer at this noise")
-        small = f"{self.smallest:.0%}" if math.isfinite(self.smallest) else "no tax"
+        small = (f"decide a tax of about {self.smallest:.0%} or more"
+                 if math.isfinite(self.smallest) else "decide no tax of any size")
         return (f"at this host's noise (median pair spread {self.sd:.1%}), the pairs this run "
-                f"gave its ratios (median {self.pairs}) decide a tax of about {small} or more; "
-                f"{five}")
+                f"gave its ratios (median {self.pairs}) {small}; {five}")
 
     def meta(self) -> dict[str, Any]:
         return {"sd": self.sd, "pairs": self.pairs, "smallest": _finite(self.smallest),

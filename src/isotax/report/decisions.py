@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from isotax.analysis import cell_length
 from isotax.analysis.ebh import expected_false
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import TIME_SPENT, RatioState, ratio_fields, why_undecided
@@ -57,6 +58,8 @@ def context_lines(d: ReportData) -> list[str]:
     reach = d.run_meta.get("reach")
     if isinstance(reach, dict) and reach.get("words"):
         out.append(f"This host: {reach['words']}.")
+    if length := cell_length.words(d.run_meta):
+        out.append(f"Cell length: {length}.")
     judged = [r for r in p.ratios if r.environment != aa]
     differ = sum(r.verdict.verdict.value in ("worse", "better") for r in judged)
     if judged:

@@ -35,14 +35,17 @@ class Finished:
 
 def finish_cell(workload: AnyWorkload, params: Params, samples: Sequence[Sample],
                 env_cpu: Sample | None, numa_share: float | None,
-                observation: Observation | None) -> Finished:
+                observation: Observation | None, runs: int = 1) -> Finished:
     """The cell's samples with the runner's own (env_cpu appended; every sample labelled with
     the node-local share, where there is one), and its telemetry summary with the run's work.
-    Pure: what it adds was measured by the caller."""
+    Pure: what it adds was measured by the caller. `runs`: how many runs of the workload the
+    cell held (isotax.analysis.cell_length); the telemetry's work counts them all."""
     out = [*samples, *([env_cpu] if env_cpu is not None else [])]
     telemetry = None
     if observation is not None and observation.summary is not None:
-        summary = replace(observation.summary, work=work.done(workload, params, out))
+        # The telemetry watched all `runs` runs of the cell; its samples are one run's mean.
+        one = work.done(workload, params, out)
+        summary = replace(observation.summary, work=replace(one, amount=one.amount * runs))
         telemetry = (summary, observation.series)
     if numa_share is not None:
         out = [replace(s, labels={**s.labels, NUMA_LABEL: round(numa_share, 4)}) for s in out]

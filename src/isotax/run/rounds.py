@@ -44,7 +44,8 @@ class AddedRounds:
         if self._stored_aa is None and isinstance(plan.verdicts.margin, str):
             # Looked up once per process: the stored runs do not change under a run.
             self._stored_aa = margin_rules.stored_aa_floors(
-                self.store, self.store.get_run(run_id).host, run_id)
+                self.store, self.store.get_run(run_id).host, run_id,
+                self.store.run_meta(run_id))
         return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
                                         plan.aa_name if plan.aa else None, cells,
                                         self._stored_aa)
@@ -54,10 +55,11 @@ class AddedRounds:
         process: the stored runs do not change under a run)."""
         if self._borrowed is None:
             host = self.store.get_run(run_id).host
-            kinds = {e.name: e.kind for e in self.store.environments(run_id)}
-            self._borrowed = borrowing.for_run(
-                borrowing.from_store(self.store, host, run_id, self.plan.baseline), kinds)
-        return self._borrowed
+            self._borrowed = borrowing.from_store(self.store, host, run_id, self.plan.baseline)
+        # Matched each time: the runs per cell (cell_length) are fixed as points first run.
+        kinds = {e.name: e.kind for e in self.store.environments(run_id)}
+        return borrowing.for_run(self._borrowed, kinds, self.store.run_meta(run_id),
+                                 self.plan.baseline)
 
     def assess(self, run_id: str, environments: Sequence[str]) -> sequential.Progress:
         """Every headline ratio's verdict from the committed cells of `environments` (those

@@ -43,6 +43,7 @@ from isotax.protocols import (
 )
 from isotax.run import identity
 from isotax.run.applicability import why_not_applicable
+from isotax.run.cell_runs import CellRuns, per_run
 from isotax.run.clock import PhaseClock
 from isotax.run.deadline import Deadline
 from isotax.run.finish import finish_cell
@@ -101,6 +102,7 @@ class Runner:
         self._run_s = 0.0
         # Verdicts counted after each round, and the rounds added for undecided ones.
         self.rounds = AddedRounds(plan, store, self.clock, log)
+        self.cell_runs = CellRuns(store, "", 0.0, 1, {})  # run() sets the run's
 
     # -- environments ------------------------------------------------------------------
     def _start_environments(self, run_id: str, workdir: Path) -> None:
@@ -251,6 +253,7 @@ class Runner:
                 observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
                 read_guest=not launching)
             env_cpu: Sample | None = None
+            runs = 1
             if isinstance(workload, LaunchingWorkload):
                 with watch as obs:
                     t0 = time.monotonic()
@@ -260,10 +263,12 @@ class Runner:
                 cpu_before = envcpu.snapshot(st.instance)
                 with watch as obs:
                     t0 = time.monotonic()
-                    samples = workload.run(inst, key.params, self.loadgen)
+                    samples, runs = self.cell_runs.measure(
+                        key, lambda: workload.run(inst, key.params, self.loadgen))
                     self._run_s = time.monotonic() - t0
                 if samples:
-                    env_cpu = envcpu.cpu_sample(cpu_before, envcpu.snapshot(st.instance))
+                    env_cpu = per_run(envcpu.cpu_sample(cpu_before,
+                                                        envcpu.snapshot(st.instance)), runs)
             if samples and obs is not None and obs.error:
                 self.log(f"[yellow]{key.environment} {key.workload}: {obs.error}[/]")
         except NotApplicable as e:
@@ -279,7 +284,7 @@ class Runner:
         share = (numa.local_share(numastat_before, numa.counters())
                  if numastat_before is not None else None)
         try:  # a workload's work/in_flight hook that fails fails the cell, not the run
-            done = finish_cell(workload, key.params, samples, env_cpu, share, obs)
+            done = finish_cell(workload, key.params, samples, env_cpu, share, obs, runs)
         except (SanityError, ValueError, TypeError, KeyError, ArithmeticError) as e:
             return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
         self.telemetry = done.telemetry
@@ -329,6 +334,8 @@ class Runner:
         phases = meta.get("phases")
         self.clock = PhaseClock(phases if isinstance(phases, dict) else None)
         self.rounds = AddedRounds(self.plan, self.store, self.clock, self.log)
+        self.cell_runs = CellRuns(self.store, run_id, self.plan.verdicts.cell_s,
+                                  self.plan.verdicts.runs_per_cell, meta)
         host = dict(self.store.get_run(run_id).host) or fingerprint()
         self.store.update_host(run_id, host)
         if versions.META_KEY not in meta:  # the first start's, as the fingerprint is
