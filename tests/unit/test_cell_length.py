@@ -159,3 +159,10 @@ def test_the_report_says_which_points_held_several_runs() -> None:
     assert "rr" not in got
     assert cell_length.words({}) == "" and cell_length.words(
         {cell_length.META_KEY: {cell_length.key("native", "rr", "s=1"): 1}}) == ""
+
+
+def test_a_stored_aa_floor_is_its_baselines(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "isotax.db")
+    _stored(store, "aa", [1.0, 1.02, 0.98], 1, aa=True)  # baseline native
+    assert margins.stored_aa_floors(store, HOST, "now", baseline="native")[1] is not None
+    assert margins.stored_aa_floors(store, HOST, "now", baseline="runc") == ({}, None)

@@ -97,12 +97,14 @@ def host_history(store: Store, host: Mapping[str, Any], exclude: str) -> Iterato
 
 
 def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str,
-                     today: Mapping[str, Any] | None = None
+                     today: Mapping[str, Any] | None = None, baseline: str | None = None
                      ) -> tuple[dict[RowKey, float], str | None]:
     """The floors of the newest complete A/A run of this host in the store, and its id with
     the day it ran ("20261126-2210-quick-ab12 (2026-11-26)"). With `today` (the asking run's
     run_meta), only the points whose cells held as many runs there as today (cell_length):
-    a floor measured with other cells is another quantity."""
+    a floor measured with other cells is another quantity. With `baseline`, only runs of
+    that baseline (an A/A floor is its baseline's noise: runc measured twice says nothing
+    of native's)."""
     import tomllib
 
     for run in host_history(store, host, exclude):
@@ -113,6 +115,8 @@ def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str,
         if not plan.get("aa"):
             continue
         base = str(plan.get("baseline", "native"))
+        if baseline is not None and base != baseline:
+            continue
         floors = aa_floors(store.cells(run.id), base, f"{base}-aa")
         if today is not None:
             meta = store.run_meta(run.id)
@@ -165,5 +169,6 @@ def margins_for(store: Store, run_id: str, plan_margin: float | str, baseline: s
     in_run = aa_floors(cells if cells is not None else store.cells(run_id), baseline,
                        aa_env) if aa_env else {}
     if stored is None:
-        stored = stored_aa_floors(store, store.get_run(run_id).host, run_id)
+        stored = stored_aa_floors(store, store.get_run(run_id).host, run_id,
+                                  store.run_meta(run_id), baseline)
     return Margins(plan_margin, in_run, stored[0], stored[1], aa_env)

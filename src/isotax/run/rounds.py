@@ -45,7 +45,7 @@ class AddedRounds:
             # Looked up once per process: the stored runs do not change under a run.
             self._stored_aa = margin_rules.stored_aa_floors(
                 self.store, self.store.get_run(run_id).host, run_id,
-                self.store.run_meta(run_id))
+                self.store.run_meta(run_id), plan.baseline)
         return margin_rules.margins_for(self.store, run_id, plan.verdicts.margin, plan.baseline,
                                         plan.aa_name if plan.aa else None, cells,
                                         self._stored_aa)
