@@ -468,15 +468,16 @@ def lengths_of(base: int) -> list[int]:
 
 # Shares of the time left when the measuring starts (setup and teardown outside them).
 PHASES = (("back-to-back", 0.25), ("alternating", 0.30), ("telemetry", 0.15),
-          ("length", 0.25))
+          ("length", 0.25), ("interleave", 0.30))
+DEFAULT_PHASES = ("back-to-back", "alternating", "telemetry", "length")
 RESERVE = 0.05  # left at the end for the last unit's overrun and the teardown
 
 
 def run_phases(b: Bench, rng: random.Random, envs: tuple[str, str]) -> None:
-    native, other = envs
     point = b.params()
     knob = b.args.length_param or LENGTH_KNOBS.get(b.cls.name, "")
-    lengths = lengths_of(int(point[knob])) if knob and knob in point else []
+    lengths = (lengths_of(int(point[knob])) if knob and knob in point
+               and "length" in b.args.phases else [])
     for name in envs:
         b.prepare(name, point)
     for ln in lengths:
@@ -488,19 +489,38 @@ def run_phases(b: Bench, rng: random.Random, envs: tuple[str, str]) -> None:
         b.log("no time left after the setup: give more --minutes")
         return
     t_phase = time.monotonic()
-    ends = []
-    for _, share in PHASES:
-        t_phase += share * start_left
-        ends.append(t_phase)
+    chosen = [(name, share) for name, share in PHASES if name in b.args.phases]
+    total = sum(share for _, share in chosen)
+    ends: dict[str, float] = {}
+    for name, share in chosen:
+        t_phase += share / total * start_left
+        ends[name] = t_phase
 
-    def until(i: int) -> Callable[[], bool]:
-        return lambda: time.monotonic() < ends[i]
+    def until(name: str) -> Callable[[], bool]:
+        return lambda: time.monotonic() < ends[name]
 
-    # Back-to-back: each environment's series, in random order, the other paused.
+    if "back-to-back" in ends:
+        _back_to_back(b, rng, envs, point, ends["back-to-back"])
+    if "alternating" in ends:
+        _alternating(b, rng, envs, point, until("alternating"))
+    if "telemetry" in ends:
+        _telemetry(b, rng, envs, point, ends["telemetry"])
+    if lengths and "length" in ends:
+        _length(b, rng, envs, point, knob, lengths, until("length"))
+    if "interleave" in ends:
+        import interleave
+
+        b.log(f"phase interleave ({b.args.cell_runs} runs per cell)")
+        interleave.run_interleave(b, rng, envs, b.args.cell_runs, until("interleave"))
+
+
+def _back_to_back(b: Bench, rng: random.Random, envs: tuple[str, str],
+                  point: dict[str, Any], end: float) -> None:
+    """Each environment's series, in random order, the other paused."""
     b.log("phase back-to-back")
     order = list(envs)
     rng.shuffle(order)
-    half = (ends[0] - time.monotonic()) / 2
+    half = (end - time.monotonic()) / 2
     for name in order:
         stop_at = time.monotonic() + half
         i = 0
@@ -508,9 +528,12 @@ def run_phases(b: Bench, rng: random.Random, envs: tuple[str, str]) -> None:
             b.measure("back-to-back", name, point, index=i)
             i += 1
 
-    # Alternating: native then env, per pair the two factors (paused, second run).
+
+def _alternating(b: Bench, rng: random.Random, envs: tuple[str, str],
+                 point: dict[str, Any], go: Callable[[], bool]) -> None:
+    """Native then env, per pair the two factors (paused, second run)."""
+    native, other = envs
     b.log("phase alternating")
-    go = until(1)
     factors = balanced_blocks([(p, c) for p in (True, False) for c in (True, False)], 10_000,
                               rng)
     pair = 0
@@ -524,29 +547,34 @@ def run_phases(b: Bench, rng: random.Random, envs: tuple[str, str]) -> None:
                           position="second", second=second)
         pair += 1
 
-    # Telemetry on/off: back-to-back pairs in random order, native for the first half of the
-    # phase, env for the second (one switch: no pair starts cold after a resume but the first).
+
+def _telemetry(b: Bench, rng: random.Random, envs: tuple[str, str],
+               point: dict[str, Any], end: float) -> None:
+    """Telemetry on/off: back-to-back pairs in random order, native for the first half of the
+    phase, env for the second (one switch: no pair starts cold after a resume but the first)."""
+    native, other = envs
     b.log("phase telemetry")
-    halfway = time.monotonic() + (ends[2] - time.monotonic()) / 2
+    halfway = time.monotonic() + (end - time.monotonic()) / 2
     unit = 0
-    for name, stop_at in ((native, halfway), (other, ends[2])):
+    for name, stop_at in ((native, halfway), (other, end)):
         while time.monotonic() < stop_at:
             first_on = rng.random() < 0.5
             for on in (first_on, not first_on):
                 b.measure("telemetry", name, point, telemetry=on, unit=unit)
             unit += 1
 
-    # Length: alternating pairs at each length, in shuffled blocks.
-    if lengths:
-        b.log(f"phase length ({knob} {', '.join(map(str, lengths))})")
-        go = until(3)
-        sizes = balanced_blocks(lengths, 10_000, rng)
-        pair = 0
-        while go():
-            params = {**point, knob: sizes[pair]}
-            for name in (native, other):
-                b.measure("length", name, params, pair=pair, length=sizes[pair])
-            pair += 1
+
+def _length(b: Bench, rng: random.Random, envs: tuple[str, str], point: dict[str, Any],
+            knob: str, lengths: list[int], go: Callable[[], bool]) -> None:
+    """Alternating pairs at each length, in shuffled blocks."""
+    b.log(f"phase length ({knob} {', '.join(map(str, lengths))})")
+    sizes = balanced_blocks(lengths, 10_000, rng)
+    pair = 0
+    while go():
+        params = {**point, knob: sizes[pair]}
+        for name in envs:
+            b.measure("length", name, params, pair=pair, length=sizes[pair])
+        pair += 1
 
 
 # --------------------------------------------------------------------------- analysis
@@ -767,11 +795,22 @@ def main() -> int:
                     "(default: corpus_mib for compress, seconds for rr)")
     ap.add_argument("--gap", type=float, default=90.0,
                     help="seconds between the halves of a between-rounds pair (default 90)")
+    ap.add_argument("--phases", default=",".join(DEFAULT_PHASES),
+                    help="which phases, comma-separated, of " +
+                    ", ".join(n for n, _ in PHASES) + " (default: all but interleave)")
+    ap.add_argument("--cell-runs", type=int, default=4,
+                    help="runs per cell in the interleave phase (default 4)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, help="write the rows and every run here")
     ap.add_argument("--beside", action="store_true",
                     help="measure beside a run already measuring here instead of waiting")
     args = ap.parse_args()
+    args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = [p for p in args.phases if p not in dict(PHASES)]
+    if unknown or not args.phases or args.cell_runs < 1:
+        print(f"variance_components: --phases {','.join(unknown) or '(none)'}: give phases of "
+              f"{', '.join(n for n, _ in PHASES)}; --cell-runs at least 1", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("variance_components: run as root (it starts containers)", file=sys.stderr)
         return 2
@@ -830,7 +869,11 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         owners.release()
     took = b.budget.now()
-    rows = analyse(b, native, other)
+    rows = analyse(b, native, other) if set(args.phases) & set(DEFAULT_PHASES) else []
+    if "interleave" in args.phases:
+        import interleave
+
+        rows += interleave.analyse_interleave(b.runs, native, other, args.cell_runs)
     print(f"\n{args.workload} {_pwords(b.params())}: native vs {other} (network "
           f"{args.network}); {len(b.runs)} runs in {took / 60:.1f} min; load average "
           f"{load0} at the start, {_loadavg()} at the end; log units (sd of log values ~ "

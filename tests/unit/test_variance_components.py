@@ -193,3 +193,48 @@ def test_table_has_one_row_per_component():
     assert text[2].endswith("| 4 |  |")
     assert "| +1.00% |" in text[3]
     assert text[4] == "| load generator: sharing |  |  |  | none |"
+
+
+# -- the interleave phase (benchmarks/interleave.py) ----------------------------------------------
+
+def _interleave():
+    sys.modules.setdefault("variance_components", vc)
+    path = ROOT / "benchmarks" / "interleave.py"
+    spec = importlib.util.spec_from_file_location("interleave", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_units_runs_are_blocked_or_alternated():
+    il = _interleave()
+    assert il.sequence("blocked", "a", "b", 3) == ["a", "a", "a", "b", "b", "b"]
+    assert il.sequence("alternated", "b", "a", 2) == ["b", "a", "b", "a"]
+    assert il.probe_s(1000) > 0
+
+
+def test_the_interleave_rows_find_a_covariate_that_explains_the_pairs():
+    """Synthetic units: the env's runs are slowed by the probe's load, so the pair moves
+    with the covariate (r near 1), and the alternated units are made quieter than the
+    blocked ones: the rows must say both."""
+    il = _interleave()
+    rng = random.Random(3)
+    runs, t = [], 0.0
+    for unit in range(60):
+        design = il.DESIGNS[unit % 2]
+        noise = 0.02 if design == "alternated" else 0.10
+        for i, env in enumerate(il.sequence(design, "native", "runc", 2)):
+            load = rng.gauss(0, 0.1) if env == "runc" else 0.0
+            value = 100 * math.exp(rng.gauss(0, noise) - (load if env == "runc" else 0))
+            runs.append(vc.Run(il.PHASE, env, {}, value, t, t, t + 1.0,
+                               {"unit": unit, "design": design, "index": i,
+                                "probe": 0.01 * math.exp(load)}))
+            t += 1.0
+    rows = {r.name: r for r in il.analyse_interleave(runs, "native", "runc", 2)}
+    assert rows["alternated: pair sd"].estimate < rows["blocked: pair sd"].estimate
+    assert rows["alternated: pair sd"].n == 30 and rows["blocked: pair sd"].n == 30
+    r = rows["host-load probe vs pair: correlation"]
+    assert r.estimate < -0.5 and r.high < 0  # the load slows the env: pair falls as it rises
+    # An incomplete unit (a failed run) is left out.
+    assert len(il.units(runs[:-1], "native", "runc", "alternated")) == 29
