@@ -131,3 +131,130 @@ def test_cli_export_and_report_from_a_bundle(tmp_path: Path) -> None:
     done = subprocess.run([*cli, "report", str(bad)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- crafted bundles from others ------------------------------------------------------------------
+
+def _craft(path: Path, members: dict[str, bytes], manifest: object = None,
+           digests: bool = True) -> Path:
+    """A .tar.gz of members, with a manifest (the one given, or a correct one for them)."""
+    import hashlib
+
+    if manifest is None:
+        manifest = {"format": "isotax-bundle", "version": 1, "schema": 2, "run_id": "r1",
+                    "sha256": {n: hashlib.sha256(d).hexdigest() for n, d in members.items()}
+                    if digests else {}}
+    data = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
+    with tarfile.open(path, "w:gz") as tar:
+        for name, d in [("manifest.json", data), *members.items()]:
+            info = tarfile.TarInfo(name)
+            info.size = len(d)
+            tar.addfile(info, io.BytesIO(d))
+    return path
+
+
+def _members(tmp_path: Path, db: bytes | None = None) -> dict[str, bytes]:
+    if db is None:
+        store = _store(tmp_path)
+        bundle = export_bundle(store, "r1", tmp_path / "good.itx.tar.gz")
+        store.close()
+        with tarfile.open(bundle) as tar:
+            db = tar.extractfile("isotax.db").read()  # type: ignore[union-attr]
+    return {"isotax.db": db, "plan.toml": b'name = "b"\n', "fingerprint.json": b"{}"}
+
+
+def _no_tables_db(tmp_path: Path) -> bytes:
+    import sqlite3
+
+    p = tmp_path / "empty.db"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    con.commit()
+    con.close()
+    return p.read_bytes()
+
+
+def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Each crafted bundle and the words its refusal must have."""
+    good = _members(tmp_path)
+    bomb = tmp_path / "bomb.itx.tar.gz"
+    with tarfile.open(bomb, "w:gz") as tar:  # a header that claims 4 GiB: never inflated
+        info = tarfile.TarInfo("isotax.db")
+        info.size = 4 << 30
+        tar.addfile(info)
+    return {
+        "not json": (_craft(tmp_path / "a.tgz", good, b"{not json"), "manifest.json is not JSON"),
+        "a list": (_craft(tmp_path / "b.tgz", good, [1, 2]), "is a JSON list, not an object"),
+        "version x": (_craft(tmp_path / "c.tgz", good, {"format": "isotax-bundle",
+                                                        "version": "x"}),
+                      "version 'x' is not a whole number"),
+        "not sqlite": (_craft(tmp_path / "d.tgz", _members(tmp_path, b"x" * 4096)),
+                       "isotax.db is not an SQLite database"),
+        "no tables": (_craft(tmp_path / "e.tgz", _members(tmp_path, _no_tables_db(tmp_path))),
+                      "lacks the table(s) runs, environments, cells, samples"),
+        "bomb": (bomb, "isotax.db is 4294967296 bytes, more than a bundle's"),
+    }
+
+
+def test_crafted_bundles_are_refused_in_one_line(tmp_path: Path) -> None:
+    for what, (bundle, words) in _crafted(tmp_path).items():
+        (tmp_path / what).mkdir()
+        with pytest.raises(StoreError) as e:
+            open_bundle(bundle, tmp_path / what)
+        assert words in str(e.value) and "\n" not in str(e.value), what
+        assert not any((tmp_path / what).iterdir()), what  # nothing left unpacked
+
+
+def test_a_member_larger_than_a_bundle_can_be_is_not_inflated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real gzip bomb (zeros: 32 MiB in ~32 KiB) against a lowered bound: refused at its
+    header, before a byte of it is inflated into memory or onto the disk (the 4 GiB header
+    of _crafted has no data behind it: reading it would fail as a truncated archive)."""
+    from isotax.store import bundle as bundle_mod
+
+    monkeypatch.setattr(bundle_mod, "MAX_DB_BYTES", 1 << 20)
+    members = {"isotax.db": bytes(32 << 20), "plan.toml": b"", "fingerprint.json": b"{}"}
+    bomb = _craft(tmp_path / "bomb.tgz", members)
+    assert bomb.stat().st_size < 1 << 20
+    (tmp_path / "out").mkdir()
+    with pytest.raises(StoreError, match="more than a bundle's"):
+        open_bundle(bomb, tmp_path / "out")
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_a_bundles_database_is_only_read_and_its_schema_not_trusted(tmp_path: Path) -> None:
+    """A bundle whose database carries a view for `runs` and a trigger is refused or copied
+    without running them: the store opened is this isotax's schema with the rows only."""
+    import sqlite3
+
+    store = _store(tmp_path)
+    bundle = export_bundle(store, "r1", tmp_path / "good.itx.tar.gz")
+    store.close()
+    with tarfile.open(bundle) as tar:
+        db = tar.extractfile("isotax.db").read()  # type: ignore[union-attr]
+    p = tmp_path / "crafted.db"
+    p.write_bytes(db)
+    con = sqlite3.connect(p)
+    con.execute("CREATE TRIGGER itx_evil AFTER INSERT ON runs BEGIN DELETE FROM cells; END")
+    con.commit()
+    con.close()
+    crafted = _craft(tmp_path / "t.tgz", _members(tmp_path, p.read_bytes()))
+    (tmp_path / "open").mkdir()
+    copy, rid = open_bundle(crafted, tmp_path / "open")
+    triggers = copy.db.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall()
+    assert triggers == [] and len(copy.cells(rid)) == 4
+    copy.close()
+    assert p.read_bytes() != db  # (the crafted file had the trigger)
+
+
+def test_report_and_compare_refuse_crafted_bundles_in_one_line(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "isotax"]
+    (tmp_path / "ok").mkdir()
+    good = export_bundle(_store(tmp_path / "ok"), "r1", tmp_path / "ok.itx.tar.gz")
+    for what, (bundle, words) in _crafted(tmp_path).items():
+        for args in (["report", str(bundle)], ["compare", str(good), str(bundle)]):
+            done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=120,
+                                  cwd=tmp_path)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode == 2 and len(lines) == 1 and words in lines[0], \
+                (what, args, done.stderr[-800:])

@@ -21,6 +21,7 @@ import json
 import sqlite3
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -120,40 +121,152 @@ def export_bundle(store: Store, run_id: str, out: Path) -> Path:
     return out
 
 
+# What a bundle's members can be, at most: a run's rows are kilobytes per cell, so a database
+# past MAX_DB_BYTES (or a text file past MAX_TEXT_BYTES) is not a bundle isotax wrote, and
+# reading stops at its header (a gzip bomb is refused before it is inflated).
+MAX_DB_BYTES = 1 << 30
+MAX_TEXT_BYTES = 16 << 20
+_CHUNK = 1 << 20
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+# The tables a bundle's database must hold (a schema-1 bundle lacks telemetry and run_meta).
+_NEEDED = ("meta", "runs", "environments", "cells", "samples")
+_OPTIONAL = ("telemetry", "run_meta")
+
+
 def open_bundle(path: Path, workdir: Path) -> tuple[SQLiteStore, str]:
-    """The store inside a bundle (unpacked into workdir) and its run id; StoreError, one line,
-    when the file is not a bundle this isotax can read or its contents were changed."""
+    """The run inside a bundle, as a store of this isotax's own schema in workdir, and its run
+    id; StoreError, one line, when the file is not a bundle this isotax can read or its
+    contents were changed. Crafted files are refused the same way: a member larger than a
+    bundle can be (read no further), a manifest that is not a JSON object of the expected
+    fields, a database that is not SQLite, fails its integrity check or lacks the tables.
+    The bundle's database is only read, read-only and with the schema untrusted (no view,
+    trigger or function of its own runs); its rows are copied into a fresh store."""
+    db = workdir / "bundle-isotax.db"
     try:
-        with tarfile.open(path, "r:gz") as tar:
-            members = {m.name: m for m in tar.getmembers() if m.isfile()}
-            if "manifest.json" not in members:
-                raise StoreError(f"{path} is not an isotax bundle (no manifest.json); make "
-                                 "one with `isotax export RUN --bundle FILE`")
-            data = {name: _read(tar, members[name]) for name in ("manifest.json", *_FILES)
-                    if name in members}
-    except (tarfile.TarError, OSError, EOFError) as e:
+        texts, db_digest = _unpack(path, db)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        db.unlink(missing_ok=True)
         raise StoreError(f"{path} is not a readable bundle ({e}); make one with "
                          "`isotax export RUN --bundle FILE`") from None
-    manifest: dict[str, Any] = json.loads(data["manifest.json"])
+    try:
+        manifest = _manifest(path, texts)
+        for name in _FILES:
+            got = db_digest if name == "isotax.db" else \
+                (_sha256(texts[name]) if name in texts else None)
+            if got is None or manifest["sha256"].get(name) != got:
+                raise StoreError(f"{path}: {name} is missing or does not match its digest "
+                                 "in manifest.json (damaged or edited); export the run again")
+        store = _import_db(path, db, workdir / "isotax.db")
+    finally:
+        db.unlink(missing_ok=True)
+    return store, manifest["run_id"]
+
+
+def _unpack(path: Path, db: Path) -> tuple[dict[str, bytes], str | None]:
+    """The bundle's small files in memory, its database streamed into `db` (digest taken on
+    the way), each member refused at its header when it is larger than a bundle's can be."""
+    texts: dict[str, bytes] = {}
+    digest = None
+    with tarfile.open(path, "r:gz") as tar:
+        for member in tar:
+            if not member.isfile() or member.name not in ("manifest.json", *_FILES):
+                continue
+            limit = MAX_DB_BYTES if member.name == "isotax.db" else MAX_TEXT_BYTES
+            if member.size > limit:
+                raise StoreError(f"{path}: {member.name} is {member.size} bytes, more than a "
+                                 f"bundle's ({limit} at most): not a bundle isotax wrote")
+            f = tar.extractfile(member)
+            if f is None:
+                raise StoreError(f"{path}: bundle member {member.name} cannot be read")
+            if member.name != "isotax.db":
+                texts[member.name] = f.read(limit + 1)
+                continue
+            h = hashlib.sha256()
+            with open(db, "wb") as out:
+                while chunk := f.read(_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+            digest = h.hexdigest()
+    if "manifest.json" not in texts:
+        raise StoreError(f"{path} is not an isotax bundle (no manifest.json); make one with "
+                         "`isotax export RUN --bundle FILE`")
+    return texts, digest
+
+
+def _manifest(path: Path, texts: dict[str, bytes]) -> dict[str, Any]:
+    """manifest.json, checked field by field: StoreError naming what is wrong."""
+    try:
+        manifest = json.loads(texts["manifest.json"])
+    except (ValueError, UnicodeDecodeError):
+        raise StoreError(f"{path}: manifest.json is not JSON: not a bundle isotax wrote"
+                         ) from None
+    if not isinstance(manifest, dict):
+        raise StoreError(f"{path}: manifest.json is a JSON {type(manifest).__name__}, not an "
+                         "object: not a bundle isotax wrote")
     if manifest.get("format") != "isotax-bundle":
         raise StoreError(f"{path} is not an isotax bundle (format "
-                         f"{manifest.get('format')!r})")
-    if int(manifest.get("version", 0)) > BUNDLE_VERSION or \
-            int(manifest.get("schema", 0)) > SCHEMA_VERSION:
-        raise StoreError(f"{path} was written by a newer isotax ({manifest.get('isotax')}); "
-                         "upgrade isotax to read it")
-    for name in _FILES:
-        want = manifest.get("sha256", {}).get(name)
-        if name not in data or want != _sha256(data[name]):
-            raise StoreError(f"{path}: {name} is missing or does not match its digest in "
-                             "manifest.json (damaged or edited); export the run again")
-    db = workdir / "isotax.db"
-    db.write_bytes(data["isotax.db"])
-    return SQLiteStore(db), str(manifest["run_id"])
+                         f"{str(manifest.get('format'))[:40]!r})")
+    numbers = {}
+    for field in ("version", "schema"):
+        value = manifest.get(field, 0)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise StoreError(f"{path}: manifest.json's {field} {str(value)[:40]!r} is not a "
+                             "whole number: not a bundle isotax wrote")
+        numbers[field] = value
+    if numbers["version"] > BUNDLE_VERSION or numbers["schema"] > SCHEMA_VERSION:
+        raise StoreError(f"{path} was written by a newer isotax "
+                         f"({str(manifest.get('isotax'))[:40]}); upgrade isotax to read it")
+    if not isinstance(manifest.get("sha256"), dict) or \
+            not isinstance(manifest.get("run_id"), str) or not manifest["run_id"]:
+        raise StoreError(f"{path}: manifest.json lacks its digests or run id: not a bundle "
+                         "isotax wrote")
+    return manifest
 
 
-def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
-    f = tar.extractfile(member)
-    if f is None:
-        raise StoreError(f"bundle member {member.name} cannot be read")
-    return f.read()
+def _import_db(path: Path, bundled: Path, dest: Path) -> SQLiteStore:
+    """The bundle's database checked and copied, table by table in rowid order (ids kept),
+    into a fresh store at dest. The bundle's file is opened read-only, with its schema
+    untrusted (trusted_schema off: no function with side effects from a view or trigger of
+    its own), query_only, cell size checks on, and must pass SQLite's quick_check."""
+    with open(bundled, "rb") as f:
+        if f.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+            raise StoreError(f"{path}: isotax.db is not an SQLite database: not a bundle "
+                             "isotax wrote")
+    src = sqlite3.connect(f"{bundled.resolve().as_uri()}?mode=ro", uri=True)
+    store: SQLiteStore | None = None
+    try:
+        for pragma in ("trusted_schema = OFF", "query_only = ON", "cell_size_check = ON",
+                       "mmap_size = 0"):
+            src.execute(f"PRAGMA {pragma}")
+        check = src.execute("PRAGMA quick_check").fetchone()
+        if not check or check[0] != "ok":
+            raise StoreError(f"{path}: isotax.db fails SQLite's integrity check "
+                             f"({str(check and check[0])[:80]}): damaged; export the run again")
+        tables = {r[0] for r in src.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in _NEEDED if t not in tables]
+        if missing:
+            raise StoreError(f"{path}: isotax.db lacks the table(s) {', '.join(missing)}: not "
+                             "a bundle isotax wrote")
+        store = SQLiteStore(dest)
+        store.db.execute("BEGIN")
+        for table in (*_NEEDED[1:], *(t for t in _OPTIONAL if t in tables)):
+            cols = [r[1] for r in store.db.execute(f"PRAGMA table_info({table})")]
+            names = ", ".join(f'"{c}"' for c in cols)
+            rows = src.execute(f'SELECT {names} FROM "{table}" ORDER BY rowid')
+            marks = ", ".join("?" * len(cols))
+            store.db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        store.db.execute("COMMIT")
+        return store
+    except sqlite3.Error as e:
+        if store is not None:
+            store.close()
+            dest.unlink(missing_ok=True)
+        raise StoreError(f"{path}: isotax.db cannot be read as an isotax store ({e}): not a "
+                         "bundle isotax wrote") from None
+    except StoreError:
+        if store is not None:
+            store.close()
+        raise
+    finally:
+        src.close()
