@@ -125,6 +125,7 @@ def analyse_interleave(runs: Sequence[Run], native: str, other: str, k: int
         if len(d) >= 2:  # each design's own mean out, so both designs' units pool
             md, mx = statistics.fmean(d), statistics.fmean(x[1] for x in u)
             residuals += [(x[0] - md, x[1] - mx) for x in u]
+    rows += kalibera_jones(runs, native, other, k)
     r = correlation([c for _, c in residuals], [p for p, _ in residuals])
     lo, hi = fisher_interval(r, len(residuals)) if r == r else (math.nan, math.nan)
     rows.append(Component("covariate (CUPED)", "host-load probe vs pair: correlation", "r",
@@ -132,6 +133,43 @@ def analyse_interleave(runs: Sequence[Run], native: str, other: str, k: int
                           f"variance a regression on it removes: r^2 = {r * r:.1%}"
                           if r == r else "too few units"))
     return rows
+
+
+def kalibera_jones(runs: Sequence[Run], native: str, other: str, k: int) -> list[Component]:
+    """Kalibera and Jones's choice of runs per cell from the blocked units: per environment
+    the variance of log values within a cell (its k runs back to back, pooled), the variance
+    between cells beyond it (of the cells' mean logs, minus the within part / k), the cost of
+    a run (its seconds) and of a cell besides its runs (its first run's time before the
+    workload starts); the optimal runs per cell is sqrt(cell cost x within / (run cost x between))
+    (ISMM 2013, section 4): near 1 when the variance sits between cells."""
+    out = []
+    for env in (native, other):
+        cells: dict[int, list[Run]] = {}
+        for r in runs:
+            if r.phase == PHASE and r.tags.get("design") == "blocked" and r.env == env:
+                cells.setdefault(r.tags["unit"], []).append(r)
+        full = [c for c in cells.values() if len(c) == k]
+        if len(full) < 3 or k < 2:
+            continue
+        logs = [[math.log(r.value) for r in c] for c in full]
+        within = statistics.fmean(statistics.variance(x) for x in logs)
+        between = max(0.0, statistics.variance([statistics.fmean(x) for x in logs]) - within / k)
+        run_s = statistics.median(r.t_end - r.t_run for c in full for r in c)
+        # What the cell pays once: its first run's time before the workload (the switch: the
+        # other environment paused, this one resumed; telemetry started).
+        cell_s = statistics.median(min(c, key=lambda r: r.tags["index"]).t_run
+                                   - min(c, key=lambda r: r.tags["index"]).t_start
+                                   for c in full)
+        best = (math.sqrt(cell_s * within / (run_s * between)) if between > 0 and run_s > 0
+                else math.inf)
+        g = f"cell length (Kalibera-Jones), {env}"
+        out.append(Component(g, "within a cell: sd of log values", "sd", len(full),
+                             math.sqrt(within), note=f"{k} runs back to back, pooled"))
+        out.append(Component(g, "between cells, beyond the runs': sd", "sd", len(full),
+                             math.sqrt(between), note="of the cells' mean logs"))
+        out.append(Component(g, "optimal runs per cell", "number", len(full), best,
+                             note=f"a run {run_s:.2f} s, a cell's own cost {cell_s:.2f} s"))
+    return out
 
 
 def describe(k: int) -> dict[str, Any]:

@@ -239,7 +239,7 @@ class Component:
 
     group: str
     name: str
-    kind: str  # "sd" (log units), "mean" (log units), "r" (a correlation), "note"
+    kind: str  # "sd" (log units), "mean" (log units), "r" (a correlation), "number", "note"
     n: int
     estimate: float
     low: float = math.nan
@@ -252,6 +252,8 @@ class Component:
                 return "n/a"
             if self.kind in ("sd", "mean"):
                 return f"{100 * x:+.2f}%" if self.kind == "mean" else f"{100 * x:.2f}%"
+            if self.kind == "number":
+                return f"{x:.2f}"
             return f"{x:+.2f}"
 
         if self.kind == "note":

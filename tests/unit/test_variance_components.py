@@ -238,3 +238,34 @@ def test_the_interleave_rows_find_a_covariate_that_explains_the_pairs():
     assert r.estimate < -0.5 and r.high < 0  # the load slows the env: pair falls as it rises
     # An incomplete unit (a failed run) is left out.
     assert len(il.units(runs[:-1], "native", "runc", "alternated")) == 29
+
+
+def test_kalibera_jones_puts_runs_in_a_cell_only_where_the_variance_is_within_it():
+    """Blocked cells of 4 runs: when the noise is run to run, runs per cell pay (optimum
+    above 1); when it comes cell by cell, one run per cell is enough (optimum near 0)."""
+    il = _interleave()
+    rng = random.Random(5)
+
+    def runs(run_sd: float, cell_sd: float) -> list:
+        out, t = [], 0.0
+        for unit in range(40):
+            for env in ("native", "runc"):
+                shift = rng.gauss(0, cell_sd)
+                t += 0.5  # the cell's own cost: 0.5 s
+                for i in range(4):
+                    start = t - 0.5 if i == 0 else t
+                    out.append(vc.Run(il.PHASE, env, {}, 100 * math.exp(shift + rng.gauss(
+                        0, run_sd)), start, t, t + 0.25, {"unit": unit, "design": "blocked",
+                                                          "index": i, "probe": 0.01}))
+                    t += 0.25
+        return out
+
+    def best(rows: list, env: str) -> float:
+        return next(r.estimate for r in rows if r.group.endswith(env)
+                    and r.name == "optimal runs per cell")
+
+    white = il.kalibera_jones(runs(0.15, 0.01), "native", "runc", 4)
+    lumpy = il.kalibera_jones(runs(0.01, 0.15), "native", "runc", 4)
+    assert best(white, "native") > 2 and best(lumpy, "native") < 0.5
+    assert next(r for r in white if r.name.startswith("within")).estimate == \
+        pytest.approx(0.15, rel=0.2)
