@@ -462,3 +462,34 @@ class GoneEnvironment(EnvironmentBase):
 
     def start(self, spec: EnvSpec) -> Instance:
         raise Unavailable(self.available())
+
+
+# -- what isotax left, seen without asking isotax ------------------------------------------------
+
+TEMP_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+_OWNER_VAR = b"ISOTAX_OWNER="
+
+
+def owned_processes(ledger_prefix: str = "") -> list[str]:
+    """"PID command line" of every process on this host (this one aside) whose environment
+    names an isotax owner (ISOTAX_OWNER, which everything isotax starts inherits), or only
+    the owner whose ledger name starts with ledger_prefix ("<pid>-"): read from /proc."""
+    mark = _OWNER_VAR + ledger_prefix.encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes()
+            cmd = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if any(item.startswith(mark) for item in env.split(b"\0")):
+            words = cmd.replace(b"\0", b" ").decode(errors="replace")
+            out.append(f"{name} {words[:150]}")
+    return out
+
+
+def temp_entries() -> set[str]:
+    """The isotax-named (itx-*) files and folders in the temporary folders."""
+    return {str(p) for d in TEMP_DIRS if d.is_dir() for p in d.glob("itx-*")}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from isotax.analysis.long_format import LongTable, long_table
+from isotax.host import owners
 from isotax.store.base import Store
 from isotax.store.bundle import open_bundle
 from isotax.store.sqlite import open_store
@@ -126,7 +127,7 @@ def opened(run_or_bundle: str | Path, results: str | Path | None = None,
     or for a bundle file from `isotax export`; closed when the block ends. A run or bundle
     that cannot be read raises store.base.StoreError, one line."""
     if Path(run_or_bundle).is_file():
-        with tempfile.TemporaryDirectory(prefix="itx-bundle-") as d:
+        with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("bundle")) as d:
             unpacked, rid = open_bundle(Path(run_or_bundle), Path(d))
             try:
                 yield unpacked, rid

@@ -355,6 +355,12 @@ class LoadGen(Protocol):
         """Where a client reaches a server listening on `port` inside `inst` (installing the
         port mapping a bridged container needs, as Docker's -p does; removed at close)."""
 
+    def listen(self, inst: Instance) -> str:
+        """The address a server inside `inst` listens on: where this load generator's packets
+        arrive (the host end of its link for an instance on the host's network, else the
+        instance's own address behind the NAT, the engine's mapping or the tap); never a
+        wildcard. `target` also admits only the load generator to the port there."""
+
     def path(self, inst: Instance) -> str:
         """The layers between the load generator and `inst`, in words, for the report."""
 

@@ -37,6 +37,16 @@ def _leaks_before_suite() -> Iterator[list[str]]:
     yield find_leaks() if os.geteuid() == 0 else []
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _traces_before_suite() -> tuple[set[str], set[str]]:
+    """The isotax-named temporary files and the processes naming an isotax owner that were
+    there before the suite (support.temp_entries, support.owned_processes: read from /proc and
+    the folders, not asked of isotax)."""
+    from support import owned_processes, temp_entries
+
+    return temp_entries(), set(owned_processes())
+
+
 @pytest.fixture(scope="session")
 def image() -> ImageArtifacts:
     """The workload image, built once for the suite (a no-op when cached). Skips only where
@@ -68,11 +78,14 @@ def loadgen(image: ImageArtifacts) -> Iterator[NamespaceLoadGen]:
     assert [x for x in find_leaks() if tag in x] == []
 
 
-# A private PostgreSQL server: its own cluster in /tmp/itx-pg-XXXX (initdb as the `postgres`
-# user, trust authentication for the superuser `itx`), listening only on a Unix socket in that
-# directory (no TCP: it can clash with no system cluster on 5432, nor with another run of the
-# suite). The socket's name carries the port number, which is PG_PORT, not 5432.
+# A private PostgreSQL server: its own cluster in /tmp/isotax-pg-XXXX (initdb as the
+# `postgres` user, trust authentication for the superuser `itx`), listening only on a Unix
+# socket in that directory (no TCP: it can clash with no system cluster on 5432, nor with
+# another run of the suite). The socket's name carries the port number, which is PG_PORT, not
+# 5432. Not named itx-: the suite's own server still runs when its last leak check does, which
+# takes /tmp/itx-* for what a run left.
 PG_PORT = 54329
+PG_DIR_PREFIX = "isotax-pg-"
 
 
 def _pg_bin() -> Path | None:
@@ -97,7 +110,10 @@ def _pg_skip_reason() -> str | None:
 
 def _pg_env() -> dict[str, str]:
     """The environment of PostgreSQL's tools: no PG* variable of the caller's, the C locale."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    # Not ISOTAX_OWNER either: the suite's own server is no isotax process (the suite's last
+    # leak check, which runs while the session's server still does, would take it for one).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PG") and k != "ISOTAX_OWNER"}
     env.update(LC_ALL="C", LANG="C")
     return env
 
@@ -113,7 +129,7 @@ def private_postgres(db: str = "itx_test") -> Iterator[str]:
     pg_bin = _pg_bin()
     assert pg_bin is not None
     pg = pwd.getpwnam("postgres")
-    base = Path(tempfile.mkdtemp(prefix="itx-pg-", dir="/tmp"))
+    base = Path(tempfile.mkdtemp(prefix=PG_DIR_PREFIX, dir="/tmp"))
     data, log = base / "data", base / "log"
     env = _pg_env()
 

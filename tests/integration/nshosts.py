@@ -16,7 +16,7 @@ Usage (the context removes everything on success, failure and Ctrl-C)::
         h1.stop_sshd()                   # the host's sshd dies, its sessions with it
         h2.cut_link()                    # the cable is cut: the host vanishes
 
-Everything is named `itx...` (namespaces, links, /tmp/itx-ssh-<tag>/), so isotax's leak finder
+Everything is named `itx...` (namespaces, links, /tmp/itx-nsh-<tag>/), so isotax's leak finder
 (`isotax.run.leaks`, the suite's last test) names whatever a crash leaves; the random tag keeps
 two test sessions on one machine apart. Processes are only ever stopped by the PIDs this module
 started and their descendants: never by name (other sessions run sshd's too).
@@ -225,7 +225,7 @@ def _claim_tag() -> tuple[str, Path]:
                  *(os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
         if any(x.startswith(prefix) for x in names):
             continue
-        workdir = Path(f"/tmp/itx-ssh-{tag}")
+        workdir = Path(f"/tmp/itx-nsh-{tag}")
         try:
             workdir.mkdir(mode=0o700)
         except FileExistsError:

@@ -61,7 +61,7 @@ def test_start_stop_cycle_leaves_nothing(
         private_postgres_cm: Callable[..., contextlib.AbstractContextManager[str]]) -> None:
     with private_postgres_cm("itx_cycle") as url:
         sockdir = parse_qs(urlsplit(url).query)["host"][0]
-        assert sockdir.startswith("/tmp/itx-pg-") and os.path.isdir(sockdir)
+        assert sockdir.startswith("/tmp/isotax-pg-") and os.path.isdir(sockdir)
         pid = _postmaster_pid(sockdir)
         with psycopg.connect(url) as conn:
             assert conn.execute("select 1").fetchone() == (1,)
@@ -74,4 +74,4 @@ def test_start_stop_cycle_leaves_nothing(
     assert alive == [], f"server processes left: {alive}"
     assert not os.path.exists(sockdir)
     # its own directory only: another run of the suite may have its server there meanwhile
-    assert sockdir not in glob.glob("/tmp/itx-pg-*")
+    assert sockdir not in glob.glob("/tmp/isotax-pg-*")

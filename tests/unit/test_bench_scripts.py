@@ -249,3 +249,42 @@ def test_a_runs_canary_verdicts_stored_or_recomputed(tmp_path: Path) -> None:
     assert r.source == "recomputed" and len(r.verdicts) == 1
     assert r.verdicts[0] in aa.VERDICTS
     assert aa.run_ids(tmp_path / "b") == ["r1"] and aa.run_ids(tmp_path / "none") == []
+
+
+# -- benchmarks/soak.py ---------------------------------------------------------------------------
+
+def _soak() -> ModuleType:
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))  # soak imports child.py beside it
+    return _load("soak")
+
+
+def test_the_soak_plan_holds_the_cells_asked() -> None:
+    soak = _soak()
+    plan = parse_plan(soak.PLAN.format(repetitions=250))
+    points = sum(2 if w.name == "compress" else 1 for w in plan.workloads)
+    assert points == soak.POINTS and len(plan.environments) == soak.ENVIRONMENTS
+    assert {w.name for w in plan.workloads} == {"compress", "rr", "fio"}
+
+
+def test_the_soak_says_flat_only_when_everything_is() -> None:
+    soak = _soak()
+    C = soak.Checkpoint
+
+    def run(rss_end: float, fds_end: int, itx: int, bytes_end: int) -> list[C]:
+        pts = [C(n, n * 1.0, 100.0 + (rss_end - 100.0) * n / 2000, 40, 1000 * n, 0, 30, 3)
+               for n in range(100, 2001, 100)]
+        pts[-1] = dataclasses.replace(pts[-1], fds=fds_end, itx_temp=itx,
+                                      store_bytes=pts[-2].store_bytes + bytes_end)
+        return pts
+
+    flat = soak.verdicts(run(105.0, 40, 3, 100_000), 0, 0)
+    assert all(v.startswith("ok") for v in flat), flat
+    for bad, which in ((run(115.0, 40, 3, 100_000), "RSS"), (run(105.0, 50, 3, 100_000),
+                       "open files"), (run(105.0, 40, 9, 100_000), "temporary"),
+                      (run(105.0, 40, 3, 400_000), "bytes per cell")):
+        got = soak.verdicts(bad, 0, 0)
+        assert [v for v in got if v.startswith("NOT FLAT")] and \
+            any(which in v for v in got if v.startswith("NOT FLAT")), (which, got)
+    assert soak.verdicts(run(105.0, 40, 3, 100_000), 2, 0)[2].startswith("NOT FLAT")
+    assert soak.verdicts([], 0, 0)[0].startswith("NOT FLAT: too few")

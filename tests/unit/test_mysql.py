@@ -11,6 +11,7 @@ from isotax.parsers import distributions
 from isotax.parsers.sysbench import parse_sysbench
 from isotax.run.leaks import is_our_server
 from isotax.telemetry.counters import CpuTimes
+from isotax.workloads.base import SERVER_SECRET
 from isotax.workloads.mysql import (
     MYSQL_PORT,
     Mysql,
@@ -25,10 +26,11 @@ PARAMS = {"threads": 1, "seconds": 2, "tables": 2, "table_size": 2000, "buffer_p
 
 
 def test_server_argv() -> None:
-    assert " ".join(server_argv("/d/run", {**PARAMS, "threads": 200}, "/d/init.sql")) == (
+    argv = server_argv("/d/run", {**PARAMS, "threads": 200}, "10.213.9.1", "/d/init.sql")
+    assert " ".join(argv) == (
         "mariadbd --no-defaults --user=root --datadir=/d/run/data --socket=/d/run/mysqld.sock "
         "--pid-file=/d/run/mysqld.pid --log-error=/d/run/mysqld.err --port=43306 "
-        "--bind-address=0.0.0.0 --skip-name-resolve --innodb-buffer-pool-size=64M "
+        "--bind-address=10.213.9.1 --skip-name-resolve --innodb-buffer-pool-size=64M "
         "--innodb-buffer-pool-load-at-startup=OFF --innodb-buffer-pool-dump-at-shutdown=OFF "
         "--innodb-flush-log-at-trx-commit=1 --max-connections=220 --init-file=/d/init.sql")
 
@@ -37,7 +39,8 @@ def test_sysbench_argv() -> None:
     run = " ".join(sysbench_argv("10.213.9.1", 43306, PARAMS, "run", 8))
     assert run == (
         "sysbench oltp_read_write --db-driver=mysql --mysql-host=10.213.9.1 "
-        "--mysql-port=43306 --mysql-user=sbtest --mysql-password=itx-sbtest --mysql-db=sbtest "
+        f"--mysql-port=43306 --mysql-user=sbtest --mysql-password={SERVER_SECRET} "
+        "--mysql-db=sbtest "
         "--tables=2 --table-size=2000 --threads=8 --time=2 --percentile=99 --histogram=on "
         "--forced-shutdown=60 run")
     assert sysbench_argv("h", 1, PARAMS, "prepare", 2)[-2:] == ["--threads=2", "prepare"]
@@ -70,6 +73,6 @@ def test_latency_cdf_from_sysbench_histogram() -> None:
 
 def test_a_leftover_server_is_found() -> None:
     """The leak check knows a native mariadbd on isotax's port, and only that one."""
-    assert is_our_server(server_argv("/x", PARAMS))
+    assert is_our_server(server_argv("/x", PARAMS, "127.0.0.1"))
     assert not is_our_server(["mariadbd", "--port=3306"])
     assert not is_our_server(["/usr/sbin/mysqld", f"--port={MYSQL_PORT}"])

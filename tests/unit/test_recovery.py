@@ -175,3 +175,42 @@ def test_a_setting_no_run_owns_goes_even_while_another_lives(ledger_dir: Path) -
         live.kill()
     assert removed == [setting.what]
     assert [str(lo).split(" (")[0] for lo, _ in out.kept] == ["link itx-stray"]
+
+
+def test_a_helper_that_outlives_its_owner_is_found_and_its_temp_files_are_its(
+        ledger_dir: Path, tmp_path: Path) -> None:
+    """A process started with ISOTAX_OWNER (as everything isotax starts is) that no other
+    finder knows (a perf stat, say) is a leftover; recovery gives it to its ledger: removed
+    once that owner is dead. A temporary name from temp_prefix carries the process's tag."""
+    from isotax.run.leaks import find_leaks, leaked_owned_processes
+
+    owner = Owner(ledger_dir, "run-helper", "help01")
+    helper = subprocess.Popen(["sleep", "307.5"], env={**os.environ,
+                                                        owners.ENV_VAR: owner.name})
+    try:
+        # Popen returns once the child has left the parent's memory, a moment before the
+        # kernel has set up its new command line.
+        deadline = time.monotonic() + 10
+        while b"sleep" not in Path(f"/proc/{helper.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        found = [x for x in leaked_owned_processes(set()) if x.pid == helper.pid]
+        assert len(found) == 1 and "sleep 307.5" in found[0].what
+        if os.geteuid() == 0:  # the whole finder reads runtimes' state: root only
+            assert any(x.pid == helper.pid for x in find_leaks())
+        lg = owners.ledgers(ledger_dir)
+        assert owner_of(found[0], lg).ledger is not None
+        assert owner_of(found[0], lg).ledger.live  # type: ignore[union-attr]
+        owner.kill()
+        lg = owners.ledgers(ledger_dir)
+        assert not owner_of(found[0], lg).ledger.live  # type: ignore[union-attr]
+        # Reported once: a process another finder knows is not listed again.
+        assert all(x.pid != helper.pid for x in leaked_owned_processes({helper.pid}))
+    finally:
+        helper.kill()
+        helper.wait(10)
+    prefix = owners.temp_prefix("perf")
+    assert prefix.startswith("itx-perf-t") and prefix == owners.temp_prefix("perf")
+    tag = prefix.split("-")[2]
+    if owners.mine():  # a process that may not write /run/isotax records nothing (nor makes)
+        assert tag in next(x for x in owners.ledgers() if x.name == owners.mine()).marks

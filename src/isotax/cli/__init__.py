@@ -472,10 +472,11 @@ def _open_run(ref: str, results_dir: Path, stack: ExitStack):  # type: ignore[no
         return store, _get_run(store, ref).id
     import tempfile
 
+    from isotax.host import owners
     from isotax.store.base import StoreError
     from isotax.store.bundle import open_bundle
 
-    d = stack.enter_context(tempfile.TemporaryDirectory(prefix="itx-bundle-"))
+    d = stack.enter_context(tempfile.TemporaryDirectory(prefix=owners.temp_prefix("bundle")))
     try:
         store, rid = open_bundle(Path(ref), Path(d))
     except StoreError as e:

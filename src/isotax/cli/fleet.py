@@ -214,6 +214,7 @@ def fleet_probe(run_id: str, work: Path, known: str | None, results_dir: Path) -
 def import_cmd(bundles: tuple[Path, ...], results_dir: Path) -> None:
     """Import runs from bundles (`isotax export`'s .itx.tar.gz) into the store, as they were
     recorded. A run already in the store is refused, never overwritten (exit 2)."""
+    from isotax.host import owners
     from isotax.store.base import StoreError
     from isotax.store.bundle import open_bundle
     from isotax.store.transfer import copy_run
@@ -222,7 +223,7 @@ def import_cmd(bundles: tuple[Path, ...], results_dir: Path) -> None:
     where = _redacted(_store_url[0] or "") or str(results_dir / "isotax.db")
     refused = 0
     for b in bundles:
-        with tempfile.TemporaryDirectory(prefix="itx-import-") as d:
+        with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("import")) as d:
             try:
                 src, rid = open_bundle(b, Path(d))
                 try:

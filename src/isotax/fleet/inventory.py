@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isotax.host import owners
+
 DEFAULT_DIR = "/opt/isotax"  # where isotax is installed on a host (host var isotax_dir)
 SSH_PORT = 22
 
@@ -125,7 +127,7 @@ def read_inventory(path: Path, ansible_inventory: str) -> list[Host]:
     try:
         # Unparsable sources are an error, not a warning and an empty inventory; Ansible's
         # local temp is ours (a HOME that cannot be written is no reason to fail).
-        with tempfile.TemporaryDirectory(prefix="itx-inventory-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("inventory")) as tmp:
             env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
                    "ANSIBLE_LOCAL_TEMP": tmp}
             p = subprocess.run([ansible_inventory, "-i", str(path), "--list"], env=env,

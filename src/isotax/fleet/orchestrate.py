@@ -33,6 +33,7 @@ from isotax.fleet.inventory import Host
 from isotax.fleet.machines import Identity, group_machines, parse_identity, same_machine_lines
 from isotax.fleet.progress import FleetDisplay, summary_line
 from isotax.fleet.state import FleetState, HostState, save
+from isotax.host import owners
 from isotax.store.base import Store, StoreError
 from isotax.store.bundle import open_bundle
 from isotax.store.transfer import RunExists, copy_run, has_run
@@ -392,7 +393,7 @@ def run_fleet(fleet: Fleet, display: FleetDisplay) -> int:
     """Run the fleet's hosts; returns the exit status (0 all complete, 1 some not, 130
     interrupted). Everything it makes on this machine is under one /tmp/itx-fleet-* dir,
     removed at the end however it ends (ssh's master connections ended first)."""
-    workdir = Path(tempfile.mkdtemp(prefix="itx-fleet-"))
+    workdir = Path(tempfile.mkdtemp(prefix=owners.temp_prefix("fleet")))
     previous = signal.getsignal(signal.SIGINT)
     try:
         ctl = _Controller(fleet, display, workdir)

@@ -66,6 +66,8 @@ class _Mine:
         self.file: IO[str] | None = None
         self.name = ""
         self.pid = 0
+        self.tag = ""  # temp_prefix's, once drawn (in the process tag_pid)
+        self.tag_pid = 0
 
 
 _mine = _Mine()
@@ -126,6 +128,15 @@ def new_tag(nbytes: int = 3, prefix: str = "") -> str:
         tag = prefix + secrets.token_hex(nbytes)
         if not tag.isdigit():
             return mark(tag)
+
+
+def temp_prefix(kind: str) -> str:
+    """The prefix of a temporary file or folder of this process's ("itx-perf-<tag>-"): the tag
+    is drawn and recorded once per process, so whatever a killed process left in /tmp is known
+    as its, and a live one's is never taken for a leftover."""
+    if _mine.tag_pid != os.getpid():
+        _mine.tag, _mine.tag_pid = new_tag(3, "t"), os.getpid()
+    return f"itx-{kind}-{_mine.tag}-"
 
 
 def release() -> None:

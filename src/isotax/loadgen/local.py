@@ -54,6 +54,8 @@ class NamespaceLoadGen:
         # each mapped container owns.
         self._mapped: dict[tuple[str, int, str], tuple[str, int]] = {}
         self._published: dict[str, str] = {}
+        # (chain, address, port, proto) of the REJECT rules that admit only the load generator
+        self._admitted: set[tuple[str, str, int, str]] = set()
         self._mtu = 0
         # Every client joins this group: the load generator's exact CPU per run (telemetry.cpuacct),
         # which tells when the client, not the environment, was the limit.
@@ -67,6 +69,7 @@ class NamespaceLoadGen:
 
     def close(self) -> None:
         self._mapped.clear()
+        self._admitted.clear()
         self._published.clear()
         self.veth.down()
         if self.cpu_group is not None:
@@ -85,7 +88,9 @@ class NamespaceLoadGen:
     @contextlib.contextmanager
     def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:
         # The namespace shares this host's files.
-        fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix)
+        # Tagged with this process's tag: a file a killed run left is known as its.
+        fd, path = tempfile.mkstemp(prefix=owners.temp_prefix(prefix.removeprefix("itx-")
+                                                              .rstrip("-")), suffix=suffix)
         os.close(fd)
         try:
             yield path
@@ -112,10 +117,29 @@ class NamespaceLoadGen:
         except NetworkError as e:
             raise SanityError(f"load generator: {e}") from e
 
+    def listen(self, inst: Instance) -> str:
+        return listen_address(inst, self.veth.host_ip)
+
+    def _admit_only_us(self, inst: Instance, port: int, proto: str) -> None:
+        """Only the load generator reaches the server: anything else arriving for its port
+        (another interface, another namespace, this host itself) is rejected, on INPUT for
+        a server on the host's network, on FORWARD (after any DNAT) for one behind the host.
+        Tagged isotax, inserted first, removed with the veth at close."""
+        mode = network_of(inst)[1]
+        address = self.listen(inst)
+        key = ("INPUT" if mode == "host" else "FORWARD", address, port, proto)
+        if key in self._admitted:
+            return
+        self.veth.add_rule("filter", key[0], "-d", address, "-p", proto, "--dport",
+                           str(port), "!", "-s", self.veth.ns_ip, "-j", "REJECT", insert=True)
+        self._admitted.add(key)
+
     def _target(self, inst: Instance, port: int, proto: str) -> tuple[str, int]:
         if proto not in ("tcp", "udp"):
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         kind, mode = network_of(inst)
+        if mode in ("host", "tap", "bridge", "published"):
+            self._admit_only_us(inst, port, proto)
         if mode == "host":
             return self.veth.host_ip, port
         if mode == "tap":
@@ -181,6 +205,22 @@ def path_words(head: str, inst: Instance, bridge_front: str, tap_front: str) -> 
         return (f"{head} -> {tap_front} -> {d.get('network')} -> guest kernel "
                 f"({kind}, {accel}{emulated})")
     return f"{head} -> unreachable ({kind}, network {mode})"
+
+
+def listen_address(inst: Instance, host_address: str) -> str:
+    """Where a server inside inst listens for a load generator that reaches this host at
+    host_address: that address for an instance on the host's network, else the instance's
+    own (a container behind an engine's port mapping: describe()["container_address"])."""
+    kind, mode = network_of(inst)
+    if mode == "host":
+        return host_address
+    own = (str(inst.describe().get("container_address") or "") if mode == "published"
+           else inst.address)
+    if not own:
+        raise SanityError(f"{kind}: network {mode!r} gives the instance no address of its own "
+                          "for a server to listen on; give it network = \"host\" or "
+                          "\"bridge\" in the plan")
+    return own
 
 
 def network_of(inst: Instance) -> tuple[str, str]:

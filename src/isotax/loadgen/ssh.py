@@ -45,7 +45,7 @@ from isotax.host import command, owners
 from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.processes import cmdlines, process_leftover
-from isotax.loadgen.local import network_of, path_words
+from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
@@ -132,6 +132,8 @@ class SshLoadGen:
         self.uplink = ""  # the link a packet to it leaves by
         # (port, proto) -> (the instance address it maps to, its rules)
         self._mapped: dict[tuple[int, str], tuple[str, list[TaggedRule]]] = {}
+        # (chain, address, port, proto) -> the REJECT rule that admits only the load generator
+        self._admitted: dict[tuple[str, str, int, str], TaggedRule] = {}
         self.cpu_group: RemoteCpu | None = None
         self._described: dict[str, str] = {}
 
@@ -176,6 +178,9 @@ class SshLoadGen:
             for rule in rules:
                 delete_tagged_rule(rule)
         self._mapped.clear()
+        for rule in self._admitted.values():
+            delete_tagged_rule(rule)
+        self._admitted.clear()
         if self._master is not None:
             with contextlib.suppress(OSError):
                 subprocess.run(["ssh", "-S", str(self.control), "-O", "exit", self.host],
@@ -286,12 +291,14 @@ class SshLoadGen:
         kind, mode = network_of(inst)
         if mode == "host":
             self._unmap(port, proto)  # a host-network server gets its port back
+            self._admit_only_us("INPUT", self.host_address, port, proto)
             return self.host_address, port
         if mode in ("bridge", "tap"):
             try:
                 self._map(inst.address, port, proto)
             except NetworkError as e:
                 raise SanityError(f"load generator: {e}") from e
+            self._admit_only_us("FORWARD", inst.address, port, proto)
             return self.host_address, port
         if mode == "published":
             raise NotApplicable(f"{kind} publishes its ports on an address of this host "
@@ -299,6 +306,20 @@ class SshLoadGen:
                                 "publish = true from its options")
         raise SanityError(f"load generator: {kind}: network {mode!r} cannot be reached from "
                           "the load generator; give it network = \"host\" or \"bridge\"")
+
+    def listen(self, inst: Instance) -> str:
+        return listen_address(inst, self.host_address)
+
+    def _admit_only_us(self, chain: str, address: str, port: int, proto: str) -> None:
+        """Only the load generator reaches the server: a packet for its port from any other
+        address is rejected (INPUT for a server on the host's network, FORWARD after the DNAT
+        for one behind the host). Inserted first, tagged isotax, removed at close (and by
+        recovery, as every tagged rule of a dead run)."""
+        key = (chain, address, port, proto)
+        if key not in self._admitted:
+            self._admitted[key] = add_tagged_rule(
+                "filter", chain, "-d", address, "-p", proto, "--dport", str(port), "!", "-s",
+                self.address, "-j", "REJECT", insert=True)
 
     def _map(self, address: str, port: int, proto: str) -> None:
         key = (port, proto)
@@ -312,12 +333,13 @@ class SshLoadGen:
         self._mapped[key] = (address, rules)  # recorded first: a half-made mapping is undone
         # Inserted first in each chain: before a DROP policy's or an engine's own rules.
         rules.append(add_tagged_rule(
-            "nat", "PREROUTING", "-i", self.uplink, "-d", self.host_address, "-p", proto,
+            "nat", "PREROUTING", "-i", self.uplink, "-s", self.address, "-d",
+            self.host_address, "-p", proto,
             "--dport", str(port), "-j", "DNAT", "--to-destination", f"{address}:{port}",
             insert=True))
-        rules.append(add_tagged_rule("filter", "FORWARD", "-i", self.uplink, "-d", address,
-                                     "-p", proto, "--dport", str(port), "-j", "ACCEPT",
-                                     insert=True))
+        rules.append(add_tagged_rule("filter", "FORWARD", "-i", self.uplink, "-s",
+                                     self.address, "-d", address, "-p", proto, "--dport",
+                                     str(port), "-j", "ACCEPT", insert=True))
         rules.append(add_tagged_rule("filter", "FORWARD", "-o", self.uplink, "-s", address,
                                      "-p", proto, "--sport", str(port), "-j", "ACCEPT",
                                      insert=True))

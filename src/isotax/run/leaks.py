@@ -17,10 +17,11 @@ import functools
 import os
 import shlex
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from isotax import protocols
-from isotax.host import command
+from isotax.host import command, owners
 from isotax.host.network import COMMENT, IP_FORWARD_SAVED
 from isotax.host.processes import cmdlines, kill_and_reap, process_leftover, thaw
 from isotax.loadgen.ssh import leaked_connections
@@ -140,35 +141,48 @@ class _ServerMatcher:
             w.rsplit(":", 1)[-1].rsplit("=", 1)[-1] in self.ports for w in words[1:])
 
 
-def leaked_servers() -> list[Leftover]:
-    ours = _ServerMatcher()
+def _host_processes(skip_self: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """(pid, argv) of the processes in this PID namespace: what is inside containers and VMs
+    goes with them, only the host's own count."""
     own_pidns = os.readlink("/proc/self/ns/pid")
-    out = []
-    for pid, args in cmdlines():
-        if not ours(args):
-            continue
-        # Servers inside containers and VMs go with them; only the host's own count.
+    for pid, args in cmdlines(skip_self=skip_self):
         try:
-            if os.readlink(f"/proc/{pid}/ns/pid") != own_pidns:
-                continue
+            if os.readlink(f"/proc/{pid}/ns/pid") == own_pidns:
+                yield pid, args
         except OSError:
             continue  # gone meanwhile
-        out.append(process_leftover(pid, args, "server process"))
-    return out
+
+
+def leaked_servers() -> list[Leftover]:
+    ours = _ServerMatcher()
+    return [process_leftover(pid, args, "server process")
+            for pid, args in _host_processes() if ours(args)]
 
 
 # Where isotax keeps a run's scratch files: the run's workdir (VM overlays and data disks,
-# bundles, logs) and the native environment's tmpfs scratch.
-SCRATCH_DIRS = (Path("/var/tmp"), Path("/dev/shm"))
+# bundles, logs), the native environment's tmpfs scratch, and the temporary files of a cell
+# (perf's control FIFOs, a client's log on the local load generator, an unpacked bundle).
+SCRATCH_DIRS = (Path("/var/tmp"), Path("/dev/shm"), Path("/tmp"))
 
 
 def leaked_scratch() -> list[Leftover]:
-    """Scratch directories of runs and instances that ended without removing them (a killed
-    run's workdir holds its VMs' disks: gigabytes). Removed without crossing into another
-    filesystem: a mount left inside is a leftover of its own, removed before."""
-    return [Leftover(f"directory {d}", [("rm", "-rf", "--one-file-system", str(d))])
+    """Scratch directories and files of runs, instances and cells that ended without removing
+    them (a killed run's workdir holds its VMs' disks: gigabytes). Removed without crossing
+    into another filesystem: a mount left inside is a leftover of its own, removed before."""
+    return [Leftover(f"{'directory' if d.is_dir() else 'file'} {d}",
+                     [("rm", "-rf", "--one-file-system", str(d))])
             for base in SCRATCH_DIRS if base.is_dir()
-            for d in sorted(base.glob("itx-*")) if d.is_dir()]
+            for d in sorted(base.glob("itx-*")) if d.is_dir() or d.is_file()]
+
+
+def leaked_owned_processes(known: set[int]) -> list[Leftover]:
+    """Host processes whose environment names an isotax owner (ISOTAX_OWNER: everything
+    isotax starts inherits it) that no other finder reported (`known`): a helper such as a
+    system-wide perf stat, left by a process that ended without stopping it. This process
+    and processes in other PID namespaces (a container's go with it) are left out."""
+    return [process_leftover(pid, args, "isotax process")
+            for pid, args in _host_processes(skip_self=True)
+            if pid not in known and owners.owner_of_process(pid) is not None]
 
 
 def leaked_sysctl() -> list[Leftover]:
@@ -197,6 +211,7 @@ def environment_leaks() -> list[Leftover]:
 def find_leaks() -> list[Leftover]:
     """Every isotax-created resource still present, one Leftover (a line) each; empty when
     clean."""
-    return (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
-            + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
-            + leaked_connections() + environment_leaks())
+    found = (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
+             + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
+             + leaked_connections() + environment_leaks())
+    return found + leaked_owned_processes({x.pid for x in found if x.pid is not None})

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax import __version__
-from isotax.host import versions
+from isotax.host import owners, versions
 from isotax.model import FORMAT_VERSION
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.sqlite import SQLiteStore, full_disk
@@ -75,7 +75,7 @@ def _sha256(data: bytes) -> str:
 def export_bundle(store: Store, run_id: str, out: Path) -> Path:
     """Write run_id's bundle to `out` (a .tar.gz); returns its path."""
     run = store.get_run(run_id)
-    with tempfile.TemporaryDirectory(prefix="itx-bundle-") as d:
+    with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("bundle")) as d:
         db = Path(d) / "isotax.db"
         copy = SQLiteStore(db)  # the schema, empty
         try:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from isotax.host import command
+from isotax.host import command, owners
 from isotax.model import SanityError
 from isotax.parsers import procfs
 from isotax.parsers.perf_stat import find_counter, parse_perf_stat
@@ -125,7 +125,7 @@ def perf_cycles_supported() -> tuple[bool, str]:
     perf = shutil.which("perf")
     if perf is None:
         return False, "perf is not installed (apt-get install linux-perf)"
-    with tempfile.TemporaryDirectory(prefix="itx-perf-") as d:
+    with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("perf")) as d:
         out = Path(d) / "stat.csv"
         done = command.run(
             [perf, "stat", "-x,", "-a", "-e", "cycles", "-o", str(out), "--", "sleep", "0.05"],
@@ -188,7 +188,7 @@ def perf_counting(event: str, starting: Hook = _nothing,
         finally:
             stopping(reading)
         return
-    with tempfile.TemporaryDirectory(prefix="itx-perf-") as d:
+    with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("perf")) as d:
         ctl, ack, out, err = (Path(d) / n for n in ("ctl", "ack", "stat.csv", "stderr"))
         os.mkfifo(ctl)
         os.mkfifo(ack)
@@ -203,7 +203,7 @@ def perf_counting(event: str, starting: Hook = _nothing,
                 with err.open("wb") as errf:
                     # Own session: a terminal's Ctrl-C reaches isotax, which stops perf itself.
                     proc = subprocess.Popen(
-                        [perf, "stat", "-x,", "-a", "-e", event, "-D", "-1",
+                        [*dies_with_parent(), perf, "stat", "-x,", "-a", "-e", event, "-D", "-1",
                          "--control", f"fifo:{ctl},{ack}", "-o", str(out)],
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf,
                         start_new_session=True)
@@ -237,6 +237,16 @@ def perf_counting(event: str, starting: Hook = _nothing,
             return
         reading.raw = out.read_text() if out.exists() else ""
         reading.value, reading.reason = _counter_reason(reading.raw, event)
+
+
+@functools.cache
+def dies_with_parent() -> tuple[str, ...]:
+    """A wrapper that makes the command it runs get SIGKILL when isotax dies (setpriv
+    --pdeathsig, util-linux): a system-wide perf stat counts until someone stops it, and an
+    isotax killed with SIGKILL cannot. Empty where setpriv is missing (crash recovery still
+    finds perf by its owner, ISOTAX_OWNER in its environment)."""
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()
 
 
 def _wait_ack(ack_fd: int, proc: subprocess.Popen[bytes]) -> bool:

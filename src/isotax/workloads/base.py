@@ -10,6 +10,7 @@ with its reason and no number.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, TypeVar
 
@@ -112,6 +113,12 @@ def missing_facts(cls: type) -> list[str]:
     """The REQUIRED_FACTS a workload class lacks, and the HOOKS it cannot be asked."""
     return [f for f in REQUIRED_FACTS if not hasattr(cls, f)] + [
         h for h in HOOKS if not callable(getattr(cls, h, None))]
+
+
+# The secret of this isotax process's servers (Redis's password, MariaDB's user's, netperf's
+# passphrase): drawn once per process (a run; a resumed run draws its own), so that a server
+# isotax starts answers only its own load generator's clients.
+SERVER_SECRET = f"itx{secrets.token_hex(12)}"
 
 
 def need_loadgen(loadgen: LoadGen | None) -> LoadGen:

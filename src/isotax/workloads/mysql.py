@@ -71,6 +71,7 @@ from isotax.protocols import (
 )
 from isotax.telemetry.counters import CpuTimes, read_cpu_times
 from isotax.workloads.base import (
+    SERVER_SECRET,
     BaseWorkload,
     client_tool_version,
     need_loadgen,
@@ -83,7 +84,9 @@ from isotax.workloads.work import first
 SERVER = "mariadbd"
 PORT = Port(43306, server=SERVER)
 MYSQL_PORT = PORT.number
-DB, USER, PASSWORD = "sbtest", "sbtest", "itx-sbtest"
+# The password: this run's secret (base.SERVER_SECRET), set again at every server start
+# (an init file), so that a dataset prepared by an earlier process takes this run's.
+DB, USER, PASSWORD = "sbtest", "sbtest", SERVER_SECRET
 # Under TCG emulation the first start of a fresh data directory (InnoDB creating its redo log
 # and system tablespace) takes tens of seconds; natively well under one.
 START_TIMEOUT_S = 300
@@ -101,12 +104,14 @@ def run_dir(data_dir: str) -> str:
     return f"{data_dir}/itx-mysql-run"
 
 
-def server_argv(root: str, params: Params, init_file: str | None = None) -> list[str]:
-    """mariadbd on the data directory root/data, everything else of its own in root. Pure."""
+def server_argv(root: str, params: Params, listen: str, init_file: str | None = None
+                ) -> list[str]:
+    """mariadbd on the data directory root/data, everything else of its own in root,
+    listening at `listen` only (where the load generator arrives). Pure."""
     argv = [
         SERVER, "--no-defaults", "--user=root", f"--datadir={root}/data",
         f"--socket={root}/mysqld.sock", f"--pid-file={root}/mysqld.pid",
-        f"--log-error={root}/mysqld.err", f"--port={MYSQL_PORT}", "--bind-address=0.0.0.0",
+        f"--log-error={root}/mysqld.err", f"--port={MYSQL_PORT}", f"--bind-address={listen}",
         # No DNS in the environments' namespaces: a lookup per connection would stall.
         "--skip-name-resolve",
         f"--innodb-buffer-pool-size={int(params['buffer_pool_mib'])}M",
@@ -149,11 +154,16 @@ def _log_tail(inst: Instance, root: str) -> str:
 
 
 @contextmanager
-def _server(inst: Instance, root: str, params: Params,
+def _server(inst: Instance, root: str, params: Params, listen: str,
             init_file: str | None = None) -> Iterator[int]:
-    """mariadbd on root/data for the block; stopped by PID afterwards (TERM, then KILL)."""
+    """mariadbd on root/data for the block; stopped by PID afterwards (TERM, then KILL). Its
+    first statements (an init file in root, unless one is given) set the user's password to
+    this run's."""
+    if init_file is None:
+        init_file = f"{root}/itx-password.sql"
+        put_text(inst, init_file, f"ALTER USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}';\n")
     try:
-        with serving(inst, server_argv(root, params, init_file), MYSQL_PORT, "tcp",
+        with serving(inst, server_argv(root, params, listen, init_file), MYSQL_PORT, "tcp",
                      program=SERVER, timeout=START_TIMEOUT_S) as pid:
             yield pid
     except SanityError as e:
@@ -324,7 +334,8 @@ class Mysql(BaseWorkload):
                  f"CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}';\n"
                  f"GRANT ALL ON {DB}.* TO '{USER}'@'%';\n")
         host, port = lg.target(inst, MYSQL_PORT, "tcp")
-        with _server(inst, golden, params, init_file=f"{golden}/init.sql") as pid:
+        with _server(inst, golden, params, lg.listen(inst),
+                     init_file=f"{golden}/init.sql") as pid:
             _query(lg, host, port, "SELECT 1", "after its first start")
             # sysbench prepare loads tables in parallel, one thread per table at most.
             done = _sysbench(lg, sysbench_argv(host, port, params, "prepare",
@@ -357,7 +368,7 @@ class Mysql(BaseWorkload):
                 raise SanityError(f"copying the dataset: {done.stderr.strip()[:200]}")
             copy_s = time.monotonic() - t0
             host, port = lg.target(inst, MYSQL_PORT, "tcp")
-            with _server(inst, root, params):
+            with _server(inst, root, params, lg.listen(inst)):
                 _query(lg, host, port, "SELECT 1", "before the run")
                 warm = _sysbench(lg, sysbench_argv(host, port, params, "prewarm",
                                                    min(tables, 4)), 1800, "prewarm")

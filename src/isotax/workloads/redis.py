@@ -4,7 +4,9 @@ The studies' (IBM) Redis test: 50% GET / 50% SET, small keys, ~50-byte values, 1
 in flight per connection, throughput and latency swept over connection counts. Here:
 
 - the server: a fresh redis-server per run inside the environment (no persistence:
-  `--save '' --appendonly no`), listening on 0.0.0.0:REDIS_PORT. A fresh process, not
+  `--save '' --appendonly no`), listening on REDIS_PORT only at the address its load
+  generator reaches (LoadGen.listen), with the run's password (base.SERVER_SECRET) and
+  protected mode on. A fresh process, not
   FLUSHALL, makes the dataset fresh: nothing a previous run allocated (jemalloc arenas,
   rehashed dicts) carries over, and a server that died in the last run cannot leak into this
   one. It starts in well under a second, even in the emulated VM.
@@ -42,7 +44,13 @@ from isotax.protocols import (
     ParamSpec,
     Port,
 )
-from isotax.workloads.base import BaseWorkload, client_tool_version, need_loadgen, register
+from isotax.workloads.base import (
+    SERVER_SECRET,
+    BaseWorkload,
+    client_tool_version,
+    need_loadgen,
+    register,
+)
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 PORT = Port(46379, server="redis-server")
@@ -54,8 +62,21 @@ MAXCLIENTS = 10000
 RESERVED_FDS = 32
 
 
+def server_argv(listen: str) -> list[str]:
+    """redis-server on REDIS_PORT at `listen` only, with the run's password. Pure."""
+    return ["redis-server", "--port", str(REDIS_PORT), "--bind", listen,
+            "--protected-mode", "yes", "--requirepass", SERVER_SECRET, "--save", "",
+            "--appendonly", "no", "--dir", "/tmp", "--logfile", ""]
+
+
+def cli_argv(host: str, port: int, *command: str) -> list[str]:
+    """redis-cli with the run's password (from the environment, not the command line)."""
+    return ["env", f"REDISCLI_AUTH={SERVER_SECRET}", "redis-cli", "-h", host, "-p",
+            str(port), *command]
+
+
 def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
-    done = lg.exec(["redis-cli", "-h", host, "-p", str(port), "PING"], 30)
+    done = lg.exec(cli_argv(host, port, "PING"), 30)
     if done.returncode != 0 or done.stdout.strip() != "PONG":
         raise SanityError(f"redis-server does not answer PING {when}: "
                           f"{(done.stdout + done.stderr).strip()[:200]}")
@@ -124,10 +145,9 @@ class Redis(BaseWorkload):
         pipeline, value = int(params["pipeline"]), int(params["value_bytes"])
         keyspace = int(params["keyspace"])
         host, port = lg.target(inst, REDIS_PORT, "tcp")
-        server = ["redis-server", "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
-                  "--protected-mode", "no", "--save", "", "--appendonly", "no",
-                  "--dir", "/tmp", "--logfile", ""]
-        client = ["redis-benchmark", "-h", host, "-p", str(port), "-t", "set,get",
+        server = server_argv(lg.listen(inst))
+        client = ["redis-benchmark", "-h", host, "-p", str(port), "-a", SERVER_SECRET,
+                  "-t", "set,get",
                   "-n", str(requests), "-c", str(conns), "-P", str(pipeline),
                   "-d", str(value), "-r", str(keyspace), "--csv"]
         # redis-benchmark hangs (it does not exit) when it cannot connect: the timeout is
@@ -143,7 +163,7 @@ class Redis(BaseWorkload):
                 raise SanityError(f"redis-benchmark exited {done.returncode}: "
                                   f"{done.stderr.strip()[:200]}")
             _ping(lg, host, port, "after the run (did it die?)")
-            size = lg.exec(["redis-cli", "-h", host, "-p", str(port), "DBSIZE"], 30)
+            size = lg.exec(cli_argv(host, port, "DBSIZE"), 30)
         missing = {"SET", "GET"} - tests.keys()
         if missing:
             raise SanityError(f"redis-benchmark gave no {' or '.join(sorted(missing))} result")

@@ -29,7 +29,13 @@ from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
-from isotax.workloads.base import BaseWorkload, client_tool_version, need_loadgen, register
+from isotax.workloads.base import (
+    SERVER_SECRET,
+    BaseWorkload,
+    client_tool_version,
+    need_loadgen,
+    register,
+)
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
@@ -117,10 +123,20 @@ class RequestResponse(BaseWorkload):
             raise SanityError(f"netperf needs its data port mapped 1:1 on the control host; "
                               f"got {dhost}:{mdata} for {host}:{data}")
         test = "TCP_RR" if proto == "tcp" else "UDP_RR"
-        server = [*server_pin, "netserver", "-D", "-f", "-4", "-p", str(ctrl)]
-        client = [*client_pin, "netperf", "-4", "-H", host, "-p", str(mctrl), "-t", test,
+        # -L: only where the load generator arrives; -Z: only a client with the run's secret.
+        server = [*server_pin, "netserver", "-D", "-f", "-4", "-L", f"{lg.listen(inst)},inet",
+                  "-p", str(ctrl), "-Z", SERVER_SECRET]
+        # netserver binds its data socket to the address netperf names with the test's -H,
+        # and netperf connects there: named where the client reaches the server without a
+        # DNAT in between (the host's network: the address it listens on), so that socket is
+        # not on every interface of the host. Behind a DNAT it cannot be named (netperf would
+        # connect past the mapping) and binds the wildcard of the environment's own network
+        # namespace, whose one outside address the load generator's rule guards.
+        direct = ["-H", f"{host},inet"] if host == lg.listen(inst) else []
+        client = [*client_pin, "netperf", "-4", "-H", host, "-p", str(mctrl), "-Z",
+                  SERVER_SECRET, "-t", test,
                   "-l", str(seconds), "-j", "--", "-r", "100,200", "-P", f",{data}",
-                  "-k", ",".join(SELECTORS)]
+                  *direct, "-k", ",".join(SELECTORS)]
         with serving(inst, server, ctrl, "tcp", program="netserver"):
             done = lg.exec(client, seconds + 60)
         if done.returncode == 124:
@@ -147,7 +163,8 @@ class RequestResponse(BaseWorkload):
         port = self.ports["sockperf"].number
         host, mapped = lg.target(inst, port, proto)
         tcp = ["--tcp"] if proto == "tcp" else []
-        server = [*server_pin, "sockperf", "server", "-i", "0.0.0.0", "-p", str(port), *tcp]
+        server = [*server_pin, "sockperf", "server", "-i", lg.listen(inst), "-p", str(port),
+                  *tcp]
         # Every round trip goes to a log on the load generator, read back for the latency
         # CDF: 1-2 MB per 10 s run here, removed at once.
         with lg.scratch_file("itx-sockperf-", ".csv") as log:

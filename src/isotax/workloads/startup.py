@@ -43,15 +43,13 @@ from isotax.protocols import (
     Port,
 )
 from isotax.workloads import redis
-from isotax.workloads.base import BaseWorkload, register
+from isotax.workloads.base import SERVER_SECRET, BaseWorkload, register
 
 READY_PROBES = ("instance", "exec", "redis")
 REDIS_PORT = redis.REDIS_PORT  # the redis probe's server is the redis workload's
-REDIS_ARGV = ["redis-server", "--port", str(REDIS_PORT), "--bind", "0.0.0.0",
-              "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", "/tmp",
-              "--logfile", ""]
 PING_LOOP = ('end=$(( $(date +%s) + $3 )); '
-             'until redis-cli -h "$1" -p "$2" PING 2>/dev/null | grep -q PONG; do '
+             'until REDISCLI_AUTH="$4" redis-cli -h "$1" -p "$2" PING 2>/dev/null | '
+             'grep -q PONG; do '
              '  [ "$(date +%s)" -le "$end" ] || { echo "no PONG after $3 s" >&2; exit 1; }; '
              '  sleep 0.005; '
              'done')
@@ -75,10 +73,10 @@ def _redis_ready(launched: Launched, lg: LoadGen, timeout: float) -> float:
     """Seconds from the request to PONG; the server is stopped before returning."""
     inst = launched.instance
     host, port = lg.target(inst, REDIS_PORT, "tcp")
-    pid = _spawn(inst, REDIS_ARGV)
+    pid = _spawn(inst, redis.server_argv(lg.listen(inst)))
     try:
-        done = lg.exec(["sh", "-c", PING_LOOP, "sh", host, str(port), str(int(timeout))],
-                       timeout + 10)
+        done = lg.exec(["sh", "-c", PING_LOOP, "sh", host, str(port), str(int(timeout)),
+                        SERVER_SECRET], timeout + 10)
         ready = launched.since()
         if done.returncode != 0:
             raise SanityError(f"redis-server in the new instance never answered PING: "

@@ -79,7 +79,7 @@ class Throughput(BaseWorkload):
         port = self.ports["iperf3"].number
         host, mapped = lg.target(inst, port, "tcp")
         client_pin, server_pin = pinning(inst, params["placement"])
-        server = [*server_pin, "iperf3", "-s", "-1", "-p", str(port)]
+        server = [*server_pin, "iperf3", "-s", "-1", "-B", lg.listen(inst), "-p", str(port)]
         client = [*client_pin, "iperf3", "-c", host, "-p", str(mapped), "-t", str(seconds),
                   "-P", str(streams), "-J", *(["-R"] if reverse else [])]
         # perf_cycles runs nothing where cycles are not supported.

@@ -133,6 +133,7 @@ class EngineInstance:
         self.pid1 = 0
         self.bridge_name = ""
         self.published = ""  # the host address the engine published the ports on
+        self.container_address = ""  # the container's own address, when published
         self.import_s = 0.0
         self._volume: str | None = None
         self._bind: Path | None = None
@@ -227,6 +228,8 @@ class EngineInstance:
             sw.marks["first_instruction"] = ready_ns / 1e9 - sw.t0
         if self.choices.network == "bridge" and not self.published:
             self.address = self._container_ip()
+        elif self.published:  # where a server inside listens, behind the engine's mapping
+            self.container_address = self._container_ip()
         if self.choices.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
         self.milestones = dict(sw.marks)
@@ -322,6 +325,7 @@ class EngineInstance:
         }
         if self.published:
             d["published"] = self.published
+            d["container_address"] = self.container_address
         d.update(self._engine_words())
         return d
 
