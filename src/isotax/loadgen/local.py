@@ -122,7 +122,7 @@ class NamespaceLoadGen:
 
     def _admit_only_us(self, inst: Instance, port: int, proto: str) -> None:
         """Only the load generator reaches the server: anything else arriving for its port
-        (another interface, another namespace, this host itself) is rejected, on INPUT for
+        (by another interface: another namespace, this host itself) is rejected, on INPUT for
         a server on the host's network, on FORWARD (after any DNAT) for one behind the host.
         Tagged isotax, inserted first, removed with the veth at close."""
         mode = network_of(inst)[1]
@@ -130,8 +130,10 @@ class NamespaceLoadGen:
         key = ("INPUT" if mode == "host" else "FORWARD", address, port, proto)
         if key in self._admitted:
             return
+        # By the interface the load generator's packets come in by (its veth, whose name
+        # carries this run's tag, so a rule a killed run left is known as its).
         self.veth.add_rule("filter", key[0], "-d", address, "-p", proto, "--dport",
-                           str(port), "!", "-s", self.veth.ns_ip, "-j", "REJECT", insert=True)
+                           str(port), "!", "-i", self.veth.name, "-j", "REJECT", insert=True)
         self._admitted.add(key)
 
     def _target(self, inst: Instance, port: int, proto: str) -> tuple[str, int]:
