@@ -83,9 +83,9 @@ def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str],
     stored ones of the same name and kind whose cells held as many runs as this run's
     (`meta`, its run_meta; cell_length) on both sides of the ratio."""
     out = {}
+    today = meta or {}
     for (tagged, wl, pkey), b in stored.items():
         name, kind, runs, base_runs = tagged.rsplit(":", 3)
-        today = meta or {}
         if kinds.get(name) == kind and \
                 (int(runs), int(base_runs)) == (cell_length.of(today, name, wl, pkey),
                                                cell_length.of(today, baseline, wl, pkey)):

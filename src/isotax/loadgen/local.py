@@ -120,19 +120,17 @@ class NamespaceLoadGen:
     def listen(self, inst: Instance) -> str:
         return listen_address(inst, self.veth.host_ip)
 
-    def _admit_only_us(self, inst: Instance, port: int, proto: str) -> None:
+    def _admit_only_us(self, chain: str, address: str, port: int, proto: str) -> None:
         """Only the load generator reaches the server: anything else arriving for its port
         (by another interface: another namespace, this host itself) is rejected, on INPUT for
         a server on the host's network, on FORWARD (after any DNAT) for one behind the host.
         Tagged isotax, inserted first, removed with the veth at close."""
-        mode = network_of(inst)[1]
-        address = self.listen(inst)
-        key = ("INPUT" if mode == "host" else "FORWARD", address, port, proto)
+        key = (chain, address, port, proto)
         if key in self._admitted:
             return
         # By the interface the load generator's packets come in by (its veth, whose name
         # carries this run's tag, so a rule a killed run left is known as its).
-        self.veth.add_rule("filter", key[0], "-d", address, "-p", proto, "--dport",
+        self.veth.add_rule("filter", chain, "-d", address, "-p", proto, "--dport",
                            str(port), "!", "-i", self.veth.name, "-j", "REJECT", insert=True)
         self._admitted.add(key)
 
@@ -141,7 +139,8 @@ class NamespaceLoadGen:
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         kind, mode = network_of(inst)
         if mode in ("host", "tap", "bridge", "published"):
-            self._admit_only_us(inst, port, proto)
+            self._admit_only_us("INPUT" if mode == "host" else "FORWARD", self.listen(inst),
+                                port, proto)
         if mode == "host":
             return self.veth.host_ip, port
         if mode == "tap":

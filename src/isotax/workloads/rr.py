@@ -124,7 +124,8 @@ class RequestResponse(BaseWorkload):
                               f"got {dhost}:{mdata} for {host}:{data}")
         test = "TCP_RR" if proto == "tcp" else "UDP_RR"
         # -L: only where the load generator arrives; -Z: only a client with the run's secret.
-        server = [*server_pin, "netserver", "-D", "-f", "-4", "-L", f"{lg.listen(inst)},inet",
+        listen = lg.listen(inst)
+        server = [*server_pin, "netserver", "-D", "-f", "-4", "-L", f"{listen},inet",
                   "-p", str(ctrl), "-Z", SERVER_SECRET]
         # netserver binds its data socket to the address netperf names with the test's -H,
         # and netperf connects there: named where the client reaches the server without a
@@ -132,7 +133,7 @@ class RequestResponse(BaseWorkload):
         # not on every interface of the host. Behind a DNAT it cannot be named (netperf would
         # connect past the mapping) and binds the wildcard of the environment's own network
         # namespace, whose one outside address the load generator's rule guards.
-        direct = ["-H", f"{host},inet"] if host == lg.listen(inst) else []
+        direct = ["-H", f"{host},inet"] if host == listen else []
         client = [*client_pin, "netperf", "-4", "-H", host, "-p", str(mctrl), "-Z",
                   SERVER_SECRET, "-t", test,
                   "-l", str(seconds), "-j", "--", "-r", "100,200", "-P", f",{data}",
