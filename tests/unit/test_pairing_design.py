@@ -326,3 +326,36 @@ def test_the_canary_is_chased_to_the_pairs_its_floor_needs_first() -> None:
     assert first.environment == "native-aa"
     decision = sequential.next_round(p, "native", 10, 100.0, canary="native-aa")
     assert ("native-aa", "w", "p=1") in decision.points
+
+
+def test_each_round_reads_only_the_cells_committed_since_the_last(tmp_path: Path) -> None:
+    """A run of thousands of cells must not re-read (and re-allocate) its whole history after
+    every round: the runner keeps what it read, slimmed, and asks the store for the new ones;
+    its verdicts are those of the whole store read afresh."""
+    from isotax.run.clock import PhaseClock
+    from isotax.run.rounds import AddedRounds
+
+    read: list[tuple[int, int]] = []
+
+    class Counting(SQLiteStore):
+        def cells(self, run_id: str, after: int = 0) -> list[CellRecord]:
+            got = super().cells(run_id, after)
+            read.append((after, len(got)))
+            return got
+
+    store = Counting(tmp_path / "isotax.db")
+    _stored_run(store, "now", [0.8, 0.82, 0.79])
+    plan = parse_plan(PLAN.format(extra='[verdicts]\nmargin = 0.05'))
+    rounds = AddedRounds(plan, store, PhaseClock(), lambda _: None)
+    first = rounds.assess("now", ["native", "runc"])
+    for rep, r in ((4, 0.81), (5, 0.8)):
+        store.commit_cell("now", CellKey("native", "w", {"p": 1}, rep), "1", CellStatus.OK, "",
+                          0.0, 1.0, [Sample("tput", 100.0, "u", True, {"tool": "x" * 500})])
+        _commit(store, "now", "runc", rep, 100.0 * r)
+    again = rounds.assess("now", ["native", "runc"])
+    assert read[0] == (0, 6) and read[1][1] == 4 and read[1][0] >= 6
+    assert first.ratios[0].verdict.n == 3 and again.ratios[0].verdict.n == 5
+    whole = sequential.assess(store.cells("now"), "native",
+                              lambda row, env="": Margin(0.05, "plan"), 3, 3)
+    assert again.ratios[0].verdict == whole.ratios[0].verdict
+    assert all(not s.labels for c in rounds._committed("now") for s in c.samples)

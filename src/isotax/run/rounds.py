@@ -7,9 +7,11 @@ a resumed run goes on from what it holds."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from isotax.analysis import borrowing, reach, sequential
@@ -21,6 +23,7 @@ from isotax.run.clock import PhaseClock
 from isotax.store.base import CellRecord, Store
 
 Log = Callable[[str], None]
+_NO_LABELS: Mapping[str, Any] = MappingProxyType({})
 # The runner's _run_cells: (run_id, cells, may_start, phase).
 RunCells = Callable[[str, Sequence[CellKey], Callable[[CellKey], bool], str], None]
 
@@ -34,6 +37,11 @@ class AddedRounds:
         self._stored_aa: tuple[Mapping[Any, float], str | None] | None = None
         # Spread borrowed from this host's stored block-paired runs, once looked up.
         self._borrowed: dict[sequential.Point, Borrowed] | None = None
+        # The run's committed cells read so far, slimmed (_slim): each assessment reads only
+        # the cells committed since, so a run of thousands of cells neither re-reads nor
+        # re-allocates its whole history after every round (the soak, docs/faults.md).
+        self._cells: list[CellRecord] = []
+        self._read: tuple[str, int] = ("", 0)  # (run id, highest cell id read)
 
     @property
     def cap(self) -> int:
@@ -66,7 +74,7 @@ class AddedRounds:
         that run now: one that did not start on --resume is left as it stands)."""
         plan = self.plan
         with self.clock.phase("store"):
-            committed = [c for c in self.store.cells(run_id)
+            committed = [c for c in self._committed(run_id)
                          if c.key.environment in environments]
             lent = self._lent(run_id) if plan.verdicts.borrow else {}
         progress = sequential.assess(committed, plan.baseline, self._margins(run_id, committed),
@@ -74,6 +82,16 @@ class AddedRounds:
                                      borrowed=lent)
         self.note = progress.note()
         return progress
+
+    def _committed(self, run_id: str) -> list[CellRecord]:
+        """Every committed cell of the run, slimmed: those read before, and the new ones."""
+        if self._read[0] != run_id:
+            self._cells, self._read = [], (run_id, 0)
+        new = self.store.cells(run_id, after=self._read[1])
+        if new:
+            self._cells += [_slim(c) for c in new]
+            self._read = (run_id, max(c.id for c in new))
+        return self._cells
 
     def count(self, run_id: str, environments: Sequence[str]) -> None:
         """After a measured round: how many headline ratios are decided, for the display."""
@@ -172,3 +190,10 @@ class AddedRounds:
             return room > 0 and room >= took
 
         return may_start
+
+
+def _slim(cell: CellRecord) -> CellRecord:
+    """A cell as the verdicts read it: its samples without their labels (tool versions, paths,
+    percentile tables: most of a stored cell's bytes, and nothing a verdict reads)."""
+    return dataclasses.replace(cell, samples=tuple(
+        dataclasses.replace(s, labels=_NO_LABELS) for s in cell.samples))

@@ -266,13 +266,13 @@ class PostgresStore:
         return {r[0] for r in self.db.execute("SELECT ident FROM cells WHERE run_id=%s",
                                               (run_id,)).fetchall()}
 
-    def cells(self, run_id: str) -> list[CellRecord]:
+    def cells(self, run_id: str, after: int = 0) -> list[CellRecord]:
         return cell_records(
             self.db.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples s JOIN cells c ON "
-                            "c.id = s.cell_id WHERE c.run_id=%s ORDER BY s.id", (run_id,)
-                            ).fetchall(),
-            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=%s ORDER BY id",
-                            (run_id,)).fetchall())
+                            "c.id = s.cell_id WHERE c.run_id=%s AND c.id>%s ORDER BY s.id",
+                            (run_id, after)).fetchall(),
+            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=%s AND id>%s "
+                            "ORDER BY id", (run_id, after)).fetchall())
 
     def close(self) -> None:
         self.db.close()

@@ -262,12 +262,13 @@ class SQLiteStore:
         rows = self.db.execute("SELECT ident FROM cells WHERE run_id=?", (run_id,)).fetchall()
         return {r[0] for r in rows}
 
-    def cells(self, run_id: str) -> list[CellRecord]:
+    def cells(self, run_id: str, after: int = 0) -> list[CellRecord]:
         return cell_records(
             self.db.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples s JOIN cells c ON "
-                            "c.id = s.cell_id WHERE c.run_id=? ORDER BY s.id", (run_id,)),
-            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=? ORDER BY id",
-                            (run_id,)))
+                            "c.id = s.cell_id WHERE c.run_id=? AND c.id>? ORDER BY s.id",
+                            (run_id, after)),
+            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=? AND id>? "
+                            "ORDER BY id", (run_id, after)))
 
     def close(self) -> None:
         self.db.close()
