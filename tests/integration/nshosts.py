@@ -87,6 +87,7 @@ class SshHost:
     # Sessions that outlived a stop_sshd(sessions=False): reparented away from the listener, so
     # no ppid walk from it finds them any more; the final stop_sshd() kills them by identity.
     _orphans: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    _config: Path | None = field(default=None, repr=False, compare=False)  # sshd_config
 
     def url(self) -> str:
         return f"ssh://{self.user}@{self.address}:{self.port}"
@@ -137,6 +138,15 @@ class SshHost:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait(timeout=10)
+
+    def start_sshd(self) -> None:
+        """Start sshd again after stop_sshd() (the host comes back), and wait until it
+        accepts a login."""
+        assert self._config is not None and (self._proc is None or self._proc.poll() is not
+                                             None), "sshd of this host is running"
+        self._proc = _launch_sshd(self.netns, self._config)
+        self.sshd_pid = self._proc.pid
+        _wait_ready(self, self._config.parent / "sshd.log")
 
     def cut_link(self) -> None:
         """Cut the cable: the host becomes unreachable and nothing is killed (its sshd and
@@ -349,19 +359,23 @@ def _make_host(undo: contextlib.ExitStack, tag: str, i: int, workdir: Path, key:
     known_hosts.write_text(f"{address} {host_key[0]} {host_key[1]}\n")
     config = d / "sshd_config"
     config.write_text(_sshd_config(address, 22, d, workdir / "authorized_keys"))
-    log = d / "sshd.log"
-    with log.open("ab") as out:
+    proc = _launch_sshd(ns, config)
+    host = SshHost(name=name, netns=ns, address=address, host_side=host_side, link=link,
+                   port=22, user="root", key_file=key, known_hosts=known_hosts,
+                   sshd_pid=proc.pid, _proc=proc, _config=config)
+    undo.callback(host.stop_sshd)
+    return host
+
+
+def _launch_sshd(ns: str, config: Path) -> subprocess.Popen[bytes]:
+    """sshd in namespace ns with config, its output appended to sshd.log beside config."""
+    with (config.parent / "sshd.log").open("ab") as out:
         # nsenter execs sshd (no fork for a network namespace), so the PID is sshd's own.
         # A new session: a Ctrl-C at the terminal reaches pytest, whose teardown stops sshd in
         # order, rather than racing it.
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             ["nsenter", f"--net={NETNS_DIR / ns}", "--", SSHD, "-D", "-e", "-f", str(config)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    host = SshHost(name=name, netns=ns, address=address, host_side=host_side, link=link,
-                   port=22, user="root", key_file=key, known_hosts=known_hosts,
-                   sshd_pid=proc.pid, _proc=proc)
-    undo.callback(host.stop_sshd)
-    return host
 
 
 def _wait_ready(host: SshHost, log: Path) -> None:

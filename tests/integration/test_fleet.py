@@ -198,7 +198,7 @@ def test_a_fleet_into_postgres(hosts: list[SshHost], inventory: Path, base: Path
         assert hs["status"] == "complete", hs
         assert runs[hs["run_id"]][:2] == ("complete", 4)
         assert runs[hs["run_id"]][2] == {"id": state["id"], "host": h.name,
-                                         "address": h.address}
+                                         "address": h.address, "machine": hs["machine"]}
         assert f"{h.name}: complete, run {hs['run_id']}" in p.stdout
         assert f"{h.name}: installed in" in p.stderr
         # the host runs the isotax the fleet installed: its own copy of the checkout
@@ -271,6 +271,23 @@ def _sshd_stops_mid_run(hosts: list[SshHost], base: Path, pg_store_url: str) -> 
     runs = _pg_runs(pg_store_url)
     assert runs[s2["run_id"]] == h2_before
     assert runs[s1["run_id"]][:2] == ("complete", 20)
+    # Its run playbook was cut off before its clean-up, and the host is still out of reach:
+    # its run's files stay there, said and marked; once it is back, --resume removes them.
+    assert "h1: its run's files there could not be removed" in r.stderr
+    assert after["hosts"]["h1"]["leftovers"] is True
+    run1 = s1["run_id"]
+    assert {f"{run1}.sh", f"{run1}.pid", f"{run1}.toml"} <= \
+        set(_remote_files(base, "h1", state["id"]))
+    hosts[0].start_sshd()
+    with _watch_leftovers():
+        r = _fleet("run", "--resume", state["id"], "--results", str(results),
+                   store=pg_store_url)
+    print(r.stderr, r.stdout, sep="\n")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "h1: its run's files there removed (its log stays)" in r.stderr
+    assert _remote_files(base, "h1", state["id"]) == [f"{run1}.log"]
+    assert _state(results)["hosts"]["h1"]["leftovers"] is False
+    assert r.stdout.strip().splitlines()[-1] == f"fleet {state['id']}: 2 of 2 hosts complete"
 
 
 def _local_cells(db: Path, run_id: str) -> int:
@@ -345,8 +362,9 @@ def test_a_fleet_into_sqlite_interrupted_on_its_host_then_resumed(
         assert run.status == "complete"
         assert len(store.cells(run_id)) == 12
         assert len(store.telemetry(run_id)) == 12
-        assert store.run_meta(run_id)["fleet"] == {"id": _state(results)["id"], "host": "h2",
-                                                   "address": h2.address}
+        assert store.run_meta(run_id)["fleet"] == {
+            "id": _state(results)["id"], "host": "h2", "address": h2.address,
+            "machine": _state(results)["hosts"]["h2"]["machine"]}
     finally:
         store.close()
     assert _state(results)["hosts"]["h2"]["status"] == "complete"
@@ -374,6 +392,106 @@ def test_a_plan_the_hosts_refuse(hosts: list[SshHost], inventory: Path, base: Pa
         assert hs["reason"].endswith("; its run is not in the store")
         assert f"{h.name}: failed: {hs['reason']}" in p.stdout
     assert _pg_runs(pg_store_url) == {}
+    # the advice from here: a new fleet with the plan changed (--resume runs the stored plan)
+    assert "h1 and h2 refused the plan: change it as their lines say and start a new fleet" \
+        in p.stdout.strip().splitlines()[-1]
+
+
+def test_a_parity_refusal_then_its_advice_followed(hosts: list[SshHost], inventory: Path,
+                                                   base: Path, pg_store_url: str) -> None:
+    """A plan whose runc gets fewer CPUs than native, with parity's default (refuse): each
+    host's line on the fleet's terminal names the difference itself (not "listed above" in a
+    log the terminal does not show), and the last line says that a changed plan needs a new
+    fleet, with the command. Followed to the end: the plan with parity = "flag", a new fleet,
+    complete; its report says the two hosts are one machine and repeats what each run
+    flagged."""
+    plan = _plan(base, "unequal")
+    text = plan.read_text().replace('network = "none"\n', 'network = "none"\nvcpus = 1\n')
+    plan.write_text(text)
+    results = base / "ctl-unequal"
+    with _watch_leftovers():
+        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
+                   "--poll", POLL, store=pg_store_url)
+    print(p.stderr, p.stdout, sep="\n")
+    assert p.returncode == 1, p.stdout + p.stderr
+    state = _state(results)
+    for h in hosts:
+        hs = state["hosts"][h.name]
+        assert hs["status"] == "failed" and hs["refused"] is True, hs
+        assert "runc may run on 1 CPU(s), native on 2" in hs["reason"], hs
+        assert "listed above" not in hs["reason"]
+        assert f"{h.name}: failed: {hs['reason']}" in p.stdout
+    last = p.stdout.strip().splitlines()[-1]
+    assert "h1 and h2 refused the plan: change it as their lines say and start a new fleet " \
+           f"(isotax fleet run PLAN --inventory {inventory} --results {results})" in last
+    assert "--resume" not in last.split("refused the plan")[0]
+
+    plan.write_text('parity = "flag"\n' + text)  # what the lines say: or parity = "flag"
+    with _watch_leftovers():
+        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
+                   "--poll", POLL, store=pg_store_url)
+    assert p.returncode == 0, p.stdout + p.stderr
+    new = next(f for f in (results / "fleets").glob("fleet-*.json") if f.stem != state["id"])
+    r = _fleet("report", new.stem, "--results", str(results), store=pg_store_url)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "h1 and h2 are the same machine" in r.stdout
+    assert "h1 flagged: unequal resources: runc may run on 1 CPU(s), native on 2" in \
+        r.stdout + r.stderr
+    md = (results / "fleets" / new.stem / "fleet.md").read_text()
+    assert "h1 and h2 are the same machine (one machine-id, same boot)" in md
+    assert "| h2 | unequal resources: runc may run on 1 CPU(s), native on 2" in md
+
+
+def test_a_changed_host_refuses_the_resume_until_forced(hosts: list[SshHost], inventory: Path,
+                                                         base: Path, pg_store_url: str) -> None:
+    """A host's interrupted run whose host changed since (its stored fingerprint says THP
+    was otherwise): `fleet run --resume` fails that host with isotax's own advice, the last
+    line adds "with --force", and `fleet run --resume FLEET --force` completes it."""
+    import psycopg
+
+    from isotax.host.fingerprint import fingerprint
+
+    inv = base / "inventory-h1-force.ini"
+    inv.write_text("\n".join(x for x in inventory.read_text().splitlines()
+                             if not x.startswith("h2 ")) + "\n")
+    results = base / "ctl-force"
+    with _watch_leftovers():
+        p = _fleet("run", str(_plan(base, "force")), "-i", str(inv), "--results", str(results),
+                   "--poll", POLL, store=pg_store_url)
+    assert p.returncode == 0, p.stdout + p.stderr
+    state = _state(results)
+    run_id = state["hosts"]["h1"]["run_id"]
+    # The host as it was when the run started: THP otherwise than now; the run interrupted.
+    thp = "never" if fingerprint().get("thp_enabled") != "never" else "always"
+    with psycopg.connect(pg_store_url, autocommit=True) as con:
+        (host_json,) = con.execute("SELECT host_json FROM runs WHERE id=%s", (run_id,)
+                                   ).fetchone()
+        con.execute("UPDATE runs SET host_json=%s, status='interrupted', finished=NULL "
+                    "WHERE id=%s", (json.dumps({**json.loads(host_json), "thp_enabled": thp}),
+                                    run_id))
+    path = results / "fleets" / f"{state['id']}.json"
+    doc = json.loads(path.read_text())
+    doc["hosts"]["h1"].update(status="failed", reason="interrupted")
+    path.write_text(json.dumps(doc))
+
+    with _watch_leftovers():
+        r = _fleet("run", "--resume", state["id"], "--results", str(results), "--poll", POLL,
+                   store=pg_store_url)
+    print(r.stderr, r.stdout, sep="\n")
+    assert r.returncode == 1, r.stdout + r.stderr
+    hs = _state(results)["hosts"]["h1"]
+    assert hs["status"] == "failed" and hs["refused"] is False
+    assert "THP enabled" in hs["reason"] and "--force" in hs["reason"]
+    last = r.stdout.strip().splitlines()[-1]
+    assert f"run the others again: isotax fleet run --resume {state['id']} --results " \
+           f"{results} (with --force" in last
+    with _watch_leftovers():
+        r = _fleet("run", "--resume", state["id"], "--results", str(results), "--poll", POLL,
+                   "--force", store=pg_store_url)
+    print(r.stderr, r.stdout, sep="\n")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _state(results)["hosts"]["h1"]["status"] == "complete"
+    assert _pg_runs(pg_store_url)[run_id][0] == "complete"
 
 
 def test_ctrl_c_leaves_the_run_going_and_resume_follows_it(

@@ -40,6 +40,8 @@ def test_unequal_plan_is_refused_before_measuring(tmp_path: Path) -> None:
     assert "runc-small may run on 1 CPU(s), native on 2" in p.stdout + p.stderr
     last = [ln for ln in p.stderr.splitlines() if ln.strip()][-1]
     assert last.startswith("isotax: refused:") and 'parity = "flag"' in last
+    # the one line names the difference itself: a fleet's terminal shows only that line
+    assert "runc-small may run on 1 CPU(s), native on 2" in last
     from isotax.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "r" / "isotax.db")

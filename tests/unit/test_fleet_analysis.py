@@ -240,3 +240,38 @@ def test_json_is_versioned_and_carries_every_row(tmp_path: Path) -> None:
     assert h3["vs_reference"]["verdict"] == "worse" and h3["ci_low"] < 0.7 < h3["ci_high"]
     assert runc["hosts"]["h1"]["vs_reference"] is None
     assert len(doc["rows"]) == 4
+
+
+def test_the_report_says_which_hosts_are_one_machine_and_what_each_run_flagged(
+        tmp_path: Path) -> None:
+    """Two hosts of one machine (one machine-id, one boot) are said to be one machine; a run
+    whose environments got unequal resources (parity = "flag") has that difference repeated
+    under its host, in the Markdown, the JSON and on the terminal."""
+    from isotax.report import fleet_md
+
+    store = fleet_store(tmp_path)
+    one = {"machine_id": "m" * 32, "boot_id": "b-1"}
+    for run, host, machine in (("r1", "h1", one), ("r2", "h2", one),
+                               ("r3", "h3", {"machine_id": "n" * 32, "boot_id": "b-2"})):
+        store.put_run_meta(run, "fleet", {"id": "f1", "host": host, "address": "a",
+                                          "machine": machine})
+    store.put_environment(EnvRecord("r3", "native", "native", True, "",
+                                    {"parity.cpus": "2", "parity.memory_mib": "4096"}, {}, {}))
+    store.put_environment(EnvRecord("r3", "runc", "runc", True, "",
+                                    {"parity.cpus": "1", "parity.memory_mib": "4096"}, {}, {}))
+    f = build(store)
+    assert f.same_machines == [["h1", "h2"]]
+    assert f.flagged["h1"] == [] and len(f.flagged["h3"]) == 1
+    assert "runc may run on 1 CPU(s), native on 2" in f.flagged["h3"][0]
+    md = fleet_md.render(f)
+    assert "h1 and h2 are the same machine (one machine-id, same boot)" in md
+    assert "## What the runs flagged" in md and "| h3 | unequal resources: runc may" in md
+    doc = to_json(f)
+    assert doc["same_machine"] == [["h1", "h2"]]
+    assert doc["hosts"][2]["flagged"] == f.flagged["h3"]
+    # A machine identity the state file holds counts as well as the run's meta; a run
+    # without either is no one's twin.
+    (tmp_path / "b").mkdir()
+    g = build(fleet_store(tmp_path / "b"), state={"hosts": {
+        "h1": {"machine": one}, "h2": {"machine": one}, "h3": {}}})
+    assert g.same_machines == [["h1", "h2"]]

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats as sps
 
 from isotax.analysis.report_data import Cell, ReportData, Row
+from isotax.analysis.report_warnings import ReportWarning
 from isotax.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Ratio
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import FORMAT_VERSION
@@ -49,6 +50,10 @@ FEW = "too few runs"
 ONE_HOST = "one host only"
 NO_RATIO = "no ratio"  # no host's baseline had a mean to divide by
 FLEET_FORMAT = 1  # fleet.json's own version: bump on any change to its fields' meaning
+# A run's warnings that the fleet report repeats per host: what makes a host's taxes differ
+# for a reason other than the machine (Fleet.flagged).
+FLAGGED = frozenset({ReportWarning.PARITY, ReportWarning.FINGERPRINT_FORCED,
+                     ReportWarning.VERSION_MISMATCH, ReportWarning.CONCURRENT})
 
 
 class FleetError(Exception):
@@ -68,6 +73,9 @@ class HostRun:
     address: str = ""
     status: str = ""  # the run's status, or the fleet's word for a host without a run
     reason: str = ""
+    # The machine it is (machine-id, boot_id: isotax.fleet.machines), as the fleet found it;
+    # empty where unknown (runs put side by side with --runs, a fleet before this was kept).
+    machine: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,28 @@ class Fleet:
     def troubled(self) -> list[HostRun]:
         """Hosts without a run or whose run did not complete."""
         return [h for h in self.hosts if h.name not in self.data or h.status != "complete"]
+
+    @property
+    def same_machines(self) -> list[list[str]]:
+        """Groups of two or more hosts that are one machine (one machine-id, one boot): their
+        runs ran one after the other there, so what differs between them is that machine's
+        run-to-run variation, not a difference between machines."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for h in self.hosts:
+            ident = (str(h.machine.get("machine_id", "")), str(h.machine.get("boot_id", "")))
+            if all(ident):
+                groups.setdefault(ident, []).append(h.name)
+        return [g for g in groups.values() if len(g) > 1]
+
+    @property
+    def flagged(self) -> dict[str, list[str]]:
+        """Per host with a run, what its run flagged that makes its taxes differ for a reason
+        other than the machine: unequal resources let through (parity = "flag"), a resume on
+        a changed host, tool versions that differ between its environments, another run
+        measuring beside it (its report's warnings of those kinds)."""
+        return {h: [str(w) for w in d.warnings
+                    if getattr(w, "kind", None) in FLAGGED]
+                for h, d in self.data.items()}
 
     def rows_of(self, env: str) -> list[FleetRow]:
         return [r for r in self.rows if r.environment == env]
@@ -306,11 +336,13 @@ def fleet_hosts(store: Store, fleet_id: str, state: Mapping[str, Any] | None = N
     {"run_id", "status", "reason"}}}, read defensively) and every run whose meta names the
     fleet. A host with several runs gets its last complete one, else its last one."""
     by_host: dict[str, list[tuple[str, str, str]]] = {}
+    machines: dict[str, dict[str, str]] = {}
     for r in store.list_runs():  # oldest first
         meta = fleet_meta(store, r.id)
         if str(meta.get("id", "")) == fleet_id:
             name = str(meta.get("host") or r.host.get("hostname") or r.id)
             by_host.setdefault(name, []).append((r.id, r.status, str(meta.get("address", ""))))
+            machines[name] = _machine(meta.get("machine"))
     listed = state.get("hosts") if isinstance(state, Mapping) else None
     listed = listed if isinstance(listed, Mapping) else {}
     out = []
@@ -327,12 +359,21 @@ def fleet_hosts(store: Store, fleet_id: str, state: Mapping[str, Any] | None = N
                 pass
         address = str(entry.get("address") or (run[2] if run else ""))
         reason = str(entry.get("reason") or "")
+        machine = _machine(entry.get("machine")) or machines.get(name, {})
         if run is None:
             out.append(HostRun(name, None, address, str(entry.get("status") or "no run"),
-                               reason or "no run of it is in the store"))
+                               reason or "no run of it is in the store", machine))
         else:
-            out.append(HostRun(name, run[0], address, run[1], reason))
+            out.append(HostRun(name, run[0], address, run[1], reason, machine))
     return out
+
+
+def _machine(value: Any) -> dict[str, str]:
+    """A machine identity ({"machine_id", "boot_id"}) read defensively; {} if not one."""
+    if not isinstance(value, Mapping):
+        return {}
+    ident = {k: str(value.get(k) or "") for k in ("machine_id", "boot_id")}
+    return ident if all(ident.values()) else {}
 
 
 def hosts_of_runs(store: Store, run_ids: Sequence[str]) -> list[HostRun]:
@@ -345,7 +386,8 @@ def hosts_of_runs(store: Store, run_ids: Sequence[str]) -> list[HostRun]:
         name = str(meta.get("host") or r.host.get("hostname") or r.id)
         if any(h.name == name for h in out):
             name = f"{name} ({r.id})"
-        out.append(HostRun(name, r.id, str(meta.get("address", "")), r.status))
+        out.append(HostRun(name, r.id, str(meta.get("address", "")), r.status,
+                           machine=_machine(meta.get("machine"))))
     return out
 
 
@@ -371,8 +413,10 @@ def to_json(f: Fleet) -> dict[str, Any]:
                    "status": h.status, "reason": h.reason, "compared": h.name in f.data,
                    "plan_hash": plan_hash(f.data[h.name].run.plan_toml)
                    if h.name in f.data else None,
-                   "fingerprint_differences": f.host_differences.get(h.name, [])}
+                   "fingerprint_differences": f.host_differences.get(h.name, []),
+                   "flagged": f.flagged.get(h.name, []), "machine": dict(h.machine)}
                   for h in f.hosts],
+        "same_machine": f.same_machines,
         "plans": f.plans,
         "environments": f.environments,
         "rows": [{"environment": r.environment, "workload": r.workload,

@@ -49,9 +49,13 @@ def fleet() -> None:
 @click.option("--poll", "poll_s", type=click.IntRange(1, 3600), default=15, show_default=True,
               help="Seconds between two looks at a host's run (each costs the host about "
                    "0.1 s of CPU).")
+@click.option("--force", is_flag=True,
+              help="With --resume: resume each host's run even where that host's fingerprint "
+                   "changed since the run started (each run's report says so), as "
+                   "`isotax run --resume RUN --force` does on one host.")
 @results_option
 def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, poll_s: int,
-              results_dir: Path) -> None:
+              force: bool, results_dir: Path) -> None:
     """Run PLAN on every host of --inventory: install isotax there from this checkout, run
     one run per host (hosts of one machine one after the other, machines in parallel), and
     bring every host's run into the store (--store postgresql://..., else the SQLite store
@@ -59,7 +63,7 @@ def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, p
     from isotax.fleet import ansible
     from isotax.fleet.checkout import CheckoutError, checkout_root
     from isotax.fleet.inventory import InventoryError, duplicate_refusal, read_inventory
-    from isotax.fleet.orchestrate import Fleet, already_complete, run_fleet, summary
+    from isotax.fleet.orchestrate import Fleet, already_complete, run_fleet, summary, tidy
     from isotax.fleet.progress import FleetDisplay
     from isotax.fleet.state import (
         FleetState,
@@ -77,6 +81,9 @@ def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, p
         fail("give a PLAN or --resume FLEET, not both: a resumed fleet runs its stored plan")
     if not plan and not resume_id:
         fail("give a PLAN and --inventory FILE, or --resume FLEET")
+    if force and not resume_id:
+        fail("--force goes with --resume FLEET: it lets a host's interrupted run go on although "
+             "the host changed; a new fleet's runs start on the hosts as they are")
     state: FleetState | None = None
     try:
         if resume_id:
@@ -118,27 +125,52 @@ def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, p
         _resume_hosts(state, hosts, inv)
     to_run = [h for h in hosts if h.name in state.hosts
               and state.hosts[h.name].status != "complete"]
+    # Complete hosts whose run's files an earlier resume could not remove (not reached).
+    untidy = [h.name for h in hosts if h.name in state.hosts
+              and state.hosts[h.name].status == "complete" and state.hosts[h.name].leftovers]
     store = _open_store(results_dir, create=True)
     path = state_path(results_dir, state.id)
     save(state, path)
-    f = Fleet(state, path, to_run, inv, root, store, url, _cells_to_commit(p, 0), poll_s)
+    f = Fleet(state, path, to_run, inv, root, store, url, _cells_to_commit(p, 0), poll_s,
+              force=force)
     code = 0
     with FleetDisplay(console, [h.name for h in to_run], f.planned) as display:
         if resume_id:
             done = already_complete(f, display.log)
             f.hosts = [h for h in to_run if h.name not in done]
+            tidy(f, [*untidy, *done], display.log)
         if f.hosts:
             code = run_fleet(f, display)
     for line in summary(state):
         click.echo(line)
-    complete = len(state.hosts) - len(state.unfinished())
-    default = Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS)
-    again = f"isotax fleet run --resume {state.id}" + \
-        ("" if results_dir.resolve() == default.resolve() else f" --results {results_dir}") + \
-        (" --store URL" if ":***@" in state.store else "")
-    click.echo(f"fleet {state.id}: {complete} of {len(state.hosts)} hosts complete" +
-               ("" if complete == len(state.hosts) else f"; run the others again: {again}"))
+    click.echo(_closing(state, results_dir, inv))
     sys.exit(code)
+
+
+def _closing(state: FleetState, results_dir: Path, inv: Path) -> str:
+    """The fleet's last line: how many hosts completed and, for the others, the command that
+    gets them further from here: --resume for a run that can go on (with --force where a
+    host's line asks for it), a new fleet where a host refused the plan (a resumed fleet
+    runs the plan it stored)."""
+    complete = len(state.hosts) - len(state.unfinished())
+    out = f"fleet {state.id}: {complete} of {len(state.hosts)} hosts complete"
+    default = Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS)
+    where = ("" if results_dir.resolve() == default.resolve() else f" --results {results_dir}") \
+        + (" --store URL" if ":***@" in state.store else "")
+    again = [h for h in state.unfinished() if not h.refused]
+    refused = [h.name for h in state.unfinished() if h.refused]
+    if again:
+        force = any("--force" in h.reason for h in again)
+        out += (f"; run the others again: isotax fleet run --resume {state.id}{where}"
+                + (" (with --force to go on where a host's line says it changed)" if force
+                   else ""))
+    if refused:
+        names = ", ".join(refused[:-1]) + (" and " if len(refused) > 1 else "") + refused[-1]
+        lines = "their lines say" if len(refused) > 1 else "its line says"
+        out += (f"; {names} refused the plan: change it as {lines} and start a new fleet "
+                f"(isotax fleet run PLAN --inventory {inv}{where}): --resume would run the "
+                "stored plan again")
+    return out
 
 
 def _redacted(url: str) -> str:

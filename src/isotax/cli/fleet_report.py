@@ -51,8 +51,9 @@ def _write(where: Path, texts: dict[str, str]) -> list[Path]:
 
 def _summary(f: Fleet) -> None:
     """Per environment: its hosts and how many metrics differ beyond noise; the hosts that
-    failed; the fingerprint facts that differ."""
-    from isotax.report.fleet_md import env_counts
+    are one machine and what each run flagged; the hosts that failed; the fingerprint facts
+    that differ."""
+    from isotax.report.fleet_md import env_counts, same_machine_words
 
     click.echo(f"fleet {f.fleet_id}: {len(f.hosts)} host(s), {len(f.compared)} with a run, "
                f"reference {f.reference}, ratios to {f.baseline}")
@@ -61,6 +62,11 @@ def _summary(f: Fleet) -> None:
         which = ", ".join(f"{h}: {n}" for h, n in per_host.items())
         click.echo(f"  {env}: {n_hosts} host(s), {n_diff} of {n_rows} metric(s) differ "
                    f"beyond noise" + (f" ({which})" if which else ""))
+    for g in f.same_machines:
+        click.echo(same_machine_words(g))
+    for name, flagged in f.flagged.items():
+        for w in flagged:
+            console.print(f"[yellow]{escape(name)} flagged:[/] {escape(w)}")
     for h in f.troubled:
         console.print(f"[yellow]host {escape(h.name)}:[/] {escape(h.status or 'no run')}"
                       + (f": {escape(h.reason)}" if h.reason else ""))

@@ -60,6 +60,7 @@ class Fleet:
     planned: int
     poll_s: int = POLL_S
     timeout_s: int = RUN_TIMEOUT_S
+    force: bool = False  # a resumed host's run goes on where its fingerprint changed
 
 
 class _Controller:
@@ -167,7 +168,8 @@ class _Controller:
         return {"itx_fleet": self.f.state.id, "itx_run_id": run_id,
                 "itx_plan": str(self.plan_file), "itx_store": self.f.store_url,
                 "itx_status": status or "absent", "itx_fetch_dir": str(self.fetch_dir),
-                "itx_poll_s": self.f.poll_s, "itx_timeout_s": self.f.timeout_s}
+                "itx_poll_s": self.f.poll_s, "itx_timeout_s": self.f.timeout_s,
+                "itx_force": self.f.force}
 
     def status_in_store(self, run_id: str) -> str:
         """The run's status in the PostgreSQL store ("" when absent), from any thread: the
@@ -255,6 +257,12 @@ class _Controller:
         if out.status != ansible.OK:
             if self.f.store_url:
                 self.write_meta(name)  # a partial run is the fleet's too
+            last = _look(out.results.get("measure") or out.results.get("look at the run")
+                         or {})
+            stored = (self.f.store.get_run(h.run_id).status if self.f.store_url and
+                      has_run(self.f.store, h.run_id) else str((last or {}).get("status")
+                                                                 or ""))
+            h.refused = refused_plan(last, stored)
             self.failed(name, out)
             return
         if not self.f.store_url:
@@ -269,10 +277,12 @@ class _Controller:
             else ""
         self.write_meta(name)
         if status == "complete":
+            h.refused = False
             self.finish(name, "complete")
             return
         # PostgreSQL: the host said how its run ended; the store says how far it got.
         last = _look(out.results.get("measure") or out.results.get("look at the run") or {})
+        h.refused = refused_plan(last, status)
         said = str((last or {}).get("reason") or "its run did not complete")
         where = f"run {status} in the store" if status else "its run is not in the store"
         self.finish(name, "failed", f"{said}; {where}")
@@ -349,9 +359,19 @@ class _Controller:
                          f"(`isotax fleet run --resume {self.f.state.id}` follows them)")
 
 
-def fleet_meta(state: FleetState, name: str) -> dict[str, str]:
-    """The run meta `fleet` of a host's run: how `isotax fleet report` finds a fleet's runs."""
-    return {"id": state.id, "host": name, "address": state.hosts[name].address}
+def fleet_meta(state: FleetState, name: str) -> dict[str, Any]:
+    """The run meta `fleet` of a host's run: how `isotax fleet report` finds a fleet's runs,
+    and the host's machine (machine-id and boot), so the report can say which hosts are one
+    machine."""
+    h = state.hosts[name]
+    return {"id": state.id, "host": name, "address": h.address, "machine": dict(h.machine)}
+
+
+def refused_plan(last: Mapping[str, Any] | None, stored: str) -> bool:
+    """Whether a host's failed attempt was its isotax run refusing the plan there: exit 2
+    (a one-line refusal) with the run refused or never stored. A refusal of a resume (the host
+    changed: exit 2, the run interrupted in the store) is not one: --resume --force goes on."""
+    return last is not None and last.get("rc") == 2 and stored in ("", "refused")
 
 
 def _waiting_for(line: str) -> str:
@@ -382,11 +402,35 @@ def already_complete(fleet: Fleet, say: Callable[[str], None]) -> list[str]:
             continue
         if fleet.store.get_run(hs.run_id).status == "complete":
             fleet.store.put_run_meta(hs.run_id, "fleet", fleet_meta(fleet.state, h.name))
-            hs.status, hs.reason, hs.ended = "complete", "", time.time()
+            hs.status, hs.reason, hs.ended, hs.refused = "complete", "", time.time(), False
+            hs.leftovers = True  # its run playbook never got to its clean-up: tidy()
             say(f"{h.name}: its run {hs.run_id} completed in the store while the fleet was away")
             done.append(h.name)
     save(fleet.state, fleet.state_file)
     return done
+
+
+def tidy(fleet: Fleet, names: Sequence[str], say: Callable[[str], None]) -> None:
+    """Remove the run's files (script, PID, exit status, plan; the log stays) from hosts whose
+    run the fleet found complete without reaching them: their run playbook was cut off before
+    its own clean-up. A host still out of reach keeps them, marked for the next resume."""
+    if not names:
+        return
+    workdir = Path(tempfile.mkdtemp(prefix=owners.temp_prefix("fleet")))
+    try:
+        for name in names:
+            hs = fleet.state.hosts[name]
+            out = ansible.run_playbook("clean", fleet.inventory, [name],
+                                       {"itx_fleet": fleet.state.id, "itx_run_id": hs.run_id},
+                                       workdir, lambda e: None, lambda: False)[name]
+            hs.leftovers = out.status != ansible.OK
+            say(f"{name}: its run's files there removed (its log stays)" if not hs.leftovers
+                else f"{name}: its run's files there could not be removed ({out.reason}); "
+                     f"the next `isotax fleet run --resume {fleet.state.id}` tries again")
+            save(fleet.state, fleet.state_file)
+    finally:
+        ansible.close_masters(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run_fleet(fleet: Fleet, display: FleetDisplay) -> int:

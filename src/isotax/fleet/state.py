@@ -3,7 +3,8 @@
 What `isotax fleet run --resume FLEET` needs to go on, and what `isotax fleet report` reads
 about hosts that have no run in the store: the plan, the inventory, the store, and per host
 its run id, status (pending, installing, running, complete, failed, unreachable), the reason
-of a failure, its machine identity and timings. Written atomically (a temporary file renamed
+of a failure, whether the host refused the plan, whether its run's files are still to be
+removed there, its machine identity and timings. Written atomically (a temporary file renamed
 over the old one) after every change, so a controller killed at any moment leaves the last
 whole state. The store URL is kept without its password (store.postgres.redacted): a resume
 takes the password again from --store or ISOTAX_STORE.
@@ -62,6 +63,13 @@ class HostState:
     timings: dict[str, float] = field(default_factory=dict)  # install_s, run_s, import_s
     started: float | None = None  # this host's latest attempt
     ended: float | None = None
+    # Its latest attempt's isotax run refused the plan on this host (exit 2, its run refused
+    # or never stored): a resumed fleet runs the stored plan, so only a new fleet with the
+    # plan changed gets further there.
+    refused: bool = False
+    # The run's files (script, PID, exit status, plan) the fleet could not remove from the
+    # host because it did not reach it; the next `fleet run --resume` removes them.
+    leftovers: bool = False
 
 
 @dataclass

@@ -1,11 +1,14 @@
 """The Markdown form of a fleet side by side (isotax.analysis.fleet): per environment, every
 workload point and metric with each host's isolation tax, its interval and markers, and the
-hosts whose tax differs beyond noise from the reference host's; the host fingerprint facts
-that differ; the hosts that failed or did not finish.
+hosts whose tax differs beyond noise from the reference host's; which hosts are one machine
+and what each run flagged; the host fingerprint facts that differ; the hosts that failed or
+did not finish.
 
 Built as blocks (isotax.report.table) that fleet_html renders too, so the two cannot drift."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from isotax.analysis.fleet import DIFFERS, Fleet, FleetRow, HostTax
 from isotax.report.markdown import _esc, _table
@@ -108,6 +111,14 @@ def hosts_grid(f: Fleet) -> Grid:
     return Grid(["host", "address", "run", "status", "CPU model", "CPUs", "kernel"], rows)
 
 
+def same_machine_words(hosts: Sequence[str]) -> str:
+    """The line that says hosts are one machine (the report's and the terminal's)."""
+    names = ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
+    return (f"{names} are the same machine (one machine-id, same boot): their runs ran one "
+            "after the other there, so what differs between them is that machine's "
+            "run-to-run variation, not a difference between machines.")
+
+
 def blocks(f: Fleet) -> list[Block]:
     """Every section, in the Markdown's order (the HTML adds its figures before them)."""
     out: list[Block] = [Heading(2, "Summary"),
@@ -115,6 +126,14 @@ def blocks(f: Fleet) -> list[Block]:
                              f"how many differ beyond noise from **{_esc(f.reference)}** "
                              "(the reference host)."),
                         summary_grid(f), Heading(2, "Hosts"), hosts_grid(f)]
+    out += [Text(same_machine_words(g)) for g in f.same_machines]
+    flagged = [[h, w] for h, ws in f.flagged.items() for w in ws]
+    out += [Heading(2, "What the runs flagged"),
+            Text("Per host, what its own run flagged that makes its taxes differ for a reason "
+                 "other than the machine (its report says more).")]
+    out.append(Grid(["host", "flagged"], flagged) if flagged
+               else Text("Nothing: no run flagged unequal resources, a changed host, tool "
+                         "versions that differ or another run beside it."))
     if len(f.plans) > 1:
         out += [Heading(2, "Plans differ"),
                 Text("**The hosts ran different plans** (put side by side anyway, with "

@@ -41,7 +41,7 @@ from isotax.protocols import (
     LoadGen,
     Unavailable,
 )
-from isotax.run import identity
+from isotax.run import identity, memory
 from isotax.run.applicability import why_not_applicable
 from isotax.run.cell_runs import CellRuns, per_run
 from isotax.run.clock import PhaseClock
@@ -372,19 +372,20 @@ class Runner:
                     return "failed"
                 for m in self.mislabelled:
                     self.log(f"[red]identity: {m}[/]")
+                # The refusal names every problem itself: it is the one line a user reads
+                # where the run's log is not shown (a fleet's host: isotax.fleet.probe).
                 if self.mislabelled:
-                    self.refusal = ("refused: an environment is not what the plan declares "
-                                    "(listed above); fix its kind or runtime in the plan, or "
-                                    "the host's runtime setup")
+                    self.refusal = ("refused: an environment is not what the plan declares ("
+                                    + "; ".join(self.mislabelled) + "); fix its kind or "
+                                    "runtime in the plan, or the host's runtime setup")
                     status = "refused"
                     return status
                 unequal = parity.all_problems(self.described, self.plan.baseline)
                 for p in unequal:
                     self.log(f"[yellow]parity: {p}[/]")
                 if unequal and self.plan.parity == "refuse":
-                    self.refusal = ("refused: the environments do not get equal resources "
-                                    "(listed above, each with the plan change that makes it "
-                                    "equal where there is one); make those changes, or set "
+                    self.refusal = ("refused: the environments do not get equal resources ("
+                                    + "; ".join(unequal) + "); make those changes, or set "
                                     "parity = \"flag\" to run and have the report list the "
                                     "differences")
                     status = "refused"
@@ -467,6 +468,7 @@ class Runner:
                                        self.telemetry if status is CellStatus.OK else None)
                 if self.overlap.end(key.ident):  # another run measured meanwhile: the report
                     self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
+                memory.give_back()  # a long run's heap stays flat (run.memory)
             self.log(describe_cell(key, status, reason, samples))
             round_ended = not key.warmup and (i + 1 == len(cells) or
                                               cells[i + 1].repetition != key.repetition)
