@@ -25,7 +25,7 @@ from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import decisions, emulation, html, markdown
 from isotax.report.figures import _judged
 from isotax.report.terminal import grouped_warnings, print_warnings
-from isotax.report.verdicts import verdict_words
+from isotax.report.verdicts_section import verdict_words
 from isotax.store.base import EnvRecord
 from isotax.store.sqlite import SQLiteStore
 

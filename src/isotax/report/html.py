@@ -34,9 +34,9 @@ from isotax.report import (
     hostcpu,
     layers,
     markdown,
-    phases,
-    verdicts,
-    warmups,
+    phases_section,
+    verdicts_section,
+    warmups_section,
 )
 from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
 
@@ -305,9 +305,9 @@ def _render(d: ReportData) -> str:
                                      "environment and hidden on the host."),
             _cost_table(d)]))
     # The rest is the Markdown report's own sections, from the same blocks.
-    sections += _shared(markdown.results_blocks(d) + verdicts.blocks(d)
-                        + decisions.blocks(d) + warmups.blocks(d) + hostcpu.blocks(d)
-                        + phases.blocks(d))
+    sections += _shared(markdown.results_blocks(d) + verdicts_section.blocks(d)
+                        + decisions.blocks(d) + warmups_section.blocks(d) + hostcpu.blocks(d)
+                        + phases_section.blocks(d))
     sections.append((2, "Environments", [_environments(d)]))
     sections += _shared(markdown.host_blocks(d) + markdown.loadgen_blocks(d)
                         + markdown.tool_versions_blocks(d)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
 from isotax.model import FORMAT_VERSION
-from isotax.report import phases, results_model, warmups
+from isotax.report import phases_section, results_model, warmups_section
 from isotax.report.decisions import verdicts_value
 from isotax.report.table import result_rows
 
@@ -80,10 +80,10 @@ def render(d: ReportData) -> str:
         "sequential": d.run_meta.get("sequential"),
         # Each warm-up's headline value against its point's measured runs, and whether it
         # differed (isotax.analysis.warmups).
-        "warmups": warmups.json_value(d),
+        "warmups": warmups_section.json_value(d),
         # Where the run's wall time went, by phase, against isotax's goal of at most 5%
         # outside the workloads (isotax.analysis.phases); null for a run that did not measure it.
-        "phases": phases.json_value(d),
+        "phases": phases_section.json_value(d),
         # Latency CDFs pooled over each point's repetitions: [[µs, cumulative fraction], ...]
         # (isotax.parsers.distributions), the data of the report's latency distribution figures.
         "latency_cdfs": [

@@ -19,9 +19,9 @@ from isotax.report import (
     hostcpu,
     layers,
     lifecycle,
-    phases,
-    verdicts,
-    warmups,
+    phases_section,
+    verdicts_section,
+    warmups_section,
 )
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
@@ -289,10 +289,10 @@ def plan_blocks(d: ReportData) -> list[Block]:
 def report_blocks(d: ReportData) -> list[Block]:
     """Every section of the report, in the Markdown's order."""
     return [*host_blocks(d), *loadgen_blocks(d), *environments_blocks(d), *results_blocks(d),
-            *verdicts.blocks(d), *decisions.blocks(d), *warmups.blocks(d), *layers.blocks(d),
-            *hostcpu.blocks(d), *phases.blocks(d), *tool_versions_blocks(d),
-            *not_applicable_blocks(d),
-            *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
+            *verdicts_section.blocks(d), *decisions.blocks(d), *warmups_section.blocks(d),
+            *layers.blocks(d), *hostcpu.blocks(d), *phases_section.blocks(d),
+            *tool_versions_blocks(d), *not_applicable_blocks(d), *outliers_blocks(d),
+            *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
 
 
 def render(d: ReportData) -> str:
