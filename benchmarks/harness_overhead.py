@@ -34,13 +34,16 @@ def main() -> int:
     ap.add_argument("--mib", type=int, default=32)
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    from isotax.analysis import analyze
+    from isotax import protocols
+    from isotax.analysis.report_data import analyze
     from isotax.image.build import ensure_image
+    from isotax.image.recipe import Recipe
     from isotax.store.sqlite import SQLiteStore
 
     threads = os.cpu_count() or 1
-    image = ensure_image()
-    corpus = Path("/dev/shm/itx-bench-corpus")
+    image = ensure_image(Recipe.for_workloads(protocols.workload_packages()))
+    # Not itx-*: an isotax run started meanwhile takes unowned itx-* entries for leftovers.
+    corpus = Path(f"/dev/shm/isotax-bench-corpus-{os.getpid()}")
     with corpus.open("wb") as f:
         subprocess.run([str(image.rootfs / "opt/isotax/bin/itx-corpus"), "--bytes",
                         f"{args.mib}M", "--seed", "1"], stdout=f, check=True)
@@ -55,7 +58,7 @@ def main() -> int:
     try:
         by_hand()  # warm-up, like isotax's
         hand = [by_hand() for _ in range(args.reps)]
-        with tempfile.TemporaryDirectory(prefix="itx-bench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="isotax-bench-") as tmp:
             plan = Path(tmp) / "plan.toml"
             plan.write_text(PLAN.format(reps=args.reps, mib=args.mib, threads=threads))
             subprocess.run([sys.executable, "-m", "isotax", "run", str(plan), "--results",

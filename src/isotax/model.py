@@ -16,6 +16,12 @@ from typing import Any
 
 FORMAT_VERSION = 2
 
+# The label, on a passing cell's samples, that names the metrics its point could not measure in
+# that environment, each with why ({metric: reason}): where one tool of a point cannot run
+# there, the point keeps the other tools' metrics and only the missing one is n/a (the report
+# shows it so, with its reason). Older readers ignore it: no format change.
+NOT_MEASURED = "not_measured"
+
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(d or {}))
@@ -51,6 +57,16 @@ class NotApplicable(Exception):
     either: no network path for a network workload, an emulated CPU model that refuses an
     instruction the workload's own build relies on. Stored as "n/a" with the reason, reported
     as such, never as a number and never as a failure."""
+
+
+class RunStatus(StrEnum):
+    """A run's status in the store."""
+
+    RUNNING = "running"  # measuring, or ended without a word (killed): resumable
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or a full disk: resumable
+    FAILED = "failed"  # ended by an error isotax did not expect: resumable
+    REFUSED = "refused"  # an environment was not what the plan declared, or unequal resources
 
 
 class CellStatus(StrEnum):

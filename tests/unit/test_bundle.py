@@ -174,6 +174,19 @@ def _no_tables_db(tmp_path: Path) -> bytes:
     return p.read_bytes()
 
 
+def _unknown_status_db(tmp_path: Path) -> bytes:
+    import sqlite3
+
+    (tmp_path / "status").mkdir()
+    p = tmp_path / "status.db"
+    p.write_bytes(_members(tmp_path / "status")["isotax.db"])
+    con = sqlite3.connect(p)
+    con.execute("UPDATE runs SET status = 'x'")
+    con.commit()
+    con.close()
+    return p.read_bytes()
+
+
 def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Each crafted bundle and the words its refusal must have."""
     good = _members(tmp_path)
@@ -193,6 +206,9 @@ def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "no tables": (_craft(tmp_path / "e.tgz", _members(tmp_path, _no_tables_db(tmp_path))),
                       "lacks the table(s) runs, environments, cells, samples"),
         "bomb": (bomb, "isotax.db is 4294967296 bytes, more than a bundle's"),
+        "unknown status": (_craft(tmp_path / "f.tgz",
+                                  _members(tmp_path, _unknown_status_db(tmp_path))),
+                           "has a status isotax does not know ('x')"),
     }
 
 

@@ -41,7 +41,7 @@ from isotax.analysis.report_data import Cell, ReportData, Row
 from isotax.analysis.report_warnings import ReportWarning
 from isotax.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Ratio
 from isotax.host.fingerprint import fingerprint_differences
-from isotax.model import FORMAT_VERSION
+from isotax.model import FORMAT_VERSION, RunStatus
 from isotax.store.base import Store, StoreError
 
 DIFFERS = "differs beyond noise"
@@ -350,7 +350,8 @@ def fleet_hosts(store: Store, fleet_id: str, state: Mapping[str, Any] | None = N
         entry = listed.get(name)
         entry = entry if isinstance(entry, Mapping) else {}
         runs = by_host.get(name, [])
-        run = next((x for x in reversed(runs) if x[1] == "complete"), runs[-1] if runs else None)
+        run = next((x for x in reversed(runs) if x[1] == RunStatus.COMPLETE),
+                   runs[-1] if runs else None)
         if run is None and entry.get("run_id"):
             try:
                 rec = store.get_run(str(entry["run_id"]))

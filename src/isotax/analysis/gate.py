@@ -47,6 +47,7 @@ from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN
 from isotax.host.fingerprint import fingerprint_differences
+from isotax.model import RunStatus
 
 ParamValue = str | bool | int | float
 Kind = Literal["FAIL", "NOTE", "WARN"]
@@ -310,7 +311,7 @@ def evaluate(bounds: Bounds, data: ReportData,
     run = _Run(data)
     refs = {k: _Run(v) for k, v in (references or {}).items()}
     out = GateResult(data.run.id, bounds.source, len(bounds.entries))
-    if data.run.status != "complete":
+    if data.run.status != RunStatus.COMPLETE:
         out.findings.append(Finding(
             "WARN", f"run {data.run.id} is {data.run.status}: its missing cells are not "
                     f"judged; `isotax run --resume {data.run.id}` finishes it"))

@@ -31,7 +31,7 @@ from scipy import stats
 
 from isotax.analysis import cell_length
 from isotax.analysis.verdicts import MIN_MARGIN, pair_by_round
-from isotax.model import CellStatus
+from isotax.model import CellStatus, RunStatus
 from isotax.store.base import CellRecord, RunRecord, Store
 
 RowKey = tuple[str, str, str]  # (workload, params_key, metric)
@@ -92,7 +92,7 @@ def host_history(store: Store, host: Mapping[str, Any], exclude: str) -> Iterato
     newest first, but `exclude` (the run asking): what the stored A/A floors, the borrowed
     spreads, the warm-ups and the start-of-run hint read."""
     for run in list(reversed(store.list_runs()))[:SEARCHED_RUNS]:
-        if run.id != exclude and run.status == "complete" and same_host(run.host, host):
+        if run.id != exclude and run.status == RunStatus.COMPLETE and same_host(run.host, host):
             yield run
 
 

@@ -25,7 +25,7 @@ from isotax.analysis.verdicts import MIN_MARGIN, Borrowed, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
 from isotax.host.parity import problems_by_environment
-from isotax.model import CellKey, CellStatus, describes_emulation
+from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus, describes_emulation
 from isotax.parsers import distributions
 from isotax.plan import DEFAULT_BASELINE, PlanError, parse_plan
 from isotax.protocols import figure_hints, headline_metric
@@ -90,6 +90,9 @@ class ReportData:
     aa_env: str | None = None
     # (environment, workload, params_key) -> why that point does not apply there ("n/a").
     not_applicable: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # (environment, workload, params_key, metric) -> why a passing point could not measure
+    # that one metric there (model.NOT_MEASURED): the metric alone is n/a.
+    not_measured: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
@@ -131,8 +134,9 @@ class ReportData:
         return bool(e and describes_emulation(e.describe))
 
     def na_reason(self, env: str, row: Row) -> str | None:
-        """Why row's point does not apply to env, or None."""
-        return self.not_applicable.get((env, row.workload, row.params_key))
+        """Why row's point (or its metric alone) does not apply to env, or None."""
+        return (self.not_applicable.get((env, row.workload, row.params_key))
+                or self.not_measured.get((env, row.workload, row.params_key, row.metric)))
 
     def workloads(self) -> list[str]:
         """The run's workloads with results, in row order (the plan's)."""
@@ -236,6 +240,12 @@ def analyze(store: Store, run_id: str) -> ReportData:
         if c.status is CellStatus.NOT_APPLICABLE:
             data.not_applicable.setdefault(
                 (c.key.environment, c.key.workload, c.key.params_key), c.reason)
+        for s in c.samples:
+            missing = s.labels.get(NOT_MEASURED)
+            for metric, why in (missing.items() if isinstance(missing, Mapping) else ()):
+                data.not_measured.setdefault(
+                    (c.key.environment, c.key.workload, c.key.params_key, str(metric)),
+                    str(why))
     data.layers = single_layer_pairs(plan.get("environments", []), columns, baseline)
     for layer in data.layers:
         for row in rows:
@@ -442,7 +452,7 @@ def _died(records: Any) -> list[Warned]:
 
 def _warnings(d: ReportData) -> list[Warned]:
     out: list[Warned] = []
-    if d.run.status != "complete":
+    if d.run.status != RunStatus.COMPLETE:
         out.append(ReportWarning.INCOMPLETE.say(status=d.run.status, run=d.run.id))
     for e in d.environments:
         if not e.available:

@@ -37,6 +37,7 @@ from rich.progress import (
 from rich.table import Table
 
 from isotax import __version__
+from isotax.model import RunStatus
 
 if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.image.artifacts import ImageArtifacts
@@ -192,7 +193,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         if resume_id:
             store = _open_store(results_dir)
             record = _get_run(store, resume_id)
-            if record.status == "complete":
+            if record.status == RunStatus.COMPLETE:
                 fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
             p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
             stored_budget = store.run_meta(record.id).get("budget_s")
@@ -248,16 +249,16 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
         status = runner.run(run_id)
     turn.close()  # a run waiting for this one may start measuring now
-    if status == "refused":
+    if status == RunStatus.REFUSED:
         fail(runner.refusal or "refused")
     if not no_report:
         with _full_disk_ends_run(store, p, run_id, results_dir, True, complete=True):
             started = time.monotonic()
             _write_report(store, run_id, results_dir / run_id)
             _store_report_time(store, run_id, time.monotonic() - started)
-    if status == "interrupted":
+    if status == RunStatus.INTERRUPTED:
         sys.exit(130)
-    if status != "complete":
+    if status != RunStatus.COMPLETE:
         sys.exit(1)
 
 
@@ -588,7 +589,7 @@ def runs_cmd(results_dir: Path) -> None:
         lg = live.get(r.id)
         if lg is not None:
             now = f"measuring, PID {lg.pid}" + (" (beside)" if lg.beside else "")
-        elif r.status == "running":
+        elif r.status == RunStatus.RUNNING:
             now = "no: its process is gone (`isotax run --resume` finishes it)"
         else:
             now = ""

@@ -70,8 +70,11 @@ def render(d: ReportData) -> str:
             for r, f in d.noise_floor.items()
         ],
         "not_applicable": [
-            {"environment": env, "workload": wl, "params": pkey, "reason": why}
-            for (env, wl, pkey), why in d.not_applicable.items()
+            *({"environment": env, "workload": wl, "params": pkey, "reason": why}
+              for (env, wl, pkey), why in d.not_applicable.items()),
+            *({"environment": env, "workload": wl, "params": pkey, "metric": metric,
+               "reason": why}
+              for (env, wl, pkey, metric), why in d.not_measured.items()),
         ],
         # Every headline ratio's verdict (worse/better/equivalent/undecided) with its 95%
         # confidence sequence, margin, pairs and why undecided, and the counts; how the added

@@ -116,14 +116,17 @@ def noise_floor_blocks(d: ReportData) -> list[Block]:
 def not_applicable_blocks(d: ReportData) -> list[Block]:
     """What did not apply where, and why: one line per environment, workload and reason (the
     parameters it covers listed together)."""
-    if not d.not_applicable:
+    if not d.not_applicable and not d.not_measured:
         return []
     grouped: dict[tuple[str, str, str], list[str]] = {}
     for (env, wl, pkey), why in d.not_applicable.items():
         grouped.setdefault((env, wl, why), []).append(pkey)
+    for (env, wl, pkey, metric), why in d.not_measured.items():  # one metric, not the point
+        grouped.setdefault((env, f"{wl} ({metric} only)", why), []).append(pkey)
     return [Heading(2, "Not applicable"),
-            Text("These points were not run: they do not apply to the environment (marked n/a "
-                 "above). That is not a failure, and rerunning will not change it."),
+            Text("These points, or single metrics of a point, were not run: they do not apply "
+                 "to the environment (marked n/a above). That is not a failure, and rerunning "
+                 "will not change it."),
             Grid(["environment", "workload", "parameters", "why"],
                  [[env, wl, "; ".join(keys), why] for (env, wl, why), keys in grouped.items()])]
 

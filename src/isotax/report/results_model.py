@@ -197,6 +197,8 @@ class NotApplicable(_Part):
     workload: str
     params: str
     reason: str
+    metric: str | None = None
+    """The one metric of the point that was not measured there; absent: the whole point."""
 
 
 class VerdictRatio(_Part):

@@ -29,7 +29,7 @@ from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.choose import open_loadgen
 from isotax.loadgen.ssh import LoadGenRefused
-from isotax.model import CellKey, CellStatus, NotApplicable, Sample, SanityError
+from isotax.model import CellKey, CellStatus, NotApplicable, RunStatus, Sample, SanityError
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.protocols import (
     Availability,
@@ -322,7 +322,7 @@ class Runner:
                 shutil.rmtree(spec.workdir, ignore_errors=True)
                 main.resume()
 
-    def run(self, run_id: str) -> str:
+    def run(self, run_id: str) -> RunStatus:
         """Run (or finish) run_id. Returns the final status."""
         done = self.store.done_cells(run_id)
         # What the run recorded before a resume: other runs measuring beside it, and deaths
@@ -343,7 +343,7 @@ class Runner:
             self.store.put_run_meta(run_id, versions.META_KEY, versions.collect())
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
         self.workdir = workdir
-        status = "failed"
+        status = RunStatus.FAILED
         owner = os.getpid()
         try:
             with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
@@ -354,7 +354,7 @@ class Runner:
                             self.loadgen = stack.enter_context(
                                 open_loadgen(self.plan, self.image.package_versions()))
                     except LoadGenRefused as e:
-                        self.refusal, status = f"refused: {e}", "refused"
+                        self.refusal, status = f"refused: {e}", RunStatus.REFUSED
                         return status
                     # Which load generator the results used, for the report.
                     self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
@@ -364,12 +364,12 @@ class Runner:
                 with self.clock.phase("environments"):
                     self._start_environments(run_id, workdir)
                 if self.refusal:  # an environment the plan needs cannot run here
-                    status = "refused"
+                    status = RunStatus.REFUSED
                     return status
                 if self.plan.baseline not in self.started:
                     self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
                              "nothing to compare against[/]")
-                    return "failed"
+                    return RunStatus.FAILED
                 for m in self.mislabelled:
                     self.log(f"[red]identity: {m}[/]")
                 # The refusal names every problem itself: it is the one line a user reads
@@ -378,7 +378,7 @@ class Runner:
                     self.refusal = ("refused: an environment is not what the plan declares ("
                                     + "; ".join(self.mislabelled) + "); fix its kind or "
                                     "runtime in the plan, or the host's runtime setup")
-                    status = "refused"
+                    status = RunStatus.REFUSED
                     return status
                 unequal = parity.all_problems(self.described, self.plan.baseline)
                 for p in unequal:
@@ -388,7 +388,7 @@ class Runner:
                                     + "; ".join(unequal) + "); make those changes, or set "
                                     "parity = \"flag\" to run and have the report list the "
                                     "differences")
-                    status = "refused"
+                    status = RunStatus.REFUSED
                     return status
                 cells = [k for k in schedule(self.plan, list(self.started),
                                              self._unneeded_warmups(run_id))
@@ -397,14 +397,14 @@ class Runner:
                 self.rounds.begin(run_id, fresh=not done)
                 self._run_cells(run_id, cells)
                 self.rounds.run(run_id, list(self.started), self._run_cells)
-                status = "complete"
+                status = RunStatus.COMPLETE
         except KeyboardInterrupt:
             if os.getpid() != owner:  # a forked helper of a library: never tear down for it
                 os._exit(1)
-            status = "interrupted"
+            status = RunStatus.INTERRUPTED
             self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
         except DiskFull:
-            status = "interrupted"  # resumable once space is freed; the caller says how
+            status = RunStatus.INTERRUPTED  # resumable once space is freed; the caller says how
             raise
         finally:
             ending = sys.exc_info()[1]  # the error that ends the run, if one does

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from isotax.model import CellKey, CellStatus, Sample
+from isotax.model import CellKey, CellStatus, RunStatus, Sample
 from isotax.telemetry.summary import TelemetrySummary
 
 SCHEMA_VERSION = 2  # 2: telemetry and run_meta tables
@@ -36,7 +36,7 @@ class RunRecord:
     id: str
     created: float
     finished: float | None
-    status: str  # running | complete | interrupted | failed
+    status: RunStatus
     plan_name: str
     plan_toml: str
     seed: int
@@ -73,7 +73,12 @@ class CellRecord:
 def run_record(row: Sequence[Any]) -> RunRecord:
     """A runs row (id, created, finished, status, plan_name, plan_toml, seed, host_json,
     format_version)."""
-    return RunRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+    try:
+        status = RunStatus(row[3])
+    except ValueError:
+        raise StoreError(f"run {row[0]!r} has a status isotax does not know ({row[3]!r}); "
+                         "it was not written by isotax") from None
+    return RunRecord(row[0], row[1], row[2], status, row[4], row[5], row[6],
                      json.loads(row[7]), row[8])
 
 
@@ -128,7 +133,8 @@ class Store(Protocol):
                    format_version: int | None = None) -> RunRecord: ...
     def get_run(self, run_id: str) -> RunRecord: ...
     def list_runs(self) -> list[RunRecord]: ...
-    def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None: ...
+    def set_run_status(self, run_id: str, status: RunStatus,
+                       finished: float | None = None) -> None: ...
     def update_host(self, run_id: str, host: Mapping[str, Any]) -> None: ...
     def put_environment(self, env: EnvRecord) -> None: ...
     def environments(self, run_id: str) -> list[EnvRecord]: ...

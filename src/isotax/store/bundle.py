@@ -158,7 +158,16 @@ def open_bundle(path: Path, workdir: Path) -> tuple[SQLiteStore, str]:
                                  "in manifest.json (damaged or edited); export the run again")
         store = _import_db(path, db, workdir / "isotax.db")
     finally:
-        db.unlink(missing_ok=True)
+        # with the -wal and -shm files SQLite makes beside a WAL database it reads
+        for unpacked in workdir.glob(f"{db.name}*"):
+            unpacked.unlink(missing_ok=True)
+    try:  # the run the manifest names is there, and reads as a run (its status one isotax knows)
+        store.get_run(manifest["run_id"])
+    except StoreError as e:
+        store.close()
+        for leftover in workdir.glob("isotax.db*"):  # with its WAL and shared memory
+            leftover.unlink(missing_ok=True)
+        raise StoreError(f"{path}: {e}") from None
     return store, manifest["run_id"]
 
 

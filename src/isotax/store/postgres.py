@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
+from isotax.model import FORMAT_VERSION, CellKey, CellStatus, RunStatus, Sample
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
@@ -155,7 +155,7 @@ class PostgresStore:
         now = time.time() if created is None else created
         with self._tx():
             self.db.execute("INSERT INTO runs VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                            (run_id, now, None, "running", plan_name, plan_toml, seed,
+                            (run_id, now, None, RunStatus.RUNNING.value, plan_name, plan_toml, seed,
                              json.dumps(dict(host)), format_version or FORMAT_VERSION))
         return self.get_run(run_id)
 
@@ -175,7 +175,8 @@ class PostgresStore:
         return [run_record(r) for r in
                 self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created").fetchall()]
 
-    def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None:
+    def set_run_status(self, run_id: str, status: RunStatus,
+                       finished: float | None = None) -> None:
         with self._tx():
             self.db.execute("UPDATE runs SET status=%s, finished=%s WHERE id=%s",
                             (status, finished, run_id))

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
+from isotax.model import FORMAT_VERSION, CellKey, CellStatus, RunStatus, Sample
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
@@ -153,7 +153,7 @@ class SQLiteStore:
         with self._tx():
             self.db.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                (run_id, now, None, "running", plan_name, plan_toml, seed,
+                (run_id, now, None, RunStatus.RUNNING.value, plan_name, plan_toml, seed,
                  json.dumps(dict(host)), format_version or FORMAT_VERSION),
             )
         return self.get_run(run_id)
@@ -175,7 +175,8 @@ class SQLiteStore:
         rows = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created").fetchall()
         return [run_record(r) for r in rows]
 
-    def set_run_status(self, run_id: str, status: str, finished: float | None = None) -> None:
+    def set_run_status(self, run_id: str, status: RunStatus,
+                       finished: float | None = None) -> None:
         with self._tx():
             self.db.execute("UPDATE runs SET status=?, finished=? WHERE id=?",
                             (status, finished, run_id))
