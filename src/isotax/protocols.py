@@ -115,6 +115,11 @@ class Instance(Protocol):
     # PHASES below; some add their own (the VM's "kernel", "storage").
     milestones: Mapping[str, float]
 
+    @property
+    def socket_stack(self) -> SocketStack:
+        """What serves its processes' sockets (a workload asks, e.g. whether sockperf's TCP
+        server can run there)."""
+
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
         for a failing command (returncode 124 = timeout, 127 = not found)."""
@@ -158,6 +163,16 @@ class GuestStat(Protocol):
     def guest_stat_close(self) -> tuple[str, str] | None:
         """Stop the sampler: (its marked readings, the guest's /proc/stat now); None where the
         guest cannot be asked."""
+
+
+class SocketStack(StrEnum):
+    """What serves the sockets of a process in an instance: a fact each environment declares
+    (Instance.socket_stack), which a workload whose tool leans on Linux's socket corner cases
+    asks, instead of recognising an environment by its kind."""
+
+    LINUX = "linux"  # a Linux kernel's own stack: the host's, a container's netns, a guest's
+    GVISOR_NETSTACK = "gvisor netstack"  # gVisor's own network stack, in its Sentry
+    GVISOR_HOSTINET = "gvisor hostinet"  # the host's stack, reached through gVisor's Sentry
 
 
 class Isolation(StrEnum):

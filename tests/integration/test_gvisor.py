@@ -15,16 +15,14 @@ import pytest
 from support import ours, started
 
 from isotax import protocols
-from isotax.environments.oci.gvisor import (
-    SOCKPERF_TCP_REASON,
-    GvisorInstance,
-)
+from isotax.environments.oci.gvisor import GvisorInstance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import NOT_MEASURED
 from isotax.protocols import PHASES, EnvSpec, Unavailable
 from isotax.run.launcher import EnvLauncher
 from isotax.workloads.density import Density
+from isotax.workloads.rr import SOCKPERF_TCP_REASON
 
 
 @pytest.fixture(params=["bridge", "host"])

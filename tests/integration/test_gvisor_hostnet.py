@@ -18,12 +18,7 @@ import pytest
 from support import ours, started
 
 from isotax import protocols
-from isotax.environments.oci.gvisor import (
-    HOSTINET_MPI_REASON,
-    PMIX_LISTENER_FAILED,
-    GvisorInstance,
-    mpi_unsupported,
-)
+from isotax.environments.oci.gvisor import GvisorInstance
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import (
     NamespaceLoadGen,
@@ -33,6 +28,7 @@ from isotax.loadgen.local import (
 from isotax.model import SanityError
 from isotax.protocols import Instance
 from isotax.run.leaks import leaked_servers
+from isotax.workloads.hpcc import HOSTINET_MPI_REASON, PMIX_LISTENER_FAILED, mpi_unsupported
 from isotax.workloads.throughput import Throughput
 
 IPERF3 = Throughput.ports["iperf3"].number
@@ -90,13 +86,13 @@ def _linpack(inst: Instance) -> float:
 @pytest.mark.integration
 def test_linpack_cannot_start_on_hostinet_but_runs_on_netstack(
         hostnet: GvisorInstance, image: ImageArtifacts, tmp_path: Path) -> None:
-    reason = mpi_unsupported(hostnet.describe())
+    reason = mpi_unsupported(hostnet.socket_stack)
     assert reason == HOSTINET_MPI_REASON
     # If this stops failing, a newer runsc fixed hostinet: mpi_unsupported must go.
     with pytest.raises(SanityError, match=PMIX_LISTENER_FAILED):
         _linpack(hostnet)
     with started("test-gvh-bridge", "gvisor", "bridge", image, tmp_path / "b") as bridged:
-        assert mpi_unsupported(bridged.describe()) is None
+        assert mpi_unsupported(bridged.socket_stack) is None
         assert _linpack(bridged) > 0
     assert ours("test-gvh-bridge") == []
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from support import DATA
 
-from isotax.environments.oci.gvisor import (
-    HOSTINET_MPI_REASON,
-    PMIX_LISTENER_FAILED,
-    mpi_unsupported,
-)
+from isotax.environments.base import gvisor_socket_stack
 from isotax.loadgen.local import (
     listening_inodes,
     socket_inodes,
 )
+from isotax.protocols import SocketStack
+from isotax.workloads.hpcc import HOSTINET_MPI_REASON, PMIX_LISTENER_FAILED, mpi_unsupported
 from isotax.workloads.throughput import Throughput
 
 IPERF3 = Throughput.ports["iperf3"].number
@@ -54,21 +52,17 @@ def test_mpirun_failure_is_the_known_one() -> None:
     text = (DATA / "gvisor" / "hostinet-mpirun-hpcc.txt").read_text()
     assert PMIX_LISTENER_FAILED.replace("\n", " ") in " ".join(text.split())
     assert "ioctl(SIOCGIFADDR) failed with errno=25" in text  # ENOTTY
-    assert mpi_unsupported({"kind": "gvisor", "network": "host"}) == HOSTINET_MPI_REASON
-    assert mpi_unsupported({"kind": "gvisor", "network": "bridge"}) is None
-    assert mpi_unsupported({"kind": "runc", "network": "host"}) is None
-    # an engine running runsc on the host network has the same hostinet
-    assert mpi_unsupported({"kind": "docker", "runtime": "runsc", "network": "host"}) \
-        == HOSTINET_MPI_REASON
-    assert mpi_unsupported({"kind": "docker", "runtime": "runsc 20240513.0 (systrap) via "
-                            "dockerd", "network": "host"}) == HOSTINET_MPI_REASON
-    assert mpi_unsupported({"kind": "docker", "runtime": "runc", "network": "host"}) is None
+    assert mpi_unsupported(gvisor_socket_stack("host")) == HOSTINET_MPI_REASON
+    assert gvisor_socket_stack("host") is SocketStack.GVISOR_HOSTINET
+    assert mpi_unsupported(gvisor_socket_stack("bridge")) is None
+    assert mpi_unsupported(SocketStack.LINUX) is None
     # and the hpcc workloads say so before anything runs: n/a, not a failure
     from isotax.run.applicability import why_not_applicable
     from isotax.workloads.linpack import Linpack
 
     class _Described:
         address = "127.0.0.1"
+        socket_stack = SocketStack.GVISOR_HOSTINET
 
         def describe(self) -> dict[str, str]:
             return {"kind": "gvisor", "network": "host"}
@@ -81,26 +75,25 @@ def test_in_gvisor_only_the_sockperf_tcp_tail_is_n_a() -> None:
     """sockperf's TCP server fails in gVisor: the rr point still applies there (netperf's
     TCP_RR runs), and only its p99.9 is not measured, with the reason; sockperf over UDP runs
     there."""
-    from isotax.environments.oci.gvisor import SOCKPERF_TCP_REASON
     from isotax.run.applicability import why_not_applicable
-    from isotax.workloads.rr import RequestResponse
+    from isotax.workloads.rr import SOCKPERF_TCP_REASON, RequestResponse
 
     class _Described:
         address = "10.0.0.2"
 
-        def __init__(self, d: dict[str, str]) -> None:
-            self.d = d
+        def __init__(self, stack: SocketStack) -> None:
+            self.socket_stack = stack
 
         def describe(self) -> dict[str, str]:
-            return self.d
+            return {"network": "bridge"}
 
     rr = RequestResponse()
-    gv = _Described({"kind": "gvisor", "network": "bridge"})
-    podman_runsc = _Described({"kind": "podman", "network": "bridge",
-                               "runtime": "runsc 20240513.0 (systrap) via conmon"})
-    runc = _Described({"kind": "runc", "network": "bridge"})
+    netstack = _Described(gvisor_socket_stack("bridge"))
+    hostinet = _Described(gvisor_socket_stack("host"))
+    runc = _Described(SocketStack.LINUX)
+    gv = netstack
     tcp = {"proto": "tcp", "seconds": 1, "placement": "free", "tail": True}
-    for inst in (gv, podman_runsc):
+    for inst in (netstack, hostinet):
         assert why_not_applicable(rr, inst, tcp) is None  # type: ignore[arg-type]
         assert rr._no_tail(inst, tcp) == SOCKPERF_TCP_REASON  # type: ignore[arg-type]
     assert rr._no_tail(runc, tcp) is None  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from isotax.protocols import (
     Isolation,
     LeakFinder,
     ParamSpec,
+    SocketStack,
     Unavailable,
     VersionCommand,
 )
@@ -235,3 +236,10 @@ def register(cls: type[Environment]) -> type[Environment]:
     """Class decorator: record an environment kind in the registry (isotax.protocols)."""
     ENVIRONMENTS[cls.kind] = cls
     return cls
+
+
+def gvisor_socket_stack(network: str) -> SocketStack:
+    """What serves a gVisor sandbox's sockets: the host's stack through the Sentry on the
+    host's network (hostinet), else gVisor's own netstack. Shared by every kind that can run
+    runsc (the gvisor kind, and the engines with runtime = "runsc")."""
+    return SocketStack.GVISOR_HOSTINET if network == "host" else SocketStack.GVISOR_NETSTACK

@@ -35,6 +35,7 @@ from isotax.protocols import (
     LeakFinder,
     Leftover,
     ParamSpec,
+    SocketStack,
     Unavailable,
     VersionCommand,
 )
@@ -75,6 +76,7 @@ class NativeInstance:
     checked in the report); isotax's static helpers come from the image's /opt/isotax/bin."""
 
     address = "127.0.0.1"
+    socket_stack: SocketStack = SocketStack.LINUX
 
     def __init__(self, spec: EnvSpec) -> None:
         sw = Stopwatch()

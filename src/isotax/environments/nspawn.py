@@ -68,6 +68,7 @@ from isotax.protocols import (
     LeakFinder,
     Leftover,
     ParamSpec,
+    SocketStack,
     Unavailable,
     VersionCommand,
 )
@@ -139,6 +140,7 @@ def _comm(pid: int) -> str:
 
 class NspawnInstance:
     scratch = SCRATCH
+    socket_stack: SocketStack = SocketStack.LINUX
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec

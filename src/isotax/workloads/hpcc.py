@@ -82,7 +82,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from isotax.environments.oci.gvisor import mpi_unsupported
 from isotax.model import NotApplicable, Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
 from isotax.protocols import (
@@ -95,6 +94,7 @@ from isotax.protocols import (
     Params,
     ParamSpec,
     Port,
+    SocketStack,
 )
 from isotax.workloads.base import BaseWorkload, put_text
 
@@ -106,6 +106,13 @@ TOOLS: dict[str, tuple[str, ...]] = {
 }
 
 QUICK_N = 2000
+HOSTINET_MPI_REASON = (
+    "gVisor with network = \"host\" (hostinet) cannot run mpirun: hostinet refuses the "
+    "SIOCGIFADDR ioctl (ENOTTY) and the sandbox has no /proc/net/if_inet6, so PMIx finds no "
+    "interface address for its server's TCP listener (\"The PMIx server's listener thread "
+    "failed to start\"); use network = \"bridge\" (gVisor's netstack) for the hpcc workloads")
+# mpirun's own words for it (Open MPI 4.1 with PMIx 4.2).
+PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
 # hwloc's discovery without its X/OpenGL plugin: see the module docstring (5 s DNS timeouts).
 HWLOC_COMPONENTS = "-gl"
 BIND_CHOICES = ("none", "core")
@@ -124,6 +131,12 @@ CLOCK_WAIT_PY = (
     "    t = time.clock_gettime(c)\n"
     "print(f'{t0:.6f} {t:.6f}')\n"
 )
+
+
+def mpi_unsupported(stack: SocketStack) -> str | None:
+    """Why MPI (mpirun and its PMIx server) cannot run on an instance whose sockets `stack`
+    serves; None where nothing known stops it. Pure."""
+    return HOSTINET_MPI_REASON if stack is SocketStack.GVISOR_HOSTINET else None
 
 
 def common_params(n_default: int, n_help: str) -> tuple[ParamSpec, ...]:
@@ -384,7 +397,7 @@ class HpccWorkload(BaseWorkload):
     def not_applicable(self, inst: Instance, params: Params) -> str | None:
         """mpirun cannot start where its PMIx server finds no interface address (gVisor on
         the host network)."""
-        return mpi_unsupported(inst.describe())
+        return mpi_unsupported(inst.socket_stack)
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         check_tools(inst)

@@ -26,13 +26,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
-from isotax.environments.oci.gvisor import sockperf_tcp_unsupported
 from isotax.loadgen.local import PLACEMENTS, pinning, serving
 from isotax.model import NOT_MEASURED, Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import parse_sockperf_full_log, parse_sockperf_pingpong
-from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
+from isotax.protocols import (
+    FigureHints,
+    Instance,
+    LoadGen,
+    Params,
+    ParamSpec,
+    Port,
+    SocketStack,
+)
 from isotax.workloads.base import (
     SERVER_SECRET,
     BaseWorkload,
@@ -43,6 +50,12 @@ from isotax.workloads.base import (
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
+# sockperf's TCP server needs what only Linux's own stack does (Instance.socket_stack).
+SOCKPERF_TCP_REASON = (
+    "sockperf's TCP server does not run in gVisor (hostinet refuses its recvfrom(MSG_NOSIGNAL) "
+    "with EINVAL; the netstack refuses its sendto on a connected socket with EAFNOSUPPORT; "
+    "Linux ignores both): netperf's TCP_RR is measured there all the same, and only the "
+    "p99.9 is n/a; proto = \"udp\" measures sockperf's tail there")
 
 
 def _netperf_version(lg: LoadGen) -> str:
@@ -95,8 +108,9 @@ class RequestResponse(BaseWorkload):
     def _no_tail(self, inst: Instance, params: Params) -> str | None:
         """Why sockperf's tail run cannot run in this instance (None: it can, or tail is
         off): then netperf's metrics are measured all the same, and only the p99.9 is n/a."""
-        if params["tail"] and params["proto"] == "tcp":
-            return sockperf_tcp_unsupported(inst.describe())
+        if params["tail"] and params["proto"] == "tcp" and \
+                inst.socket_stack is not SocketStack.LINUX:
+            return SOCKPERF_TCP_REASON
         return None
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:

@@ -51,6 +51,7 @@ from isotax.environments.base import (
     EnvironmentBase,
     Stopwatch,
     bound_cpus,
+    gvisor_socket_stack,
 )
 from isotax.environments.engines.client import LABEL, EngineCli, ensure_image, image_ref
 from isotax.environments.engines.commands import (
@@ -76,6 +77,7 @@ from isotax.protocols import (
     EnvSpec,
     Isolation,
     ParamSpec,
+    SocketStack,
     Unavailable,
 )
 from isotax.telemetry.footprint import cgroup_kernel_bytes
@@ -301,6 +303,14 @@ class EngineInstance:
         if rc == 137:  # timeout's KILL after the grace period
             rc = 124
         return Completed(tuple(argv), rc, out, err, time.monotonic() - t0)
+
+    @property
+    def socket_stack(self) -> SocketStack:
+        """runsc serves the container's sockets through its Sentry; runc, crun and Kata's
+        guest, a Linux kernel."""
+        if self._runtime_words.startswith("runsc"):
+            return gvisor_socket_stack(self.choices.network)
+        return SocketStack.LINUX
 
     def describe(self) -> Mapping[str, str]:
         d = {

@@ -34,7 +34,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import EnvironmentBase, process_gone, register
+from isotax.environments.base import (
+    EnvironmentBase,
+    gvisor_socket_stack,
+    process_gone,
+    register,
+)
 from isotax.environments.oci.bundle import VOLUME_DIR
 from isotax.environments.oci.instance import OciInstance, same_process
 from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, RuntimeLeftovers, probe
@@ -137,42 +142,6 @@ def overlay_words(overlay2: str | None, storage: str) -> str:
 # PMIx (Open MPI's mpirun) finds its interfaces exactly that way (SIOCGIFADDR for IPv4,
 # /proc/net/if_inet6 for IPv6), finds none, and cannot open the TCP listener its ranks connect
 # to; no PMIx or mpirun setting gives it an address another way.
-HOSTINET_MPI_REASON = (
-    "gVisor with network = \"host\" (hostinet) cannot run mpirun: hostinet refuses the "
-    "SIOCGIFADDR ioctl (ENOTTY) and the sandbox has no /proc/net/if_inet6, so PMIx finds no "
-    "interface address for its server's TCP listener (\"The PMIx server's listener thread "
-    "failed to start\"); use network = \"bridge\" (gVisor's netstack) for the hpcc workloads")
-# mpirun's own words for it (Open MPI 4.1 with PMIx 4.2).
-PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
-
-
-def mpi_unsupported(describe: Mapping[str, str]) -> str | None:
-    """Why MPI (mpirun and its PMIx server) cannot run in an instance, from the instance's
-    describe(); None where nothing known stops it. Pure."""
-    if describe.get("network") == "host" and runs_gvisor(describe):
-        return HOSTINET_MPI_REASON
-    return None
-
-
-def runs_gvisor(describe: Mapping[str, str]) -> bool:
-    """gVisor itself, or an engine (docker, podman) whose runtime is runsc ("runsc <version>
-    (<platform>) via dockerd"). Pure."""
-    return describe.get("kind") == "gvisor" or str(describe.get("runtime", "")).startswith(
-        "runsc")
-
-
-SOCKPERF_TCP_REASON = (
-    "sockperf's TCP server does not run in gVisor (hostinet refuses its recvfrom(MSG_NOSIGNAL) "
-    "with EINVAL; the netstack refuses its sendto on a connected socket with EAFNOSUPPORT; "
-    "Linux ignores both); set tail = false to measure netperf's TCP_RR there, or proto = "
-    "\"udp\"")
-
-
-def sockperf_tcp_unsupported(describe: Mapping[str, str]) -> str | None:
-    """Why sockperf's TCP ping-pong server cannot run in an instance; None where it can."""
-    return SOCKPERF_TCP_REASON if runs_gvisor(describe) else None
-
-
 # -- platform probes (kvm) -----------------------------------------------------------------------
 
 _PLATFORM_OK: dict[tuple[str, str], Availability] = {}
@@ -249,6 +218,9 @@ class GvisorInstance(OciInstance):
                  overlay2: str | None) -> None:
         self.platform = platform
         self.overlay2 = overlay2
+        # The Sentry serves the sockets: through the host's stack on the host's network
+        # (hostinet), else through gVisor's own netstack.
+        self.socket_stack = gvisor_socket_stack(spec.network)
         super().__init__(runtime, spec)
 
     def state_file(self) -> Path:

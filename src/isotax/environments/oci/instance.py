@@ -52,6 +52,7 @@ from isotax.protocols import (
     Instance,
     Isolation,
     ParamSpec,
+    SocketStack,
     Unavailable,
     VersionCommand,
 )
@@ -86,6 +87,7 @@ FREEZE_WAIT_S = 2.0  # a cgroup still FREEZING after this is thawed and left to 
 
 class OciInstance:
     scratch = SCRATCH
+    socket_stack: SocketStack = SocketStack.LINUX  # the host's kernel, in the container's netns
     # pause()/resume() write the container's freezer cgroup themselves (see _set_frozen);
     # gVisor's pause is the sandbox's own, through runsc.
     freezes_its_cgroup: ClassVar[bool] = True

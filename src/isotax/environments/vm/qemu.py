@@ -112,6 +112,7 @@ from isotax.protocols import (
     LeakFinder,
     Leftover,
     ParamSpec,
+    SocketStack,
     Unavailable,
     VersionCommand,
 )
@@ -172,6 +173,7 @@ class QemuInstance:
 
     kind = "qemu"
     default_machine = "pc"
+    socket_stack: SocketStack = SocketStack.LINUX  # the guest's own kernel
 
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
