@@ -11,6 +11,7 @@ from support import ran, requires_root_and, started
 
 from isotax.analysis.report_data import analyze
 from isotax.image.artifacts import ImageArtifacts
+from isotax.protocols import Isolation
 from isotax.report import json_report, markdown
 from isotax.telemetry.observe import Settings, observed
 from isotax.telemetry.summary import Work
@@ -76,11 +77,10 @@ params = { corpus_mib = 8, threads = 2 }
 def test_vm_guest_view_and_tcg_thread(image: ImageArtifacts, tmp_path: Path) -> None:
     """In a VM the environment's own work is what the guest's /proc/stat says, sampled
     inside the guest during the run; the host sees QEMU's vCPU thread (machinery)."""
-    with started("vm", "qemu", "none", image, tmp_path) as inst:
-        describe = {**inst.describe(), "identity": "vm: test"}
-        with observed(inst, describe, None, Settings(0.3, perf=False)) as obs:
-            inst.exec(["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"],
-                      300).check()
+    with started("vm", "qemu", "none", image, tmp_path) as inst, \
+            observed(inst, Isolation.VM, None, Settings(0.3, perf=False)) as obs:
+        inst.exec(["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"],
+                  300).check()
     s = obs.summary
     assert not obs.error and s is not None and s.kind_class == "vm"
     assert s.inside is not None and s.inside.source == "the guest's own /proc/stat"

@@ -37,6 +37,7 @@ from isotax.protocols import (
     EnvSpec,
     ExecError,
     Instance,
+    Isolation,
     LaunchingWorkload,
     LoadGen,
     Unavailable,
@@ -83,6 +84,9 @@ class Runner:
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
         self.described: dict[str, dict[str, str]] = {}
+        # What each started environment showed it is (run.identity), for telemetry: where its
+        # work shows. Its kind's declared isolation where it could not show it.
+        self.isolation: dict[str, Isolation] = {}
         self.multi_node = len(numa.nodes()) > 1
         # Environments that are not what the plan declares (identity.py): they fail the run.
         self.mislabelled: list[str] = []
@@ -165,10 +169,19 @@ class Runner:
         except (ValueError, ExecError) as e:
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
             return
-        describe["identity"] = f"{identity.detected(facts, host)}: {facts.words()}"
+        self.isolation[name] = identity.detected(facts, host)
+        describe["identity"] = f"{self.isolation[name]}: {facts.words()}"
         wrong = identity.mismatch(describe, facts, host)
         if wrong:
             self.mislabelled.append(f"{name}: {wrong}")
+
+    def _isolation(self, name: str) -> Isolation:
+        """What the environment showed it is; else what its kind declares it to be."""
+        if name in self.isolation:
+            return self.isolation[name]
+        describe = self.described.get(name, {})
+        kind = protocols.environments().get(str(describe.get("kind", "")))
+        return kind.declared_isolation(describe) if kind is not None else Isolation.CONTAINER
 
     def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
         return EnvSpec(
@@ -249,7 +262,7 @@ class Runner:
             # The long-lived instance is paused while a launching workload runs: its guest is
             # not asked, and what the fresh instances cost the host shows as hidden work.
             watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
-                st.instance, self.described.get(key.environment, {}), self.loadgen,
+                st.instance, self._isolation(key.environment), self.loadgen,
                 observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
                 read_guest=not launching)
             env_cpu: Sample | None = None

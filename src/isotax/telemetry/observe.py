@@ -28,7 +28,7 @@ from typing import Any
 from isotax.host.network import netns_path
 from isotax.model import SanityError
 from isotax.parsers.perf_stat import parse_perf_stat
-from isotax.protocols import ExecError, GuestStat, Instance, Isolation, isolation_of
+from isotax.protocols import ExecError, GuestStat, Instance, Isolation
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, PerfReading, perf_counting
 from isotax.telemetry.sampler import (
@@ -61,17 +61,6 @@ class Observation:
     summary: TelemetrySummary | None = None
     series: dict[str, Any] = field(default_factory=dict)
     error: str = ""
-
-
-def kind_class(describe: Mapping[str, Any]) -> str:
-    """The identity class the runner proved for the instance (host, container, sandbox, vm);
-    from identity.py's "identity" describe entry, "<class>: <facts>"."""
-    ident = str(describe.get("identity", ""))
-    cls = ident.split(":", 1)[0].strip()
-    if cls in ("host", "container", "sandbox", "vm"):
-        return cls
-    host = isolation_of(str(describe.get("kind", ""))) is Isolation.HOST
-    return "host" if host else "container"
 
 
 def inside_group(inst: Instance, cls: str) -> Path | None:
@@ -213,14 +202,15 @@ def _perf_counts(raw: str) -> dict[str, float | None]:
 
 
 @contextlib.contextmanager
-def observed(inst: Instance, describe: Mapping[str, Any], loadgen: Any,
+def observed(inst: Instance, isolation: Isolation, loadgen: Any,
              settings: Settings, read_guest: bool = True) -> Iterator[Observation]:
-    """Watch the body of the `with`: see the module docstring. Never raises for a
-    telemetry problem; the observation says what went wrong instead. `read_guest` False:
+    """Watch the body of the `with`: see the module docstring. `isolation`: what the runner
+    proved the instance is (run.identity), which says where its work shows. Never raises for
+    a telemetry problem; the observation says what went wrong instead. `read_guest` False:
     the instance is paused (a workload that launches fresh instances), so its guest is not
     asked."""
     obs = Observation()
-    cls = kind_class(describe)
+    cls = isolation.value
     group = inside_group(inst, cls)
     lg_group = getattr(loadgen, "cpu_group", None)
     lg_netns = None
