@@ -48,6 +48,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import tomllib
@@ -324,7 +325,7 @@ class Plan(_Frozen):
 
     @property
     def aa_name(self) -> str:
-        return f"{self.baseline}-aa"
+        return aa_name_of(self.baseline)
 
     @property
     def run_environments(self) -> list[EnvironmentEntry]:
@@ -376,6 +377,70 @@ class Plan(_Frozen):
 def _host_kind() -> str:
     """The kind that runs on the host itself (isolation host), for the baseline's fix."""
     return next(iter(protocols.kinds_with(protocols.Isolation.HOST)), "?")
+
+
+def aa_name_of(baseline: str) -> str:
+    """The A/A canary's environment name for a baseline (plan `aa`): "<baseline>-aa"."""
+    return f"{baseline}-aa"
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredPlan:
+    """A stored run's plan read back for its report: typed, with the Plan model's own
+    defaults. Through the model where the stored text still validates; else (a workload or
+    an option this isotax no longer has) setting by setting, each default taken from the
+    model's field, so that no reader spells a default again."""
+
+    name: str
+    repetitions: int
+    baseline: str
+    aa: bool
+    warmup_points: str
+    verdicts: Verdicts
+    # The environments as written (name, kind, numa_node, options, ...): raw, since a stored
+    # one may name a kind this isotax no longer has.
+    environments: tuple[Mapping[str, Any], ...]
+    workload_names: tuple[str, ...]  # in the plan's order
+
+    @property
+    def aa_name(self) -> str:
+        return aa_name_of(self.baseline)
+
+    @property
+    def canary(self) -> str | None:
+        """The A/A canary's environment name, None without one."""
+        return self.aa_name if self.aa else None
+
+
+def read_stored_plan(text: str) -> StoredPlan:
+    """A stored plan's settings (StoredPlan); a text that is not TOML at all reads as the
+    defaults (a store this isotax wrote always holds TOML)."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raw = {}
+    envs = tuple(e for e in raw.get("environments", []) if isinstance(e, Mapping))
+    names = tuple(str(w.get("name", "")) for w in raw.get("workloads", [])
+                  if isinstance(w, Mapping))
+    try:
+        plan = Plan.model_validate(raw)
+        return StoredPlan(plan.name, plan.repetitions, plan.baseline, plan.aa,
+                          plan.warmup_points, plan.verdicts, envs, names)
+    except ValidationError:
+        pass
+    fields = Plan.model_fields
+
+    def setting(key: str, kind: type) -> Any:
+        value = raw.get(key, fields[key].default)
+        return value if isinstance(value, kind) else fields[key].default
+
+    try:
+        verdicts = Verdicts.model_validate(raw.get("verdicts") or {})
+    except ValidationError:
+        verdicts = Verdicts()
+    return StoredPlan(str(raw.get("name", "")), setting("repetitions", int),
+                      setting("baseline", str), setting("aa", bool),
+                      setting("warmup_points", str), verdicts, envs, names)
 
 
 def _aa_entry(plan: Plan) -> EnvironmentEntry:

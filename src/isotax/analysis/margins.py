@@ -32,6 +32,7 @@ from scipy import stats
 from isotax.analysis import cell_length
 from isotax.analysis.verdicts import MIN_MARGIN, pair_by_round
 from isotax.model import CellStatus, RunStatus
+from isotax.plan import read_stored_plan
 from isotax.store.base import CellRecord, RunRecord, Store
 
 RowKey = tuple[str, str, str]  # (workload, params_key, metric)
@@ -105,23 +106,19 @@ def stored_aa_floors(store: Store, host: Mapping[str, Any], exclude: str,
     a floor measured with other cells is another quantity. With `baseline`, only runs of
     that baseline (an A/A floor is its baseline's noise: runc measured twice says nothing
     of native's)."""
-    import tomllib
 
     for run in host_history(store, host, exclude):
-        try:
-            plan = tomllib.loads(run.plan_toml)
-        except tomllib.TOMLDecodeError:
+        plan = read_stored_plan(run.plan_toml)
+        if plan.canary is None:
             continue
-        if not plan.get("aa"):
-            continue
-        base = str(plan.get("baseline", "native"))
+        base = plan.baseline
         if baseline is not None and base != baseline:
             continue
-        floors = aa_floors(store.cells(run.id), base, f"{base}-aa")
+        floors = aa_floors(store.cells(run.id), base, plan.canary)
         if today is not None:
             meta = store.run_meta(run.id)
             floors = {r: f for r, f in floors.items()
-                      if cell_length.same(meta, today, (base, f"{base}-aa"), r[0], r[1])}
+                      if cell_length.same(meta, today, (base, plan.canary), r[0], r[1])}
         if floors:
             day = time.strftime("%Y-%m-%d", time.localtime(run.finished or run.created))
             return floors, f"{run.id} ({day})"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import math
-import tomllib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +26,7 @@ from isotax.analysis.warmups import check as check_warmups
 from isotax.host.parity import problems_by_environment
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus, describes_emulation
 from isotax.parsers import distributions
-from isotax.plan import DEFAULT_BASELINE, PlanError, parse_plan
+from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan
 from isotax.protocols import figure_hints, headline_metric
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
 from isotax.telemetry import envcpu
@@ -64,7 +63,7 @@ CDF_SUFFIX = "_cdf_us"  # a sample label holding a latency CDF in µs (isotax.pa
 @dataclass
 class ReportData:
     run: RunRecord
-    plan: Mapping[str, Any]
+    plan: StoredPlan  # the run's plan, typed, with the model's defaults (plan.read_stored_plan)
     baseline: str
     environments: list[EnvRecord]
     columns: list[str]  # environments with results, baseline first
@@ -124,7 +123,7 @@ class ReportData:
         say whether the host behaved, not what an environment costs)."""
         seq = self.sequential
         return [] if seq is None else [r for r in seq.ratios
-                                       if r.environment != f"{self.baseline}-aa"]
+                                       if r.environment != self.plan.aa_name]
 
     def env(self, name: str) -> EnvRecord | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -172,8 +171,8 @@ class ReportData:
 
 def analyze(store: Store, run_id: str) -> ReportData:
     run = store.get_run(run_id)
-    plan = tomllib.loads(run.plan_toml)
-    baseline = plan.get("baseline", DEFAULT_BASELINE)
+    plan = read_stored_plan(run.plan_toml)
+    baseline = plan.baseline
     envs = store.environments(run.id)
     records = store.cells(run.id)
     measured = [c for c in records if not c.key.warmup]
@@ -200,7 +199,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
             reps[(row, c.key.environment)].append(c.key.repetition)
     # Rows follow the plan: its order of workloads, each one's points in sweep order
     # (threads 1, 2, 4, 16, not as text), then the order metrics first appeared.
-    wl_order = [w.get("name") for w in plan.get("workloads", [])]
+    wl_order = list(plan.workload_names)
     points = _plan_points(run.plan_toml)
     rows.sort(key=lambda r: (wl_order.index(r.workload) if r.workload in wl_order else 1 << 30,
                              points.get((r.workload, r.params_key), 1 << 30)))
@@ -234,8 +233,8 @@ def analyze(store: Store, run_id: str) -> ReportData:
     watched = store.telemetry(run.id)
     data.explained = explain(records, watched)
     data.unwatched = sum(1 for c in measured if c.status is CellStatus.OK and c.id not in watched)
-    if plan.get("aa"):
-        _apply_noise_floor(data, f"{baseline}-aa")
+    if plan.canary:
+        _apply_noise_floor(data, plan.canary)
     for c in measured:
         if c.status is CellStatus.NOT_APPLICABLE:
             data.not_applicable.setdefault(
@@ -246,7 +245,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
                 data.not_measured.setdefault(
                     (c.key.environment, c.key.workload, c.key.params_key, str(metric)),
                     str(why))
-    data.layers = single_layer_pairs(plan.get("environments", []), columns, baseline)
+    data.layers = single_layer_pairs(list(plan.environments), columns, baseline)
     for layer in data.layers:
         for row in rows:
             lr = layer_ratio(values.get((row, layer.after_env), []),
@@ -269,10 +268,10 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     spreads the run itself used (stored in run_meta "sequential"), so a report rendered later
     shows the verdicts the run ended with; a run stored before they were kept is judged with
     today's margins. Verdicts that still differ (cells added since) are in d.rejudged."""
-    settings = d.plan.get("verdicts") or {}
-    aa = f"{d.baseline}-aa" if d.plan.get("aa") else None
-    fixed = int(d.plan.get("repetitions", 3))
-    cap = max(fixed, int(settings.get("max_repetitions") or 0))
+    settings = d.plan.verdicts
+    aa = d.plan.canary
+    fixed = d.plan.repetitions
+    cap = max(fixed, settings.max_repetitions or 0)
     meta = d.run_meta.get("sequential") or {}
     kept = {(r["environment"], r["workload"], r["params"]): r for r in meta.get("ratios", [])
             if "borrowed_dof" in r}
@@ -288,12 +287,11 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
         judge: Any = rules
     else:
         try:
-            judge = margins_for(store, d.run.id, settings.get("margin", "auto"), d.baseline,
-                                aa, records)
+            judge = margins_for(store, d.run.id, settings.margin, d.baseline, aa, records)
         except (ValueError, TypeError):  # a stored plan this version cannot read: the minimum
             judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, records)
     d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
-                                     float(settings.get("confidence", 0.95)), borrowed=lent)
+                                     settings.confidence, borrowed=lent)
     evalues = [ebh.e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
                            else math.nan, r.sd, r.verdict.margin, r.borrowed)
                for r in d.sequential.ratios]
@@ -470,14 +468,14 @@ def _warnings(d: ReportData) -> list[Warned]:
                 if other is not None and other != version:
                     out.append(ReportWarning.VERSION_MISMATCH.say(
                         tool=tool, env=e.name, other=other, base=d.baseline, version=version))
-    pinned = [str(e.get("name")) for e in d.plan.get("environments", [])
+    pinned = [str(e.get("name")) for e in d.plan.environments
               if e.get("numa_node") is not None]
     if pinned and int(d.run.host.get("numa_nodes", 1)) == 1:
         out.append(ReportWarning.NUMA_SINGLE_NODE.say(", ".join(pinned), envs=", ".join(pinned)))
     described = {e.name: e.describe for e in d.environments if e.available}
     out += [ReportWarning.PARITY.say(env, problem=p)
             for env, p in problems_by_environment(described, d.baseline)]
-    reps = int(d.plan.get("repetitions", 3))
+    reps = d.plan.repetitions
     if reps < 2:
         out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))
     failed: dict[str, int] = defaultdict(int)
@@ -530,7 +528,7 @@ def _verdict_warnings(d: ReportData) -> list[Warned]:
     seq = d.sequential
     if seq is None:
         return out
-    aa = f"{d.baseline}-aa"
+    aa = d.plan.aa_name
     off = [r for r in seq.ratios if r.environment == aa
            and r.verdict.verdict in (Verdict.WORSE, Verdict.BETTER)]
     if off:

@@ -28,7 +28,7 @@ def counts_line(d: ReportData) -> str:
     p = d.sequential
     if p is None or not p.ratios:
         return ""
-    asked = [r for r in p.ratios if r.environment != f"{d.baseline}-aa"]
+    asked = [r for r in p.ratios if r.environment != d.plan.aa_name]
     c = {k: sum(r.verdict.verdict.value == k for r in asked)
          for k in ("worse", "better", "equivalent", "undecided")}
     parts = [f"{c[k]} {k}" for k in ("worse", "better", "equivalent") if c[k]]
@@ -45,7 +45,7 @@ def context_lines(d: ReportData) -> list[str]:
     if p is None or not p.ratios:
         return []
     out = []
-    aa = f"{d.baseline}-aa"
+    aa = d.plan.aa_name
     canary = [r for r in p.ratios if r.environment == aa]
     if canary:
         c = {v: sum(r.verdict.verdict.value == v for r in canary)
@@ -98,7 +98,7 @@ def _meta(d: ReportData) -> dict[str, Any]:
 
 def _rounds(d: ReportData, meta: dict[str, Any]) -> tuple[int, int]:
     """(fixed rounds, max repetitions): how a ratio's reason for being undecided reads."""
-    fixed = int(d.plan.get("repetitions", 3))
+    fixed = d.plan.repetitions
     return fixed, int(meta.get("max_repetitions") or fixed)
 
 

@@ -15,8 +15,8 @@ def blocks(d: ReportData) -> list[Block]:
     if not d.warmups:
         return []
     differed = [w for w in d.warmups if w.differed]
-    per = ("each environment x workload's first point" if d.plan.get("warmup_points", "workload")
-           == "workload" else "every point")
+    per = ("each environment x workload's first point" if d.plan.warmup_points == "workload"
+           else "every point")
     words = (f"{len(differed)} of {len(d.warmups)} warm-ups differed from their measured runs "
              f"(outside their range and more than {SDS:g} standard deviations from their mean)"
              + (": " + "; ".join(f"{w.environment} {w.workload} {w.ratio:.2f}× the measured "
