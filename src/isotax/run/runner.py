@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,13 @@ from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupt
 from isotax.run.launcher import EnvLauncher
 from isotax.run.lines import cell_words, describe_cell, emulation_notice
 from isotax.run.measuring import Overlap
+from isotax.run.outcome import CellOutcome
 from isotax.run.restarts import META_KEY, Restarts
 from isotax.run.rounds import AddedRounds
 from isotax.run.schedule import schedule
 from isotax.run.tools import tool_versions
 from isotax.store.base import DiskFull, EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
-from isotax.telemetry.summary import TelemetrySummary
 
 Log = Callable[[str], None]
 
@@ -95,15 +95,10 @@ class Runner:
         self.lives = Restarts(plan.restarts, [])
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
-        # (summary, series) of the cell that just ran, when it was watched (telemetry.observe)
-        self.telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
         # Other runs measuring on this host while a cell ran (run.measuring), from the store
         # on --resume.
         self.overlap = Overlap()
         self.clock = PhaseClock()  # where the wall time goes (run_meta["phases"])
-        # Seconds of the last cell spent preparing its workload, and running it (measured).
-        self._prepare_s = 0.0
-        self._run_s = 0.0
         # Verdicts counted after each round, and the rounds added for undecided ones.
         self.rounds = AddedRounds(plan, store, self.clock, log)
         self.cell_runs = CellRuns(store, "", 0.0, 1, {})  # run() sets the run's
@@ -242,19 +237,19 @@ class Runner:
             self.started.clear()
 
     # -- cells ---------------------------------------------------------------------------
-    def _run_cell(self, key: CellKey) -> tuple[CellStatus, str, list[Sample]]:
+    def _run_cell(self, key: CellKey) -> CellOutcome:
         st = self.started[key.environment]
-        self.telemetry = None  # set below when a measured run was watched
         workload = protocols.workloads()[key.workload]()
         inst = Deadline(st.instance, self.plan.timeout_s)
         pkey = f"{key.workload}|{key.params_key}"
+        prepare_s = run_s = 0.0
         if pkey not in st.prepared:
             t0 = time.monotonic()
             st.prepared[pkey] = self._prepare(workload, inst, key)
-            self._prepare_s = time.monotonic() - t0
+            prepare_s = time.monotonic() - t0
         ended = st.prepared[pkey]
         if ended is not None:
-            return ended[0], ended[1], []
+            return CellOutcome.ended(ended[0], ended[1], prepare_s)
         # Node-local share of the cell's allocations, where there is more than one node.
         numastat_before = numa.counters() if self.multi_node else None
         try:
@@ -271,14 +266,14 @@ class Runner:
                 with watch as obs:
                     t0 = time.monotonic()
                     samples = self._launching(workload, key)
-                    self._run_s = time.monotonic() - t0
+                    run_s = time.monotonic() - t0
             else:
                 cpu_before = envcpu.snapshot(st.instance)
                 with watch as obs:
                     t0 = time.monotonic()
                     samples, runs = self.cell_runs.measure(
                         key, lambda: workload.run(inst, key.params, self.loadgen))
-                    self._run_s = time.monotonic() - t0
+                    run_s = time.monotonic() - t0
                 if samples:
                     env_cpu = per_run(envcpu.cpu_sample(cpu_before,
                                                         envcpu.snapshot(st.instance)), runs)
@@ -288,20 +283,23 @@ class Runner:
             # Found out while running (an emulated CPU refusing an instruction): the other
             # repetitions of this point would find the same, so they end at once too.
             st.prepared[pkey] = (CellStatus.NOT_APPLICABLE, str(e))
-            return CellStatus.NOT_APPLICABLE, str(e), []
+            return CellOutcome.ended(CellStatus.NOT_APPLICABLE, str(e), prepare_s, run_s)
         except (SanityError, ExecError, OSError, TimeoutError, ValueError, Unavailable,
                 RuntimeError) as e:
-            return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
+            return CellOutcome.ended(CellStatus.FAILED, f"{type(e).__name__}: {e}", prepare_s,
+                                     run_s)
         if not samples:
-            return CellStatus.FAILED, "the workload returned no samples", []
+            return CellOutcome.ended(CellStatus.FAILED, "the workload returned no samples",
+                                     prepare_s, run_s)
         share = (numa.local_share(numastat_before, numa.counters())
                  if numastat_before is not None else None)
         try:  # a workload's work/in_flight hook that fails fails the cell, not the run
             done = finish_cell(workload, key.params, samples, env_cpu, share, obs, runs)
         except (SanityError, ValueError, TypeError, KeyError, ArithmeticError) as e:
-            return CellStatus.FAILED, f"{type(e).__name__}: {e}", []
-        self.telemetry = done.telemetry
-        return CellStatus.OK, "", list(done.samples)
+            return CellOutcome.ended(CellStatus.FAILED, f"{type(e).__name__}: {e}", prepare_s,
+                                     run_s)
+        return CellOutcome(CellStatus.OK, "", tuple(done.samples), done.telemetry, prepare_s,
+                           run_s)
 
     def _prepare(self, workload: Any, inst: Instance, key: CellKey
                  ) -> tuple[CellStatus, str] | None:
@@ -464,25 +462,23 @@ class Runner:
                 self.progress.update(task, description=f"{key.environment} {key.workload}")
             t0 = time.time()
             self.overlap.start()
-            self._prepare_s = self._run_s = 0.0
-            status, reason, samples = ((CellStatus.FAILED, blocked, []) if blocked
-                                       else self._run_cell_or_death(run_id, key))
+            out = (CellOutcome.ended(CellStatus.FAILED, blocked) if blocked
+                   else self._run_cell_or_death(run_id, key))
             t1 = time.time()
             took = t1 - t0
-            clock.add("prepare", self._prepare_s)
+            clock.add("prepare", out.prepare_s)
             if key.warmup:
-                clock.add("warmup", took - self._prepare_s)
+                clock.add("warmup", took - out.prepare_s)
             else:
-                clock.add("workload", self._run_s)
-                clock.add("telemetry", took - self._run_s - self._prepare_s)
+                clock.add("workload", out.run_s)
+                clock.add("telemetry", took - out.run_s - out.prepare_s)
             with clock.phase("store"):
-                self.store.commit_cell(run_id, key, wversions[key.workload], status, reason,
-                                       t0, t1, samples,
-                                       self.telemetry if status is CellStatus.OK else None)
+                self.store.commit_cell(run_id, key, wversions[key.workload], out.status,
+                                       out.reason, t0, t1, out.samples, out.telemetry)
                 if self.overlap.end(key.ident):  # another run measured meanwhile: the report
                     self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
                 memory.give_back()  # a long run's heap stays flat (run.memory)
-            self.log(describe_cell(key, status, reason, samples))
+            self.log(describe_cell(key, out.status, out.reason, list(out.samples)))
             round_ended = not key.warmup and (i + 1 == len(cells) or
                                               cells[i + 1].repetition != key.repetition)
             if round_ended:  # count the verdicts for the display
@@ -498,22 +494,20 @@ class Runner:
             self.progress.remove_task(task)
 
     # -- an environment that dies (run.restarts) -------------------------------------------
-    def _run_cell_or_death(self, run_id: str, key: CellKey
-                           ) -> tuple[CellStatus, str, list[Sample]]:
+    def _run_cell_or_death(self, run_id: str, key: CellKey) -> CellOutcome:
         """_run_cell; a cell that fails (or raises) while its instance is no longer alive fails
         with the death as its reason, and the dead instance is stopped."""
         inst = self.started[key.environment].instance
         try:
-            status, reason, samples = self._run_cell(key)
+            out = self._run_cell(key)
         except Exception as e:
             if not _why_dead(inst):
                 raise
-            self.telemetry = None
-            status, reason, samples = CellStatus.FAILED, f"{type(e).__name__}: {e}", []
-        if status is CellStatus.FAILED and (why := _why_dead(inst)):
+            out = CellOutcome.ended(CellStatus.FAILED, f"{type(e).__name__}: {e}")
+        if out.status is CellStatus.FAILED and (why := _why_dead(inst)):
             died = self._died(run_id, key.environment, why, cell_words(key))
-            reason = f"{died}; the cell saw: {reason[:300]}"
-        return status, reason, samples
+            out = replace(out, reason=f"{died}; the cell saw: {out.reason[:300]}")
+        return out
 
     def _ready_for(self, run_id: str, key: CellKey, resume: bool) -> str:
         """Before one of an environment's cells: "" when its instance can run it (a dead one is
