@@ -93,6 +93,24 @@ def _plan(base: Path, tag: str, reps: int = 2, mib: int = 1) -> Path:
     return p
 
 
+def _h1_only(inventory: Path, path: Path) -> Path:
+    """The inventory without h2, at path."""
+    path.write_text("\n".join(x for x in inventory.read_text().splitlines()
+                              if not x.startswith("h2 ")) + "\n")
+    return path
+
+
+def _run(plan: Path, inventory: Path, results: Path, store: str, rc: int
+         ) -> subprocess.CompletedProcess[str]:
+    """`isotax fleet run PLAN` into results, checked for leftovers and for exit status rc."""
+    with _watch_leftovers():
+        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
+                   "--poll", POLL, store=store)
+    print(p.stderr, p.stdout, sep="\n")
+    assert p.returncode == rc, p.stdout + p.stderr
+    return p
+
+
 def _fleet(*args: str, store: str | None = None, timeout: float = 900
            ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "ISOTAX_STORE"}
@@ -379,11 +397,7 @@ def test_a_plan_the_hosts_refuse(hosts: list[SshHost], inventory: Path, base: Pa
     plan.write_text(plan.read_text().replace('kind = "runc"\n',
                                              'kind = "runc"\nmemory_mib = 99999999\n'))
     results = base / "ctl-huge"
-    with _watch_leftovers():
-        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
-                   "--poll", POLL, store=pg_store_url)
-    print(p.stderr, p.stdout, sep="\n")
-    assert p.returncode == 1, p.stdout + p.stderr
+    p = _run(plan, inventory, results, pg_store_url, 1)
     for h in hosts:
         hs = _state(results)["hosts"][h.name]
         assert hs["status"] == "failed"
@@ -409,11 +423,7 @@ def test_a_parity_refusal_then_its_advice_followed(hosts: list[SshHost], invento
     text = plan.read_text().replace('network = "none"\n', 'network = "none"\nvcpus = 1\n')
     plan.write_text(text)
     results = base / "ctl-unequal"
-    with _watch_leftovers():
-        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
-                   "--poll", POLL, store=pg_store_url)
-    print(p.stderr, p.stdout, sep="\n")
-    assert p.returncode == 1, p.stdout + p.stderr
+    p = _run(plan, inventory, results, pg_store_url, 1)
     state = _state(results)
     for h in hosts:
         hs = state["hosts"][h.name]
@@ -427,10 +437,7 @@ def test_a_parity_refusal_then_its_advice_followed(hosts: list[SshHost], invento
     assert "--resume" not in last.split("refused the plan")[0]
 
     plan.write_text('parity = "flag"\n' + text)  # what the lines say: or parity = "flag"
-    with _watch_leftovers():
-        p = _fleet("run", str(plan), "-i", str(inventory), "--results", str(results),
-                   "--poll", POLL, store=pg_store_url)
-    assert p.returncode == 0, p.stdout + p.stderr
+    _run(plan, inventory, results, pg_store_url, 0)
     new = next(f for f in (results / "fleets").glob("fleet-*.json") if f.stem != state["id"])
     r = _fleet("report", new.stem, "--results", str(results), store=pg_store_url)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -451,14 +458,9 @@ def test_a_changed_host_refuses_the_resume_until_forced(hosts: list[SshHost], in
 
     from isotax.host.fingerprint import fingerprint
 
-    inv = base / "inventory-h1-force.ini"
-    inv.write_text("\n".join(x for x in inventory.read_text().splitlines()
-                             if not x.startswith("h2 ")) + "\n")
+    inv = _h1_only(inventory, base / "inventory-h1-force.ini")
     results = base / "ctl-force"
-    with _watch_leftovers():
-        p = _fleet("run", str(_plan(base, "force")), "-i", str(inv), "--results", str(results),
-                   "--poll", POLL, store=pg_store_url)
-    assert p.returncode == 0, p.stdout + p.stderr
+    _run(_plan(base, "force"), inv, results, pg_store_url, 0)
     state = _state(results)
     run_id = state["hosts"]["h1"]["run_id"]
     # The host as it was when the run started: THP otherwise than now; the run interrupted.
@@ -499,9 +501,7 @@ def test_ctrl_c_leaves_the_run_going_and_resume_follows_it(
     """Ctrl-C at the controller stops Ansible and removes what the fleet made here (exit
     130); the run started on the host goes on, and --resume follows it to its end."""
     results = base / "ctl-ctrl-c"
-    inv = base / "inventory-h1.ini"
-    inv.write_text("\n".join(x for x in inventory.read_text().splitlines()
-                             if not x.startswith("h2 ")) + "\n")
+    inv = _h1_only(inventory, base / "inventory-h1.ini")
     with _watch_leftovers():
         rc, out, err = _fleet_meanwhile(
             [str(_plan(base, "intr", reps=8, mib=3)), "-i", str(inv)], results, "h1",
