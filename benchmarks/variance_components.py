@@ -348,6 +348,7 @@ class Bench:
         self.workload = self.cls()
         self.instances: dict[str, Any] = {}
         self.describe: dict[str, dict[str, Any]] = {}
+        self.isolation: dict[str, Any] = {}  # what each kind declares itself (telemetry)
         self.paused: set[str] = set()
         self.prepared: set[tuple[str, str]] = set()
         self.loadgen: Any = None
@@ -374,6 +375,7 @@ class Bench:
         d = dict(inst.describe())
         d.setdefault("kind", kind)
         self.describe[name] = d
+        self.isolation[name] = type(env).declared_isolation(d)
         self.log(f"{name} ({kind}, network {network}): ready in {time.monotonic() - t0:.2f} s")
 
     def stop_all(self) -> None:
@@ -428,7 +430,7 @@ class Bench:
         inst = self.instances[name]
         t_start = self.budget.now()
         self.set_running(name, others_paused)
-        watch: Any = (observe.observed(inst, self.describe[name], self.loadgen,
+        watch: Any = (observe.observed(inst, self.isolation[name], self.loadgen,
                                        observe.Settings()) if telemetry
                       else contextlib.nullcontext(None))
         try:
