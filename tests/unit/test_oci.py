@@ -10,11 +10,8 @@ from support import DATA
 from isotax import protocols
 from isotax.environments.base import parse_ready_marker
 from isotax.environments.oci.bundle import SCRATCH, bundle_config, new_container_id
-from isotax.environments.oci.runtime import (
-    exec_not_found,
-    hybrid_cgroup2_with_controllers,
-    parse_version,
-)
+from isotax.environments.oci.runtime import exec_not_found, parse_version
+from isotax.host.cgroups import hybrid_cgroup2_with_controllers
 
 
 def test_both_kinds_registered() -> None:

@@ -57,8 +57,9 @@ from isotax.environments.engines.iptables import (
     engine_iptables_leaks,
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
-from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
+from isotax.environments.oci.runtime import parse_version
 from isotax.host import command
+from isotax.host.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge
 from isotax.host.processes import (
     pids_matching,
@@ -162,7 +163,7 @@ class DockerInstance(EngineInstance):
                 return f"runsc {parse_version(first)} ({runsc_platform(RUNSC)}) via dockerd"
             return "runsc via dockerd"
         words = f"{rt} {OciRuntime(rt).version()} via dockerd's containerd-shim-runc-v2"
-        if rt == "crun" and _needs_unified_detached():
+        if rt == "crun" and crun_needs_unified_detached():
             words += " (wrapped: private mount ns without /sys/fs/cgroup/unified)"
         return words
 

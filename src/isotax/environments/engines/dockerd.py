@@ -26,8 +26,8 @@ from isotax.environments.engines.iptables import (
     iptables_snapshot,
     remove_iptables_leftovers,
 )
-from isotax.environments.oci.runtime import _needs_unified_detached
 from isotax.host import command, owners
+from isotax.host.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import (
     kill_and_reap,
@@ -150,7 +150,7 @@ class PrivateDockerd:
             self.bridge.up()
             self.exec_root.mkdir(parents=True, exist_ok=True)
             wrapper = None
-            if shutil.which("crun") and _needs_unified_detached():
+            if shutil.which("crun") and crun_needs_unified_detached():
                 wrapper = self.exec_root / "crun-unified-detached"
                 wrapper.write_text(crun_wrapper_text(str(shutil.which("crun"))))
                 wrapper.chmod(0o755)

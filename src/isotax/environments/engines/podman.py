@@ -56,8 +56,9 @@ from isotax.environments.engines.iptables import (
     remove_iptables_leftovers,
 )
 from isotax.environments.oci.runtime import Runtime as OciRuntime
-from isotax.environments.oci.runtime import _needs_unified_detached, parse_version
+from isotax.environments.oci.runtime import parse_version
 from isotax.host import command
+from isotax.host.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import pids_matching
 from isotax.protocols import (
@@ -221,7 +222,7 @@ class PodmanInstance(EngineInstance):
             if crun is None:
                 raise Unavailable(Availability.no("crun is not installed", "apt-get install crun"))
             self._runtime_words = f"crun {OciRuntime('crun').version()} via conmon"
-            if not _needs_unified_detached():
+            if not crun_needs_unified_detached():
                 return ["--runtime", crun], []
             w = wrappers / "crun-unified-detached"
             w.write_text(crun_wrapper_text(crun))

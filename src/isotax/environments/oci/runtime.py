@@ -35,10 +35,9 @@ from isotax.environments.oci.bundle import (
     probe_bundle,
     write_bundle,
 )
-from isotax.host import command
+from isotax.host import cgroups, command
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
-from isotax.parsers import procfs
 from isotax.protocols import Availability, Completed, Leftover, Stage
 
 # Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
@@ -51,28 +50,7 @@ _CLONE_NEWNS = 0x00020000
 _MS_REC = 0x4000
 _MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
-_UNIFIED = b"/sys/fs/cgroup/unified"
-
-
-def hybrid_cgroup2_with_controllers(mountinfo: str, controllers: str) -> bool:
-    """True when the host mounts cgroup v1 hierarchies and, beside them, a cgroup2 at
-    /sys/fs/cgroup/unified that has controllers (the layout crun refuses)."""
-    v1 = v2_unified = False
-    for m in procfs.parse_mountinfo(mountinfo):
-        if m.fstype == "cgroup" and m.point.startswith("/sys/fs/cgroup/"):
-            v1 = True
-        if m.fstype == "cgroup2" and m.point == _UNIFIED.decode():
-            v2_unified = True
-    return v1 and v2_unified and bool(controllers.split())
-
-
-def _needs_unified_detached() -> bool:
-    try:
-        mi = Path("/proc/self/mountinfo").read_text()
-        ctl = Path(_UNIFIED.decode(), "cgroup.controllers")
-        return hybrid_cgroup2_with_controllers(mi, ctl.read_text() if ctl.exists() else "")
-    except OSError:
-        return False
+_UNIFIED = cgroups.UNIFIED.encode()
 
 
 def _detach_unified_cgroup2() -> None:
@@ -101,7 +79,8 @@ class Runtime:
         self.flags = list(flags)
         self.root = OCI_STATE_ROOT / name
         self.preexec: Callable[[], None] | None = (
-            _detach_unified_cgroup2 if name == "crun" and _needs_unified_detached() else None)
+            _detach_unified_cgroup2 if name == "crun" and cgroups.crun_needs_unified_detached()
+            else None)
 
     def argv(self, *args: str) -> list[str]:
         return [self.binary, "--root", str(self.root), *self.flags, *args]

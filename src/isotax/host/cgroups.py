@@ -1,0 +1,35 @@
+"""The host's cgroup layout, as far as the container runtimes care: crun (1.8) refuses a
+hybrid host, cgroup v1 hierarchies beside a cgroup2 mounted at /sys/fs/cgroup/unified that has
+controllers (this development VM's layout). isotax's crun (environments.oci) and the engines'
+crun (dockerd, podman) then run with that mount detached in a private mount namespace. A fact
+of the host, shared by those plugins, so none imports another for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from isotax.parsers import procfs
+
+UNIFIED = "/sys/fs/cgroup/unified"
+
+
+def hybrid_cgroup2_with_controllers(mountinfo: str, controllers: str) -> bool:
+    """True when the host mounts cgroup v1 hierarchies and, beside them, a cgroup2 at
+    /sys/fs/cgroup/unified that has controllers (the layout crun refuses). Pure."""
+    v1 = v2_unified = False
+    for m in procfs.parse_mountinfo(mountinfo):
+        if m.fstype == "cgroup" and m.point.startswith("/sys/fs/cgroup/"):
+            v1 = True
+        if m.fstype == "cgroup2" and m.point == UNIFIED:
+            v2_unified = True
+    return v1 and v2_unified and bool(controllers.split())
+
+
+def crun_needs_unified_detached() -> bool:
+    """Whether crun must run here with /sys/fs/cgroup/unified detached (this host's layout)."""
+    try:
+        mi = Path("/proc/self/mountinfo").read_text()
+        ctl = Path(UNIFIED, "cgroup.controllers")
+        return hybrid_cgroup2_with_controllers(mi, ctl.read_text() if ctl.exists() else "")
+    except OSError:
+        return False
