@@ -40,7 +40,7 @@ HOST = DATA / "host" / "this-host"
 TOOLS = {("ethtool", "-k", "eth0"): "ethtool-k-eth0.txt",
          ("systemd-detect-virt", "--vm"): "systemd-detect-virt-vm.txt",
          ("systemd-detect-virt", "--container"): "systemd-detect-virt-container.txt"}
-# The keys the runner, the markdown report and runner.host_summary read: they must stay.
+# The keys the runner and the markdown report read: they must stay.
 OLD_KEYS = {"hostname", "kernel", "distro", "cpu_model", "cpus", "memory_mib", "cgroup",
             "numa_nodes", "python", "isotax", "runtimes"}
 NEW_KEYS = {"sockets", "cores", "threads", "smt", "numa_cpus", "governor", "turbo",

@@ -254,11 +254,11 @@ class _Controller:
                                   "--resume follows it")
             self.display.update(name, "canceled")
             return
+        # The host's last look at its run (isotax.fleet.probe): its exit status, its words.
+        last = _look(out.results.get("measure") or out.results.get("look at the run") or {})
         if out.status != ansible.OK:
             if self.f.store_url:
                 self.write_meta(name)  # a partial run is the fleet's too
-            last = _look(out.results.get("measure") or out.results.get("look at the run")
-                         or {})
             stored = (self.f.store.get_run(h.run_id).status if self.f.store_url and
                       has_run(self.f.store, h.run_id) else str((last or {}).get("status")
                                                                  or ""))
@@ -281,7 +281,6 @@ class _Controller:
             self.finish(name, "complete")
             return
         # PostgreSQL: the host said how its run ended; the store says how far it got.
-        last = _look(out.results.get("measure") or out.results.get("look at the run") or {})
         h.refused = refused_plan(last, status)
         said = str((last or {}).get("reason") or "its run did not complete")
         where = f"run {status} in the store" if status else "its run is not in the store"

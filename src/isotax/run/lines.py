@@ -1,10 +1,12 @@
-"""The runner's log lines: one per cell, and the notice of an emulated environment."""
+"""The runner's log lines: one per cell, the notice of an emulated environment, and the
+refusal of an environment that cannot run here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 from isotax.model import CellKey, CellStatus, Sample, describes_emulation
+from isotax.plan import EnvironmentEntry
 from isotax.protocols import headline_metric
 
 
@@ -37,3 +39,11 @@ def describe_cell(key: CellKey, status: CellStatus, reason: str,
     head = headline_metric(key.workload, [s.metric for s in samples])
     shown = next(s for s in samples if s.metric == head)
     return f"{what}: {shown.value:.4g} {shown.unit} ({shown.metric})"
+
+
+def cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:
+    """The refusal of a run whose environment `entry` (not optional) cannot run here: one
+    line, with the fix."""
+    more = f" (and {others} more environment(s) unavailable)" if others else ""
+    return (f"refused: environment {entry.name!r} ({entry.kind}) cannot run here: {why}{more}; "
+            "fix that, or mark it optional = true in the plan to run without it")

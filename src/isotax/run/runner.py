@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ from isotax.run.deadline import Deadline
 from isotax.run.finish import finish_cell
 from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupts
 from isotax.run.launcher import EnvLauncher
-from isotax.run.lines import cell_words, describe_cell, emulation_notice
+from isotax.run.lines import cannot_run, cell_words, describe_cell, emulation_notice
 from isotax.run.measuring import Overlap
 from isotax.run.outcome import CellOutcome
 from isotax.run.restarts import META_KEY, Restarts
@@ -85,7 +85,8 @@ class Runner:
         self.workdir = Path("/nonexistent")  # set by run()
         self.described: dict[str, dict[str, str]] = {}
         # What each started environment showed it is (run.identity), for telemetry: where its
-        # work shows. Its kind's declared isolation where it could not show it.
+        # work shows. Its kind's declared isolation where it could not show it (the run is
+        # refused then, before any cell).
         self.isolation: dict[str, Isolation] = {}
         self.multi_node = len(numa.nodes()) > 1
         # Environments that are not what the plan declares (identity.py): they fail the run.
@@ -121,7 +122,7 @@ class Runner:
             self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
                                                  f"unavailable: {avail[entry.name]}", {}, {}, {}))
         if needed:
-            self.refusal = _cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
+            self.refusal = cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
                                        len(needed) - 1)
             return
         for entry in self.plan.run_environments:
@@ -130,7 +131,7 @@ class Runner:
                 self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
                                                      started, {}, {}, {}))
                 if not entry.optional:
-                    self.refusal = _cannot_run(entry, started)
+                    self.refusal = cannot_run(entry, started)
                     return
                 self.log(f"[yellow]{entry.name}: not run: {started}[/]")
                 continue
@@ -162,6 +163,7 @@ class Runner:
         try:
             facts = identity.probe(inst)
         except (ValueError, ExecError) as e:
+            self.isolation[name] = identity.declared(describe) or Isolation.CONTAINER
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
             return
         self.isolation[name] = identity.detected(facts, host)
@@ -169,14 +171,6 @@ class Runner:
         wrong = identity.mismatch(describe, facts, host)
         if wrong:
             self.mislabelled.append(f"{name}: {wrong}")
-
-    def _isolation(self, name: str) -> Isolation:
-        """What the environment showed it is; else what its kind declares it to be."""
-        if name in self.isolation:
-            return self.isolation[name]
-        describe = self.described.get(name, {})
-        kind = protocols.environments().get(str(describe.get("kind", "")))
-        return kind.declared_isolation(describe) if kind is not None else Isolation.CONTAINER
 
     def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
         return EnvSpec(
@@ -257,7 +251,7 @@ class Runner:
             # The long-lived instance is paused while a launching workload runs: its guest is
             # not asked, and what the fresh instances cost the host shows as hidden work.
             watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
-                st.instance, self._isolation(key.environment), self.loadgen,
+                st.instance, self.isolation[key.environment], self.loadgen,
                 observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
                 read_guest=not launching)
             env_cpu: Sample | None = None
@@ -589,21 +583,9 @@ class Runner:
         self.described[name] = describe
 
 
-def _cannot_run(entry: EnvironmentEntry, why: str, others: int = 0) -> str:
-    """The refusal of a run whose environment `entry` (not optional) cannot run here: one
-    line, with the fix."""
-    more = f" (and {others} more environment(s) unavailable)" if others else ""
-    return (f"refused: environment {entry.name!r} ({entry.kind}) cannot run here: {why}{more}; "
-            "fix that, or mark it optional = true in the plan to run without it")
-
-
 def _why_dead(inst: Instance) -> str:
     """Instance.alive(), for the runner: a check that itself breaks says nothing."""
     try:
         return inst.alive()
     except Exception:
         return ""
-
-
-def host_summary(host: Mapping[str, Any]) -> str:
-    return f"{host.get('hostname')} {host.get('kernel')} {host.get('cpu_model')}"
