@@ -328,6 +328,38 @@ def test_the_canary_is_chased_to_the_pairs_its_floor_needs_first() -> None:
     assert ("native-aa", "w", "p=1") in decision.points
 
 
+def test_one_fixed_round_stops_an_obvious_ratio_and_gives_the_rest_a_second_pair() -> None:
+    """repetitions = 1: with this host's spread borrowed, one pair decides an emulated VM at
+    0.01x (no second pair for it), while an undecided ratio gets its second pair first,
+    even where its projection says it cannot be decided (one pair has no spread of its
+    own) and even beside a cheaper one; without history nothing is decided at one pair."""
+    cells = []
+    for point, env, v in ((1, "qemu", 1.0), (2, "runc", 97.0), (3, "crun", 99.0)):
+        cells += [CellRecord(next(_ids), CellKey(e, "w", {"p": point}, 1), "1", CellStatus.OK,
+                             "", 0, secs, (Sample("tput", x, "u", True),))
+                  for e, x, secs in (("native", 100.0, 1.0), (env, v, 9.0 if env == "runc"
+                                                                 else 1.0))]
+
+    def two(row: tuple[str, str, str], env: str = "") -> Margin:
+        return Margin(0.02, "plan")
+
+    history = Borrowed(12.0, 12 * 0.10**2, "stored")  # a 10% pair spread, 12 dof
+    lent = {(e, "w", f"p={p}"): history for p, e in ((1, "qemu"), (2, "runc"), (3, "crun"))}
+    p = sequential.assess(cells, "native", two, 1, 10, borrowed=lent)
+    by = {r.environment: r for r in p.ratios}
+    assert by["qemu"].verdict.verdict is Verdict.WORSE and by["qemu"].verdict.n == 1
+    assert not by["runc"].verdict.verdict.decided and not by["crun"].verdict.verdict.decided
+    assert by["runc"].projected is None  # hopeless on its projection alone
+    assert [r.environment for r in sequential.chased(p, "native", 10)] == ["crun", "runc"]
+    decision = sequential.next_round(p, "native", 10, 100.0)
+    assert ("qemu", "w", "p=1") not in decision.points
+    assert {("runc", "w", "p=2"), ("crun", "w", "p=3")} <= set(decision.points)
+    bare = sequential.assess(cells, "native", two, 1, 10)
+    assert not any(r.verdict.verdict.decided for r in bare.ratios)
+    assert {r.environment for r in sequential.chased(bare, "native", 10)} == \
+        {"qemu", "runc", "crun"}
+
+
 def test_each_round_reads_only_the_cells_committed_since_the_last(tmp_path: Path) -> None:
     """A run of thousands of cells must not re-read (and re-allocate) its whole history after
     every round: the runner keeps what it read, slimmed, and asks the store for the new ones;

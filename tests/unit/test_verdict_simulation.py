@@ -33,6 +33,7 @@ from isotax.analysis.verdicts import (
     ALPHA,
     MIN_MARGIN,
     NOTHING_BORROWED,
+    ONE_PAIR_SDS,
     PRIOR_G,
     SD_FLOOR,
     Borrowed,
@@ -48,7 +49,7 @@ SPREADS = json.loads((Path(__file__).parent.parent / "data/verdicts/spreads.json
 # Each environment x point: its runs' segments of pairs in the order they were measured.
 SEGMENTS = [[np.asarray(seg, dtype=float) for seg in s.get("segments", [s["log_ratios"]])]
             for s in SPREADS["spreads"]]
-MIN_PAIRS = 2  # the quick plan's repetitions
+MIN_PAIRS = 1  # the quick plan's repetitions: one fixed round
 CAP = 20  # the quick plan's max_repetitions
 BLOCK = 3  # pairs per resampled block: the host's lag-1 correlation falls off within ~2 pairs
 
@@ -83,6 +84,9 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
     ok = ((nu + dof) / 2) * math.log(c) > math.log(1 / ALPHA)
     k = (math.sqrt(c) / ALPHA) ** (2 / (n + dof[ok]))
     out[ok] = np.sqrt((k - 1) * (nu * s[ok] ** 2 + ss[ok]) / (n * (1 - k / c)))
+    if nu < 1:  # one pair: at least ONE_PAIR_SDS of the history's sd
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = np.maximum(out, np.where(dof > 0, ONE_PAIR_SDS * np.sqrt(ss / dof), np.inf))
     return out
 
 
@@ -221,11 +225,14 @@ def test_no_zero_width_interval_from_identical_pairs() -> None:
 def test_the_vectorised_radius_is_the_codes() -> None:
     rng = np.random.default_rng(9)
     sd = rng.uniform(0.0, 0.3, 50)
-    for n in (2, 3, 7):
+    for n in (1, 2, 3, 7):
         lent = Borrowed(12, 12 * 0.05**2, "h")
         want = [radius(n, x, borrowed=borrowing.usable(lent, x, n)) for x in sd]
         assert np.allclose(radius_np(n, sd, 12, 12 * 0.05**2), want)
         assert np.allclose(radius_np(n, sd), [radius(n, x) for x in sd])
+    # one pair: the Gaussian model's radius would be ~3.6 of the history's sd; it is 8
+    assert radius(1, math.nan, borrowed=Borrowed(12, 12 * 0.05**2, "h")) == \
+        pytest.approx(ONE_PAIR_SDS * 0.05)
 
 
 def test_the_vectorised_rule_is_decide() -> None:
@@ -393,11 +400,11 @@ def test_the_runners_rule_chases_what_it_can_decide() -> None:
     rounds go to the others."""
     rng = np.random.default_rng(4)
     quiet = sorted(SEGMENTS, key=lambda segs: float(blocks_of(segs).std()))
-    p, _ = simulated_run(rng, [quiet[0], quiet[1]], [math.log(0.5), 0.0], MIN_PAIRS + 1,
-                              CAP, room_s=40.0)
+    p, _ = simulated_run(rng, [quiet[0], quiet[1]], [math.log(0.5), 0.0], 3, CAP,
+                         room_s=40.0)
     big = next(r for r in p.ratios if r.environment == "env0")
     assert big.verdict.verdict is Verdict.BETTER or big.verdict.verdict is Verdict.WORSE
-    assert p.measured[("env0", "w", "p=0")] == MIN_PAIRS + 1
+    assert p.measured[("env0", "w", "p=0")] == 3
 
 
 def rates() -> None:

@@ -52,6 +52,11 @@ NOTHING_TO_COMPARE = "no ratio to the baseline"
 
 # A point whose added cells failed this often is chased no further.
 MAX_ADDED_FAILURES = 2
+# A ratio's pairs before it may stop undecided: with spread borrowed from this host's stored
+# runs one pair can decide an obvious ratio (an emulated VM at 0.01x native: the plan's
+# minimum, `repetitions`, may be 1), but an undecided one gets a second pair before the
+# projection (which needs its own spread) may drop it.
+MIN_PAIRS = 2
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,8 @@ class Decision:
 def chased(progress: Progress, baseline: str, cap: int, canary: str | None = None
            ) -> list[RatioState]:
     """The undecided ratios more runs could decide, cheapest to decide first; before them,
+    the short ones: an undecided ratio below MIN_PAIRS pairs (one pair has no spread of its
+    own: nothing projects it, and Table 1 gives an environment's sd from two values), and
     the A/A canary's points below MIN_AA_PAIRS pairs (its floor, which gives this host's
     next runs their margins, needs that many; native cells are cheap)."""
     failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
@@ -182,14 +189,14 @@ def chased(progress: Progress, baseline: str, cap: int, canary: str | None = Non
                 + progress.cell_s.get((baseline, r.workload, r.params_key), 0.0))
         return max(1, (r.projected or cap) - r.verdict.n) * pair
 
-    def short_canary(r: RatioState) -> bool:
-        return r.environment == canary and r.verdict.n < MIN_AA_PAIRS
+    def short(r: RatioState) -> bool:
+        return r.verdict.n < (MIN_AA_PAIRS if r.environment == canary else MIN_PAIRS)
 
     out = [r for r in progress.ratios
-           if not r.verdict.verdict.decided and (r.projected is not None or short_canary(r))
+           if not r.verdict.verdict.decided and (r.projected is not None or short(r))
            and progress.measured.get(r.point, 0) < cap
            and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
-    return sorted(out, key=lambda r: (not short_canary(r), cost(r), r.point))
+    return sorted(out, key=lambda r: (not short(r), cost(r), r.point))
 
 
 def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
