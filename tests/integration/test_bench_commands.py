@@ -62,6 +62,10 @@ def test_aa_canary_time_to_verdict_and_host_spreads_at_their_smallest(tmp_path: 
     store.close()
     assert len(runs) == 2, runs  # aa_canary's, and time_to_verdict's
     _bench("host_spreads.py", *runs, "--results", str(results))
+    p = _bench("decision_ceiling.py", "--plan", str(plan), "--results", str(results),
+               "--sims", "2", "--budgets", "30", "--json", str(tmp_path / "ceiling.json"))
+    assert "budget      30 s of cells" in p.stdout, p.stdout
+    assert json.loads((tmp_path / "ceiling.json").read_text())["ratios"], p.stdout
 
 
 def test_variance_components_at_its_smallest(tmp_path: Path) -> None:

@@ -288,3 +288,91 @@ def test_the_soak_says_flat_only_when_everything_is() -> None:
             any(which in v for v in got if v.startswith("NOT FLAT")), (which, got)
     assert soak.verdicts(run(105.0, 40, 3, 100_000), 2, 0)[2].startswith("NOT FLAT")
     assert soak.verdicts([], 0, 0)[0].startswith("NOT FLAT: too few")
+
+
+# -- benchmarks/decision_ceiling.py ---------------------------------------------------------------
+
+ceiling = _load("decision_ceiling")
+CEILING_PLAN = """
+name = "two"
+repetitions = 2
+[verdicts]
+max_repetitions = 10
+[[environments]]
+name = "native"
+kind = "native"
+[[environments]]
+name = "runc"
+kind = "runc"
+[[workloads]]
+name = "compress"
+params = { corpus_mib = 4 }
+[[workloads]]
+name = "linpack"
+params = { n = 500 }
+"""
+
+
+def _ceiling_store(tmp_path: Path, runs: int = 2) -> SQLiteStore:
+    """Stored block-paired runs of CEILING_PLAN: runc at 0.50x on compress (2% pair spread),
+    at 1.00x on linpack (a 40% spread: nothing near it can be decided), 3 rounds each."""
+    from isotax.analysis import borrowing
+    from isotax.store.base import EnvRecord
+
+    store = SQLiteStore(tmp_path / "isotax.db")
+    noise = [0.0, 0.02, -0.02]
+    for i in range(runs):
+        rid = f"r{i}"
+        store.create_run(rid, "two", CEILING_PLAN, 1, {"hostname": "h"}, created=100.0 + i)
+        for name, kind in (("native", "native"), ("runc", "runc")):
+            store.put_environment(EnvRecord(rid, name, kind, True, "", {}, {}, {}))
+        for rep, e in enumerate(noise, start=1):
+            for wl, params, metric, runc, spread in (
+                    ("compress", {"corpus_mib": 4}, "throughput", 0.5, 1.0),
+                    ("linpack", {"n": 500}, "hpl", 1.0, 20.0)):
+                t = 10.0 * rep
+                store.commit_cell(rid, CellKey("native", wl, params, rep), "1", CellStatus.OK,
+                                  "", t, t + 2, [Sample(metric, 100.0, "u", True)])
+                value = 100.0 * runc * math.exp(spread * e)
+                store.commit_cell(rid, CellKey("runc", wl, params, rep), "1", CellStatus.OK,
+                                  "", t + 2, t + 3, [Sample(metric, value, "u", True)])
+        store.put_run_meta(rid, borrowing.PAIRING, borrowing.BLOCKS)
+        store.put_run_meta(rid, "sequential", {"ratios": [
+            {"environment": "runc", "workload": w, "params": p, "margin": 0.05}
+            for w, p in (("compress", "corpus_mib=4"), ("linpack", "n=500"))]})
+        store.set_run_status(rid, "complete", 200.0 + i)
+    return store
+
+
+def test_the_ceiling_reads_each_ratios_spread_mean_margin_and_cell_time(tmp_path: Path) -> None:
+    store = _ceiling_store(tmp_path)
+    runs = ceiling.block_runs(store, "two", 8)
+    assert runs == ["r1", "r0"]  # newest first
+    data = ceiling.read_host(store, runs, "native")
+    store.close()
+    by = {r.workload: r for r in data.ratios}
+    assert set(by) == {"compress", "linpack"} and by["compress"].pairs == 6
+    assert by["compress"].mean == pytest.approx(math.log(0.5))
+    assert by["compress"].sd == pytest.approx(0.02)  # about each run's own mean
+    assert by["linpack"].sd == pytest.approx(0.4) and by["compress"].margin == 0.05
+    assert data.cell_s[("native", "compress", "corpus_mib=4")] == pytest.approx(2.0)
+    assert ceiling.container_names(data.kinds) == {"runc"}
+
+
+def test_the_ceiling_drives_the_plans_own_rule(tmp_path: Path) -> None:
+    """0.50x at a 2% spread is decided in the fixed rounds; 1.00x at 40% never is, and the
+    rule does not chase it: the simulated run stops after the fixed rounds, budget or not."""
+    import numpy as np
+
+    store = _ceiling_store(tmp_path)
+    data = ceiling.read_host(store, ceiling.block_runs(store, "two", 8), "native")
+    store.close()
+    plan = parse_plan(CEILING_PLAN)
+    fixed_s = 2 * (2 + 1) * 2  # 2 rounds x (native 2 s + runc 1 s) x 2 points
+    for budget in (0.0, 1000.0):
+        out = ceiling.simulate(np.random.default_rng(1), data, plan, budget, {"runc"})
+        assert (out.container_decided, out.decided, out.canary_false) == (1, 1, 0)
+        assert out.cell_s == pytest.approx(fixed_s)
+    s = ceiling.summary([ceiling.Outcome(1, 2, 0, 10.0), ceiling.Outcome(3, 4, 1, 20.0)])
+    assert (s["container_decided_mean"], s["container_decided_min"]) == (2, 1)
+    assert s["canary_false_mean"] == 0.5

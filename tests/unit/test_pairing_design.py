@@ -360,6 +360,37 @@ def test_one_fixed_round_stops_an_obvious_ratio_and_gives_the_rest_a_second_pair
         {"qemu", "runc", "crun"}
 
 
+def test_a_long_shot_is_chased_after_the_projected_ones_and_a_lost_cause_not_at_all() -> None:
+    """At 2 pairs a ratio reading 1.09 against a ±10% margin projects "never" (its interval
+    would have to fit between 1.09 and 1.10), but a ratio one standard error nearer 1 would
+    be decided: a long shot, chased after a ratio whose projection decides it; at a 60%
+    spread no ratio near it could be decided within the cap: never chased."""
+    cells = []
+    for rep, (near, edge, wild) in enumerate([(1.01, 1.03, 1.5), (1.03, 1.15, 0.7)], 1):
+        cells += [CellRecord(next(_ids), CellKey(env, "w", {"p": point}, rep), "1",
+                             CellStatus.OK, "", 0, 1, (Sample("tput", v, "u", True),))
+                  for point, v in ((1, near), (2, edge), (3, wild))
+                  for env, v in (("native", 100.0), ("runc", 100 * v))]
+
+    def ten(row: tuple[str, str, str], env: str = "") -> Margin:
+        return Margin(0.10, "plan")
+
+    lent = {("runc", "w", f"p={p}"): Borrowed(12.0, 12 * sd**2, "stored")
+            for p, sd in ((1, 0.05), (2, 0.08), (3, 0.6))}
+    p = sequential.assess(cells, "native", ten, 2, 40, borrowed=lent)
+    by = {r.params_key: r for r in p.ratios}
+    assert not any(r.verdict.verdict.decided for r in p.ratios)
+    assert by["p=1"].projected is not None
+    assert by["p=2"].projected is None and by["p=2"].long_shot is not None
+    assert by["p=3"].projected is None and by["p=3"].long_shot is None
+    assert [r.params_key for r in sequential.chased(p, "native", 40)] == ["p=1", "p=2"]
+    meta = sequential.to_meta({}, 2, 40, p, sequential.TIME_SPENT, 1)
+    reasons = {r["params"]: r["reason"] for r in meta["ratios"]}
+    assert "one standard error nearer a decision" in reasons["p=2"]
+    assert "the time ran out" in reasons["p=2"]
+    assert "even 40 pairs would not decide it" in reasons["p=3"]
+
+
 def test_each_round_reads_only_the_cells_committed_since_the_last(tmp_path: Path) -> None:
     """A run of thousands of cells must not re-read (and re-allocate) its whole history after
     every round: the runner keeps what it read, slimmed, and asks the store for the new ones;

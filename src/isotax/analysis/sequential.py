@@ -36,6 +36,7 @@ from isotax.analysis.verdicts import (
     decide_on,
     pair_by_round,
     pairs_to_decide,
+    pairs_to_decide_near,
 )
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord
@@ -74,6 +75,10 @@ class RatioState:
     # The spread borrowed from stored runs of this host (isotax.analysis.borrowing), as used.
     borrowed: Borrowed = NOTHING_BORROWED
     lag1: float = math.nan  # lag-1 autocorrelation of the pair log ratios (NaN below 4 pairs)
+    # Where projected is None: the pairs that would decide it were its mean one standard
+    # error nearer a decision (verdicts.pairs_to_decide_near): a long shot, chased only after
+    # every ratio whose projection decides it. None: not even then (or decided).
+    long_shot: int | None = None
 
     @property
     def point(self) -> Point:
@@ -144,10 +149,13 @@ def assess(cells: Sequence[CellRecord], baseline: str,
         lent = borrowing.usable((borrowed or {}).get(point, NOTHING_BORROWED), own.sd, own.n)
         cs = confidence_sequence(pairs, alpha, borrowed=lent) if lent.dof > 0 else own
         v = decide_on(cs, higher[(wl, pkey)], margin.value)
-        projected = None if v.verdict.decided else \
-            pairs_to_decide(cs, margin.value, cap, alpha, borrowed=lent)
+        projected = long_shot = None
+        if not v.verdict.decided:
+            projected = pairs_to_decide(cs, margin.value, cap, alpha, borrowed=lent)
+            if projected is None:
+                long_shot = pairs_to_decide_near(cs, margin.value, cap, alpha, borrowed=lent)
         ratios.append(RatioState(env, wl, pkey, m, v, margin.source, cs.sd, projected, lent,
-                                 lag1(pairs)))
+                                 lag1(pairs), long_shot))
     ratios.sort(key=lambda r: (r.workload, r.params_key, r.environment))
     return Progress(tuple(ratios), dict(measured),
                     {p: sum(d) / len(d) for p, d in durations.items()}, spent, added,
@@ -187,16 +195,21 @@ def chased(progress: Progress, baseline: str, cap: int, canary: str | None = Non
     def cost(r: RatioState) -> float:
         pair = (progress.cell_s.get(r.point, 0.0)
                 + progress.cell_s.get((baseline, r.workload, r.params_key), 0.0))
-        return max(1, (r.projected or cap) - r.verdict.n) * pair
+        return max(1, (r.projected or r.long_shot or cap) - r.verdict.n) * pair
 
     def short(r: RatioState) -> bool:
         return r.verdict.n < (MIN_AA_PAIRS if r.environment == canary else MIN_PAIRS)
 
     out = [r for r in progress.ratios
-           if not r.verdict.verdict.decided and (r.projected is not None or short(r))
+           if not r.verdict.verdict.decided and (chasable(r) or short(r))
            and progress.measured.get(r.point, 0) < cap
            and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
-    return sorted(out, key=lambda r: (not short(r), cost(r), r.point))
+    return sorted(out, key=lambda r: (not short(r), r.projected is None, cost(r), r.point))
+
+
+def chasable(r: RatioState) -> bool:
+    """More pairs could decide it: at its projection, or as a long shot."""
+    return r.projected is not None or r.long_shot is not None
 
 
 def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
@@ -212,7 +225,7 @@ def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
     if not todo:
         failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
         blocked = [r for r in progress.ratios if not r.verdict.verdict.decided
-                   and r.projected is not None and progress.measured.get(r.point, 0) < cap
+                   and chasable(r) and progress.measured.get(r.point, 0) < cap
                    and {r.point, (baseline, r.workload, r.params_key)} & failing]
         return Decision((), FAILING if blocked else CANNOT_DECIDE)
     chosen: list[Point] = []
@@ -262,7 +275,11 @@ def why_undecided(r: RatioState, ended: str | None, cap: int, fixed: int) -> str
     if v.verdict.decided:
         return ""
     if r.projected is None:
-        if v.n >= 2 and not math.isnan(r.sd):
+        if v.n >= 2 and not math.isnan(r.sd) and cap > v.n and r.long_shot is not None:
+            more = (f"at its ratio now even {cap} pairs would not decide it (one standard error "
+                    f"nearer a decision about {r.long_shot} would)"
+                    + ("; the time ran out" if ended == TIME_SPENT else ""))
+        elif v.n >= 2 and not math.isnan(r.sd):
             more = (f"at this spread ({r.sd:.1%} per pair) even {cap} pairs would not decide "
                     "it" if cap > v.n else f"max_repetitions ({cap}) reached")
         else:

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -265,6 +265,25 @@ def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: floa
         if radius(n, sd, alpha, g, borrowed) < room:
             return n
     return None
+
+
+def pairs_to_decide_near(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
+                         g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED
+                         ) -> int | None:
+    """pairs_to_decide were the ratio's mean one standard error nearer a decision (either
+    way, or at 1.00 where that is within one): None only where no such ratio could be
+    decided within cap. At a few pairs the mean itself is uncertain: a ratio at 1.00 with a
+    10% spread reads 1.08 after two pairs one time in five, and its projection against a
+    ±10% margin then says "never". Such a ratio is a long shot, not a lost cause."""
+    sd = cs.sd if not math.isnan(cs.sd) else borrowed.sd
+    if cs.n < 1 or math.isnan(sd):
+        return None
+    se = sd / math.sqrt(cs.n)
+    means = [cs.mean - se, cs.mean + se] + ([0.0] if abs(cs.mean) <= se else [])
+    found = [p for mu in means
+             if (p := pairs_to_decide(replace(cs, mean=mu), margin, cap, alpha, g, borrowed))
+             is not None]
+    return min(found, default=None)
 
 
 def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float = PRIOR_G,
