@@ -12,7 +12,7 @@ import pytest
 from support import ours, why_not_root_and
 
 from isotax import protocols
-from isotax.environments.oci.bundle import SCRATCH
+from isotax.environments.container_fs import SCRATCH
 from isotax.environments.oci.instance import OciInstance
 from isotax.environments.oci.runtime import Runtime, start_times_ms
 from isotax.image.artifacts import ImageArtifacts

@@ -9,8 +9,9 @@ from support import DATA
 
 from isotax import protocols
 from isotax.environments.base import parse_ready_marker
-from isotax.environments.oci.bundle import SCRATCH, bundle_config, new_container_id
-from isotax.environments.oci.runtime import exec_not_found, parse_version
+from isotax.environments.container_fs import SCRATCH
+from isotax.environments.oci.bundle import bundle_config, new_container_id
+from isotax.environments.runtime_cli import exec_not_found, parse_version
 from isotax.host.cgroups import hybrid_cgroup2_with_controllers
 
 

@@ -22,9 +22,9 @@ from isotax.environments.base import (
     register,
 )
 from isotax.host import command, owners
+from isotax.host.filesystems import host_storage
 from isotax.host.numa import numactl_prefix
 from isotax.host.processes import leftover_processes
-from isotax.parsers import procfs
 from isotax.protocols import (
     STORAGES,
     Availability,
@@ -40,35 +40,6 @@ from isotax.protocols import (
     VersionCommand,
 )
 from isotax.telemetry.cpuacct import CpuGroup
-
-
-def run_host(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-             cwd: str | None = None) -> Completed:
-    """Run a host command (host.command.run: a timeout is exit status 124, its group killed)."""
-    return command.run(argv, timeout, env=env, cwd=cwd)
-
-
-def filesystem_of(path: str, mountinfo: str) -> tuple[str, str]:
-    """(fstype, source) of the mount holding `path` (absolute, resolved), from mountinfo text:
-    the longest mount point that is a prefix; the last one listed wins (it is on top)."""
-    best: tuple[int, str, str] = (-1, "unknown", "unknown")
-    for m in procfs.parse_mountinfo(mountinfo):
-        if not m.source:
-            continue
-        inside = path == m.point or path.startswith(m.point.rstrip("/") + "/")
-        if inside and len(m.point) >= best[0]:
-            best = (len(m.point), m.fstype, m.source)
-    return best[1], best[2]
-
-
-def host_storage(path: Path) -> str:
-    """"ext4 on /dev/vda": the host filesystem a directory is on, for describe()."""
-    try:
-        fstype, source = filesystem_of(str(path.resolve()),
-                                       Path("/proc/self/mountinfo").read_text())
-    except OSError:
-        return "unknown filesystem"
-    return f"{fstype} on {source}"
 
 
 class NativeInstance:
@@ -140,7 +111,7 @@ class NativeInstance:
         full = [*numactl_prefix(self.spec.numa_node), *argv]
         if self.cpu_group is not None:
             full = self.cpu_group.wrap(full)
-        done = run_host(full, timeout, env={**self.env, "TMPDIR": self.scratch})
+        done = command.run(full, timeout, env={**self.env, "TMPDIR": self.scratch})
         return replace(done, argv=tuple(argv))
 
     def describe(self) -> Mapping[str, str]:

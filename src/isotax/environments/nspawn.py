@@ -50,11 +50,16 @@ from isotax.environments.base import (
     process_gone,
     register,
 )
-from isotax.environments.native import host_storage, run_host
-from isotax.environments.oci.bundle import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
-from isotax.environments.oci.instance import acquire_bridge_lease, release_bridge_lease
-from isotax.host import owners
-from isotax.host.network import Bridge, Lease, netns_path
+from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
+from isotax.host import command, owners
+from isotax.host.filesystems import host_storage
+from isotax.host.network import (
+    Bridge,
+    Lease,
+    acquire_bridge_lease,
+    netns_path,
+    release_bridge_lease,
+)
 from isotax.host.numa import numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.parsers import procfs
@@ -127,7 +132,7 @@ def parse_nspid_leader(status: str) -> bool:
 @functools.cache
 def _nspawn_version() -> str:
     """Asked once: describe() runs on every load-generator lookup."""
-    lines = run_host([NSPAWN, "--version"], 10).stdout.splitlines()
+    lines = command.run([NSPAWN, "--version"], 10).stdout.splitlines()
     return lines[0] if lines else NSPAWN
 
 
@@ -304,7 +309,7 @@ class NspawnInstance:
         cmd = ["sh", "-c", join_cgroups_script(self._cgroups), "sh", *self._numactl(),
                "nsenter", f"--target={self._leader}", "--all", "--root", "--wd=/", "--",
                "env", "-i", *env, *argv]
-        done = run_host(cmd, timeout)
+        done = command.run(cmd, timeout)
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 
     def describe(self) -> Mapping[str, str]:

@@ -502,3 +502,23 @@ class VethNamespace:
         self._next_host = 10
         if errors:
             raise NetworkError("; ".join(errors))
+
+
+def acquire_bridge_lease(tag: str) -> tuple[Bridge, Lease]:
+    """A bridge lease for one instance (a container, an nspawn machine). For now each bridged
+    instance owns its bridge (and its subnet and NAT rule); sharing one bridge between
+    instances is a change here and in release_bridge_lease only."""
+    bridge = Bridge(name=f"itx-br{tag}")
+    try:
+        bridge.up()
+        return bridge, bridge.add_netns(tag)
+    except BaseException:
+        bridge.down()
+        raise
+
+
+def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
+    try:
+        bridge.release(lease)
+    finally:
+        bridge.down()

@@ -30,8 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH
-from isotax.environments.native import run_host
-from isotax.host import owners
+from isotax.host import command, owners
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
 from isotax.protocols import Completed, ExecError, Instance, Isolation, isolation_of
@@ -106,7 +105,7 @@ class NamespaceLoadGen:
         cmd = ["nsenter", f"--net={netns_path(self.netns)}", "--", *argv]
         if self.cpu_group is not None:
             cmd = self.cpu_group.wrap(cmd)
-        done = run_host(cmd, timeout, env=_CLIENT_ENV)
+        done = command.run(cmd, timeout, env=_CLIENT_ENV)
         # Report the client's own argv, not the wrapper.
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from isotax import protocols
 from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER, mem_total_bytes
+from isotax.environments.container_fs import SCRATCH, VOLUME_DIR
 from isotax.environments.engines.client import LABEL
-from isotax.environments.oci.bundle import SCRATCH, VOLUME_DIR
 from isotax.host import owners
 from isotax.protocols import EnvSpec
 

@@ -56,8 +56,7 @@ from isotax.environments.engines.engine import (
 from isotax.environments.engines.iptables import (
     engine_iptables_leaks,
 )
-from isotax.environments.oci.runtime import Runtime as OciRuntime
-from isotax.environments.oci.runtime import parse_version
+from isotax.environments.runtime_cli import parse_version, runtime_version
 from isotax.host import command
 from isotax.host.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge
@@ -162,7 +161,7 @@ class DockerInstance(EngineInstance):
                 first = (p.stdout.splitlines() or ["runsc"])[0]
                 return f"runsc {parse_version(first)} ({runsc_platform(RUNSC)}) via dockerd"
             return "runsc via dockerd"
-        words = f"{rt} {OciRuntime(rt).version()} via dockerd's containerd-shim-runc-v2"
+        words = f"{rt} {runtime_version(rt)} via dockerd's containerd-shim-runc-v2"
         if rt == "crun" and crun_needs_unified_detached():
             words += " (wrapped: private mount ns without /sys/fs/cgroup/unified)"
         return words

@@ -53,6 +53,7 @@ from isotax.environments.base import (
     bound_cpus,
     gvisor_socket_stack,
 )
+from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.engines.client import LABEL, EngineCli, ensure_image, image_ref
 from isotax.environments.engines.commands import (
     NETWORKS,
@@ -65,9 +66,8 @@ from isotax.environments.engines.commands import (
     ready_from_log,
     run_argv,
 )
-from isotax.environments.native import host_storage
-from isotax.environments.oci.bundle import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
-from isotax.environments.oci.runtime import exec_not_found
+from isotax.environments.runtime_cli import exec_not_found
+from isotax.host.filesystems import host_storage
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import STORAGES as PLAN_STORAGES

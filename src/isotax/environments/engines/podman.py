@@ -55,8 +55,7 @@ from isotax.environments.engines.iptables import (
     iptables_snapshot,
     remove_iptables_leftovers,
 )
-from isotax.environments.oci.runtime import Runtime as OciRuntime
-from isotax.environments.oci.runtime import parse_version
+from isotax.environments.runtime_cli import parse_version, runtime_version
 from isotax.host import command
 from isotax.host.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge, uplink_mtu
@@ -215,13 +214,13 @@ class PodmanInstance(EngineInstance):
             path = shutil.which("runc")
             if path is None:
                 raise Unavailable(Availability.no("runc is not installed", "apt-get install runc"))
-            self._runtime_words = f"runc {OciRuntime('runc').version()} via conmon"
+            self._runtime_words = f"runc {runtime_version('runc')} via conmon"
             return ["--runtime", path], []
         if rt == "crun":
             crun = shutil.which("crun")
             if crun is None:
                 raise Unavailable(Availability.no("crun is not installed", "apt-get install crun"))
-            self._runtime_words = f"crun {OciRuntime('crun').version()} via conmon"
+            self._runtime_words = f"crun {runtime_version('crun')} via conmon"
             if not crun_needs_unified_detached():
                 return ["--runtime", crun], []
             w = wrappers / "crun-unified-detached"

@@ -12,23 +12,15 @@ import json
 import os
 import re
 import resource
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from isotax.environments.base import GUEST_ENV, mem_total_bytes
-from isotax.host import command, owners
-from isotax.protocols import Availability, Unavailable
+from isotax.environments.container_fs import SCRATCH
+from isotax.host import owners
 
-# Where disk workloads write inside a container (Instance.data_dir), per plan storage:
-# "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
-# image, so the runtime never has to create a mount point in the shared, read-only rootfs;
-# "rootfs": a directory in the container's own overlayfs root filesystem.
-VOLUME_DIR = "/mnt"
-ROOTFS_DATA_DIR = "/var/lib/itx-data"
 STORAGES = ("volume", "rootfs")
-SCRATCH = "/tmp"
 
 # Docker's default capability set: what users of containers usually run with.
 DEFAULT_CAPS = [
@@ -137,47 +129,6 @@ def new_container_id(name: str) -> str:
     """itx-<name>-<random>; the name squeezed to what runtimes accept in an id."""
     clean = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:24] or "c"
     return f"itx-{clean}-{owners.new_tag(3)}"
-
-
-# -- the root filesystem --
-
-class OverlayRoot:
-    """A writable overlayfs root over the image rootfs, as Docker's overlay2 builds: upper
-    and work directories under the instance's workdir, mounted on the host (at
-    <workdir>/<name>-rootfs, an itx- path find_leaks() sees) and handed to the runtime."""
-
-    def __init__(self, workdir: Path, name: str) -> None:
-        self.upper = workdir / f"{name}-upper"
-        self.work = workdir / f"{name}-work"
-        self.merged = workdir / f"{name}-rootfs"
-        self.mounted = False
-
-    def mount(self, lower: Path) -> Path:
-        """Mount it and make ROOTFS_DATA_DIR in it; the merged directory."""
-        for d in (self.upper, self.work, self.merged):
-            d.mkdir(parents=True, exist_ok=True)
-        opts = f"lowerdir={lower},upperdir={self.upper},workdir={self.work}"
-        p = command.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.merged)], 30)
-        if p.returncode != 0:
-            raise Unavailable(Availability.no(
-                f"overlayfs mount for the rootfs failed: {p.stderr.strip()}",
-                "modprobe overlay, or use storage = \"volume\""))
-        self.mounted = True
-        # Made through the overlay, so it exists in the upper layer only.
-        (self.merged / ROOTFS_DATA_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        return self.merged
-
-    def remove(self) -> None:
-        """Unmount (lazily if something still holds it), then remove the directories: the
-        merged one only once unmounted, so a removal can never reach through the overlay."""
-        if self.mounted:
-            if command.run(["umount", str(self.merged)], 30).returncode != 0:
-                command.run(["umount", "-l", str(self.merged)], 30)
-            self.mounted = os.path.ismount(self.merged)
-        if not self.mounted:
-            for d in (self.merged, self.upper, self.work):
-                shutil.rmtree(d, ignore_errors=True)
-
 
 
 def probe_bundle(dirpath: Path) -> tuple[Path, list[dict[str, Any]]]:

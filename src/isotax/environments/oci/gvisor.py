@@ -40,7 +40,7 @@ from isotax.environments.base import (
     process_gone,
     register,
 )
-from isotax.environments.oci.bundle import VOLUME_DIR
+from isotax.environments.container_fs import VOLUME_DIR
 from isotax.environments.oci.instance import OciInstance, same_process
 from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, RuntimeLeftovers, probe
 from isotax.parsers import procfs

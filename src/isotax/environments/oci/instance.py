@@ -29,19 +29,23 @@ from isotax.environments.base import (
     bound_cpus,
     parse_ready_marker,
 )
-from isotax.environments.native import host_storage
+from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
 from isotax.environments.oci.bundle import (
-    ROOTFS_DATA_DIR,
-    SCRATCH,
     STORAGES,
-    VOLUME_DIR,
-    OverlayRoot,
     bundle_config,
     new_container_id,
     write_bundle,
 )
-from isotax.environments.oci.runtime import Runtime, exec_not_found, probe
-from isotax.host.network import Bridge, Lease, netns_path
+from isotax.environments.oci.runtime import Runtime, probe
+from isotax.environments.runtime_cli import exec_not_found
+from isotax.host.filesystems import host_storage
+from isotax.host.network import (
+    Bridge,
+    Lease,
+    acquire_bridge_lease,
+    netns_path,
+    release_bridge_lease,
+)
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
@@ -59,26 +63,6 @@ from isotax.protocols import (
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 # -- the network ---------------------------------------------------------------------------------
-
-def acquire_bridge_lease(tag: str) -> tuple[Bridge, Lease]:
-    """A bridge lease for one container. For now each bridged instance owns its bridge (and
-    its subnet and NAT rule); sharing one bridge between instances is a change here and in
-    release_bridge_lease only."""
-    bridge = Bridge(name=f"itx-br{tag}")
-    try:
-        bridge.up()
-        return bridge, bridge.add_netns(tag)
-    except BaseException:
-        bridge.down()
-        raise
-
-
-def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
-    try:
-        bridge.release(lease)
-    finally:
-        bridge.down()
-
 
 # -- the instance --------------------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ import contextlib
 import ctypes
 import functools
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from isotax.environments.oci.bundle import (
     probe_bundle,
     write_bundle,
 )
+from isotax.environments.runtime_cli import parse_version
 from isotax.host import cgroups, command
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
@@ -107,25 +107,6 @@ class Runtime:
     def version(self) -> str:
         """Asked once per Runtime: describe() runs on every load-generator lookup."""
         return self._version
-
-
-def parse_version(first_line: str) -> str:
-    """'runc version 1.1.5+ds1' / 'crun version 1.8.1' -> '1.1.5+ds1' / '1.8.1'."""
-    m = re.match(r"^\S+ version (\S+)", first_line.strip())
-    return m.group(1) if m else first_line.strip()
-
-
-
-def exec_not_found(stderr: str) -> bool:
-    """The runtime's words for 'no such program' (runc, crun and runsc say it differently)."""
-    # runc: 'exec: "x": executable file not found in $PATH' (or 'exec: "/x": stat /x: no such
-    # file or directory'); crun: 'executable file `x` not found in $PATH'; runsc: 'error
-    # finding executable "x" in PATH [...]: no such file or directory' (or 'failed to load
-    # /x: no such file or directory').
-    return bool(re.search(r'executable file (not found|`[^`]*` not found)'
-                          r'|exec: \\?"[^"]*": stat [^:]*: no such file'
-                          r'|error finding executable "[^"]*" in PATH'
-                          r'|in sandbox: failed to load [^:]*: no such file', stderr))
 
 
 # -- probe and clean-up --------------------------------------------------------------------------

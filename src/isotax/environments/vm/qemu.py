@@ -51,7 +51,6 @@ from isotax.environments.base import (
     exit_words,
     register,
 )
-from isotax.environments.native import host_storage
 from isotax.environments.vm.qemu_accel import (
     Probe,
     current_image,
@@ -98,6 +97,7 @@ from isotax.environments.vm.qemu_vm import (
     select_kernel,
 )
 from isotax.host import owners
+from isotax.host.filesystems import host_storage
 from isotax.host.network import Bridge, Lease, uplink_mtu
 from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
