@@ -422,3 +422,21 @@ def test_each_round_reads_only_the_cells_committed_since_the_last(tmp_path: Path
                               lambda row, env="": Margin(0.05, "plan"), 3, 3)
     assert again.ratios[0].verdict == whole.ratios[0].verdict
     assert all(not s.labels for c in rounds._committed("now") for s in c.samples)
+
+
+@pytest.mark.parametrize(("extra", "warned"), [
+    ("repetitions = 1\n[verdicts]\nmax_repetitions = 40", False),  # quick's one fixed round
+    ("repetitions = 1", True),  # one value per cell, and nothing will add rounds
+])
+def test_one_fixed_round_is_too_few_repetitions_only_without_added_rounds(
+        tmp_path: Path, extra: str, warned: bool) -> None:
+    plan = f'name = "p"\n{extra}\n[[environments]]\nname = "native"\nkind = "native"\n' \
+           '[[workloads]]\nname = "compress"\n'
+    store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("r1", "p", plan, 1, HOST)
+    store.put_environment(EnvRecord("r1", "native", "native", True, "", {}, {}, {}))
+    store.commit_cell("r1", CellKey("native", "compress", {}, 1), "1", CellStatus.OK, "", 0, 1,
+                      [Sample("throughput", 10.0, "MB/s", True)])
+    store.set_run_status("r1", "complete", 2)
+    said = [w.kind for w in analyze(store, "r1").warnings]
+    assert (ReportWarning.FEW_REPETITIONS in said) is warned, said

@@ -168,7 +168,7 @@ def test_no_round_added_says_so_and_why() -> None:
     assert decisions.added_rounds_words("r1", 3, 10, meta) == (
         "After the 3 fixed rounds no round was added (the plan allows up to 10 runs a point): "
         "time budget reached (not one more pair of an undecided ratio fit in the time left "
-        "after the fixed rounds).")
+        "after the 3 fixed rounds).")
     meta["ended"] = sequential.ALL_DECIDED
     assert decisions.added_rounds_words("r1", 3, 10, meta) == (
         "After the 3 fixed rounds no round was added (the plan allows up to 10 runs a point): "
@@ -184,6 +184,9 @@ def test_rounds_added_are_counted_and_an_unfinished_one_named() -> None:
     assert decisions.added_rounds_words("r1", 5, 8, meta).startswith(
         "**Not finished**: the run stopped during added round 3, after the 5 fixed rounds; "
         "`isotax run --resume r1`")
+    meta["ended"] = sequential.TIME_SPENT
+    assert decisions.added_rounds_words("r1", 1, 40, meta).startswith(
+        "After the fixed round, 2 round(s) were added")  # one round: no "1 fixed rounds"
 
 
 # -- 5. emulation explained once -----------------------------------------------------------------

@@ -475,7 +475,10 @@ def _warnings(d: ReportData) -> list[Warned]:
     described = {e.name: e.describe for e in d.environments if e.available}
     out += [ReportWarning.PARITY.say(env, problem=p)
             for env, p in problems_by_environment(described, d.baseline)]
-    reps = d.plan.repetitions
+    # With added rounds (max_repetitions above repetitions) the fixed rounds are a minimum:
+    # every undecided ratio gets a second pair (sequential.MIN_PAIRS), so one fixed round
+    # is a design, not too few.
+    reps = max(d.plan.repetitions, d.plan.verdicts.max_repetitions or 0)
     if reps < 2:
         out.append(ReportWarning.FEW_REPETITIONS.say(n=reps))
     failed: dict[str, int] = defaultdict(int)

@@ -51,7 +51,8 @@ class ReportWarning(Enum):
                  "options.cpu_model) to compare the same kernels.")
     FEW_REPETITIONS = ("too few repetitions",
                        "only {n} repetition(s) per cell: ratio intervals need at least 2, "
-                       "better 5 or more; raise `repetitions` in the plan.")
+                       "better 5 or more; raise `repetitions` (or [verdicts] "
+                       "max_repetitions, for rounds where they decide) in the plan.")
     UNDECIDED = ("undecided verdicts",
                  "{undecided} of {total} headline ratio(s) to the baseline are undecided (see "
                  "Verdicts, each with why): let [verdicts] add rounds (max_repetitions, "

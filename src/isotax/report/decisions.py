@@ -149,16 +149,17 @@ def added_rounds_words(run_id: str, fixed: int, cap: int, meta: dict[str, Any]) 
     """What the added rounds did, from the runner's "sequential" meta: how many were added
     and how they ended, or that none was and why; never "rounds were added ... 0 round(s)"."""
     ended, rounds = meta.get("ended"), int(meta.get("rounds") or 0)
+    the_fixed = "the fixed round" if fixed == 1 else f"the {fixed} fixed rounds"
     if ended is None:  # stored before each added round, so it names the one under way
-        return (f"**Not finished**: the run stopped during added round {rounds + 1}, after the "
-                f"{fixed} fixed rounds; `isotax run --resume {run_id}` goes on from what is "
+        return (f"**Not finished**: the run stopped during added round {rounds + 1}, after "
+                f"{the_fixed}; `isotax run --resume {run_id}` goes on from what is "
                 "stored.")
     if not rounds:
-        why = (" (not one more pair of an undecided ratio fit in the time left after the "
-               "fixed rounds)" if ended == TIME_SPENT else "")
-        return (f"After the {fixed} fixed rounds no round was added (the plan allows up to "
+        why = (" (not one more pair of an undecided ratio fit in the time left after "
+               f"{the_fixed})" if ended == TIME_SPENT else "")
+        return (f"After {the_fixed} no round was added (the plan allows up to "
                 f"{cap} runs a point): {ended}{why}.")
-    return (f"After the {fixed} fixed rounds, {rounds} round(s) were added for the undecided "
+    return (f"After {the_fixed}, {rounds} round(s) were added for the undecided "
             f"ratios ({int(meta.get('added_cells') or 0)} cell(s) in "
             f"{float(meta.get('spent_s') or 0):.0f} s; up to {cap} runs a point). Added rounds "
             f"ended: {ended}.")
