@@ -18,13 +18,8 @@ from isotax.environments.oci.gvisor import (
     runsc_flags,
     runsc_path,
 )
-from isotax.environments.oci.runtime import (
-    OCI_STATE_ROOT,
-    Runtime,
-    exec_not_found,
-    parse_version,
-    runtime_state_containers,
-)
+from isotax.environments.oci.runtime import OCI_STATE_ROOT, Runtime, runtime_state_containers
+from isotax.environments.runtime_cli import exec_not_found, parse_version
 from isotax.image.artifacts import ImageArtifacts
 from isotax.protocols import EnvSpec
 
