@@ -97,10 +97,3 @@ class CellKey:
     def ident(self) -> str:
         kind = "warmup" if self.warmup else "rep"
         return f"{self.environment}|{self.workload}|{self.params_key}|{kind}{self.repetition}"
-
-
-def describes_emulation(describe: Mapping[str, Any]) -> bool:
-    """Whether an environment's describe() says it runs under software emulation (key
-    "emulated": a VM under TCG): its ratios measure the emulator. The one rule the runner's
-    notice, the report and the exports read it by."""
-    return str(describe.get("emulated", "")).lower() in ("yes", "true", "1")

@@ -3,7 +3,7 @@ workload and a load generator are, and the registry of the plugins that implemen
 
 Environments (isotax.environments) and workloads (isotax.workloads) implement these protocols,
 on top of the defaults in environments/base.py and workloads/base.py; the runner, the analysis
-and the report only ever talk to them through here. May import image and model only.
+and the report only ever talk to them through here. May import image, facts and model only.
 
 The registry finds plugins the way entry points would: the first question walks the plugin
 packages by name and imports every module, whose @register decorator then records its class.
@@ -26,6 +26,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+# What an instance is (Facts), how it is reached (Reach) and its isolation class live in
+# isotax.facts, below the store that keeps them; re-exported here, where the plugins look.
+from isotax.facts import Facts as Facts
+from isotax.facts import Isolation as Isolation
+from isotax.facts import Reach as Reach
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import Sample
 
@@ -124,7 +129,9 @@ class Instance(Protocol):
         """Run argv inside the environment with PATH including /opt/isotax/bin; never raises
         for a failing command (returncode 124 = timeout, 127 = not found)."""
 
-    def describe(self) -> Mapping[str, str]: ...
+    def facts(self) -> Facts:
+        """What it is, typed (isotax.facts): what the runner, the load generator, parity and
+        the report read; its display words are rendered from these."""
 
     def pause(self) -> None:
         """Stop consuming CPU while another environment is measured (no-op where impossible)."""
@@ -173,16 +180,6 @@ class SocketStack(StrEnum):
     LINUX = "linux"  # a Linux kernel's own stack: the host's, a container's netns, a guest's
     GVISOR_NETSTACK = "gvisor netstack"  # gVisor's own network stack, in its Sentry
     GVISOR_HOSTINET = "gvisor hostinet"  # the host's stack, reached through gVisor's Sentry
-
-
-class Isolation(StrEnum):
-    """What an environment is, as its instances can prove from inside (isotax.run.identity):
-    the values are the words the identity check and the report use."""
-
-    HOST = "host"  # the host itself: same kernel, same boot, the initial PID namespace
-    CONTAINER = "container"  # the host's kernel behind namespaces and cgroups
-    SANDBOX = "sandbox"  # a user-space kernel (gVisor's Sentry) serves the system calls
-    VM = "vm"  # a kernel of its own on virtual hardware
 
 
 @dataclass(frozen=True)
@@ -278,11 +275,6 @@ class Environment(Protocol):
     def version_command(cls) -> VersionCommand | None:
         """How to ask its runtime's version for the fingerprint; None where it has no runtime
         of its own to record (the host itself)."""
-
-    @classmethod
-    def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:
-        """What an instance of this kind declares it is, from its describe(): `isolation`,
-        unless the instance says otherwise (an engine running runsc is a sandbox)."""
 
     @classmethod
     def doctor_notes(cls) -> list[str]:

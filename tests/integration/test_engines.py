@@ -20,8 +20,9 @@ from isotax.environments.engines.dockerd import RUNSC, docker_cli
 from isotax.environments.engines.podman import (
     podman_leaks,
 )
+from isotax.facts import Reach
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import NamespaceLoadGen, network_mode
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.protocols import PHASES, EnvSpec, Instance, Unavailable
 from isotax.workloads.redis import Redis
 
@@ -83,7 +84,7 @@ def _programs(pids: Iterable[int]) -> set[str]:
 
 def _exercise(inst: Instance, loadgen: NamespaceLoadGen) -> dict[str, float]:
     """Everything an environment must do, and a short redis run through the load generator."""
-    d = inst.describe()
+    d = inst.facts().display()
     assert all(p in inst.milestones for p in PHASES), inst.milestones
     assert 0 <= inst.milestones["first_instruction"] <= inst.milestones["ready"]
     # The exec path: environment, not-found and time limit.
@@ -114,12 +115,13 @@ def _exercise(inst: Instance, loadgen: NamespaceLoadGen) -> dict[str, float]:
     w.prepare(inst, params, loadgen)
     samples = {s.metric: s for s in w.run(inst, params, loadgen)}
     path = samples["requests_per_s"].labels["path"]
-    if d.get("published"):  # the engine's own -p
-        assert network_mode(d, inst.address) == "published"
-        assert "port mapping" in str(path) and d["published"] in str(path)
+    f = inst.facts()
+    if f.published:  # the engine's own -p
+        assert f.reach is Reach.PUBLISHED
+        assert "port mapping" in str(path) and f.published in str(path)
     elif d["network"] == "bridge":  # the load generator's DNAT to the container's address
-        assert network_mode(d, inst.address) == "bridge"
-        assert "DNAT" in str(path) and d["bridge"] in str(path)
+        assert f.reach is Reach.BRIDGE
+        assert "DNAT" in str(path) and f.bridge in str(path)
     else:
         assert "host network stack" in str(path)
     print(f"{d['kind']} {d['network']} {d['runtime']} storage {data_fs}: "
@@ -133,21 +135,21 @@ def test_docker(network: str, keeper: Instance, image: ImageArtifacts,
                 loadgen: NamespaceLoadGen, tmp_path: Path) -> None:
     inst = _start("docker", image, tmp_path, network)
     try:
-        d = inst.describe()
+        d = inst.facts().display()
         assert d["kind"] == "docker" and d["network"] == network
         argv = shlex.split(d["command_line"])
         assert Path(argv[0]).name == "docker" and "run" in argv
         assert argv[argv.index("--name") + 1] == d["container"]
         assert d["engine"].startswith("docker 20.10") or d["engine"].startswith("docker ")
         if network == "bridge":
-            assert d["bridge"].startswith("itx-brd") or d["daemon"].startswith("system")
+            assert d.get("bridge", "").startswith("itx-brd") or d["daemon"].startswith("system")
         progs = {Path(f"/proc/{p}/exe").resolve().name for p in inst.host_pids()}
         assert "containerd-shim-runc-v2" in progs, progs
         _exercise(inst, loadgen)
     finally:
         inst.stop()
         inst.stop()  # idempotent
-    assert [x for x in _ours("docker") if inst.describe()["container"] in x] == []
+    assert [x for x in _ours("docker") if inst.facts().display()["container"] in x] == []
 
 
 @pytest.mark.integration
@@ -160,8 +162,9 @@ def test_docker_storage(storage: str, keeper: Instance, image: ImageArtifacts,
     try:
         fs = inst.exec(["stat", "-f", "-c", "%T", inst.data_dir], 30).check().stdout.strip()
         assert fs == ("overlayfs" if storage == "rootfs" else "ext2/ext3"), fs
-        assert storage in inst.describe()["storage"] or "volume" in inst.describe()["storage"]
-        name = inst.describe()["container"]
+        words = inst.facts().display()["storage"]
+        assert storage in words or "volume" in words
+        name = inst.facts().display()["container"]
     finally:
         inst.stop()
     vols = [x for x in docker_leaks() if "volume" in x]
@@ -180,7 +183,7 @@ def test_docker_runtimes(runtime: str, keeper: Instance, image: ImageArtifacts,
     except Unavailable as e:
         pytest.skip(f"docker with {runtime} unavailable here: {e}")
     try:
-        assert inst.describe()["runtime"].startswith(runtime)
+        assert inst.facts().display()["runtime"].startswith(runtime)
         assert inst.exec(["true"], 60).returncode == 0
         assert all(p in inst.milestones for p in PHASES)
     finally:
@@ -193,7 +196,7 @@ def test_podman(network: str, image: ImageArtifacts, loadgen: NamespaceLoadGen,
                 tmp_path: Path) -> None:
     inst = _start("podman", image, tmp_path, network, "volume")
     try:
-        d = inst.describe()
+        d = inst.facts().display()
         assert d["kind"] == "podman" and d["engine"].startswith("podman ")
         # As `podman info` reports it: netavark, never the host's default (CNI on Podman 4).
         assert d["network_backend"] == "netavark", d
@@ -213,7 +216,7 @@ def test_podman_runtimes(runtime: str, image: ImageArtifacts, tmp_path: Path) ->
         pytest.skip(f"no current runsc at {RUNSC} (scripts/setup.sh builds one)")
     inst = _start("podman", image, tmp_path, "bridge", "rootfs", {"runtime": runtime})
     try:
-        assert inst.describe()["runtime"].startswith(runtime)
+        assert inst.facts().display()["runtime"].startswith(runtime)
         assert inst.exec(["true"], 60).returncode == 0
     finally:
         inst.stop()
@@ -228,7 +231,7 @@ def test_engine_published_ports(kind: str, keeper: Instance, image: ImageArtifac
     then holds a listening socket on every published port (why it is not the default)."""
     inst = _start(kind, image, tmp_path, "bridge", "rootfs", {"publish": True})
     try:
-        pub = inst.describe()["published"]
+        pub = inst.facts().display()["published"]
         assert pub and pub == inst.address
         listening = Path("/proc/net/tcp").read_text()
         held = f"{ipv4_hex(pub)}:{46379:04X}"
@@ -270,7 +273,7 @@ def test_kata_through_the_engine_or_why_not(kind: str, keeper: Instance,
         assert "\n" not in why
         return
     try:
-        assert inst.describe()["runtime"].startswith("kata")
+        assert inst.facts().display()["runtime"].startswith("kata")
         assert inst.exec(["true"], 120).returncode == 0
     finally:
         inst.stop()

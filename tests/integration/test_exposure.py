@@ -220,10 +220,10 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
     def start_and_probe(inst: Instance, argv: Any, port: int, proto: str = "tcp",
                         timeout: float = 30, program: str | None = None) -> int:
         pid = real_start(inst, argv, port, proto, timeout=timeout, program=program)
-        own = [inst.address, str(inst.describe().get("container_address") or "")]
+        own = [inst.address, inst.facts().container_address]
         addrs = sorted({a for a in [*_host_addresses(), *own] if a})
         name = program or argv[0]
-        seen.append({"kind": inst.describe().get("kind"), "net": local.network_of(inst)[1],
+        seen.append({"kind": inst.facts().kind, "net": local.network_of(inst)[1],
                      "program": name, "port": port, "proto": proto,
                      "outsider": _probe(outsider, [(a, port) for a in addrs])
                      if proto == "tcp" else [],

@@ -62,7 +62,7 @@ def test_fio_short_job_everywhere(case: tuple[Instance, str, str, set[str]]) -> 
     from isotax.run.leaks import find_leaks
 
     inst, words, fs, before = case
-    d = inst.describe()
+    d = inst.facts().display()
     assert words in d["storage"]
     # What names this instance's resources (other tests may create and remove their own
     # meanwhile, so only leaks that name this instance count).

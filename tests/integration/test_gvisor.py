@@ -43,7 +43,7 @@ def test_sandbox_runs_the_image(inst: GvisorInstance) -> None:
     dmesg = inst.exec(["dmesg"], 30).check().stdout
     assert "gVisor" in dmesg or "Starting gVisor" in dmesg
     assert inst.exec(["itx-no-such-program"], 30).returncode == 127
-    d = inst.describe()
+    d = inst.facts().display()
     assert d["kind"] == "gvisor" and d["platform"] == "systrap"
     assert d["runtime"].startswith("runsc v0.0.0-") or "runsc" in d["runtime"]
     assert d["network"] == inst.network and "--gofer-network-namespace=new" in d["runsc_flags"]
@@ -145,7 +145,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
     try:
         i.exec(["sh", "-c", f"echo r > {i.data_dir}/itx-f"], 30).check()
         assert not list(i._overlay.upper.rglob("itx-f"))
-        assert "filestore" in i.describe()["overlay2"]
+        assert "filestore" in i.facts().display()["overlay2"]
     finally:
         i.stop()
     # ... and with --overlay2=none they go through the Gofer to the host's overlayfs.
@@ -177,7 +177,7 @@ def test_other_platforms_run_or_say_why(platform: str, image: ImageArtifacts,
         assert ours(f"test-gv-{platform}") == []
         return
     try:
-        assert i.describe()["platform"] == platform
+        assert i.facts().display()["platform"] == platform
         assert i.exec(["cat", "/etc/debian_version"], 60).check().stdout.startswith("12.")
     finally:
         i.stop()

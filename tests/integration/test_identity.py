@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from support import requires_root_and
 
 from isotax.environments.base import register
 from isotax.environments.native import Native
+from isotax.facts import Facts
 from isotax.protocols import EnvSpec, Instance
 
 
@@ -24,12 +26,12 @@ class PretendVm(Native):
 
     def start(self, spec: EnvSpec) -> Instance:
         inst = super().start(spec)
-        real = inst.describe
+        real = inst.facts
 
-        def describe() -> dict[str, str]:
-            return {**real(), "kind": "qemu", "accelerator": "tcg"}
+        def facts() -> Facts:
+            return dataclasses.replace(real(), kind="qemu", accelerator="tcg")
 
-        inst.describe = describe  # type: ignore[method-assign]
+        inst.facts = facts  # type: ignore[method-assign]
         return inst
 
 

@@ -15,11 +15,11 @@ import pytest
 from pyroute2 import IPRoute
 from support import image_where, ours, running_in, started, why_not_root_and
 
+from isotax.facts import Reach
 from isotax.host.network import iptables, uplink_mtu
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import (
     NamespaceLoadGen,
-    network_mode,
     open_loadgen,
     serving,
     start_server,
@@ -151,7 +151,7 @@ def test_a_server_that_never_listens_is_a_sanity_failure(inst: Instance) -> None
 
 def _short(inst: Instance) -> int:
     # The VM runs under TCG here (about 20x slower): keep its runs short too.
-    return 1 if inst.describe().get("emulated") == "yes" else 2
+    return 1 if inst.facts().emulated else 2
 
 
 @pytest.mark.integration
@@ -170,7 +170,7 @@ def test_throughput(inst: Instance, loadgen: NamespaceLoadGen, direction: str) -
     parts = sum(samples[f"cpu_{k}_per_gb"].value for k in ("user", "system", "softirq"))
     assert total > 0 and parts == pytest.approx(total)
     assert running_in(inst, "iperf3") == 0
-    if network_mode(inst.describe(), inst.address) == "bridge":
+    if inst.facts().reach is Reach.BRIDGE:
         assert "DNAT" in gbit.labels["path"]
 
 

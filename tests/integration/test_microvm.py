@@ -89,7 +89,7 @@ def assert_milestones(inst: QemuInstance) -> None:
 def test_microvm_boots_without_pci_and_runs_workloads(image: ImageArtifacts) -> None:
     with booted(image, "microvm", network="bridge") as vm:
         assert_milestones(vm)
-        d = vm.describe()
+        d = vm.facts().display()
         assert d["kind"] == "microvm" and d["machine"].startswith("microvm")
         if d["accelerator"] == "tcg":
             assert d["emulated"] == "yes"
@@ -124,7 +124,7 @@ def test_microvm_boots_without_pci_and_runs_workloads(image: ImageArtifacts) -> 
 def test_vm9p_runs_the_container_rootfs_over_9p(image: ImageArtifacts) -> None:
     with booted(image, "vm9p") as vm:
         assert_milestones(vm)
-        d = vm.describe()
+        d = vm.facts().display()
         assert d["kind"] == "vm9p" and "over 9p, read-only" in d["disk"]
         assert "shared over 9p" in d["storage"] and "msize=8192,cache=mmap" in d["storage"]
         mounts = vm.exec(["cat", "/proc/mounts"], 30).check().stdout.splitlines()
@@ -155,7 +155,7 @@ def test_vm9p_over_virtiofs(image: ImageArtifacts) -> None:
         pytest.skip("no virtiofsd (QEMU 7.2's qemu-system-common ships one; or cargo install "
                     "virtiofsd)")
     with booted(image, "vm9p", share="virtiofs", machine="pc") as vm:
-        d = vm.describe()
+        d = vm.facts().display()
         assert "over virtiofs" in d["disk"] and "shared over virtiofs" in d["storage"]
         pids = vm.host_pids()
         assert len(pids) == 3  # QEMU, the root's virtiofsd, the volume's
@@ -183,7 +183,7 @@ def test_tuned_vm_is_pinned_on_hugepages_with_the_hosts_topology(image: ImageArt
             pytest.skip(f"this host cannot reserve the VM's hugepages: {e}")
         raise
     try:
-        d = vm.describe()
+        d = vm.facts().display()
         assert int(qemu_tuning.NR_HUGEPAGES.read_text()) == before + 256
         assert d["knob_hugepages"].startswith("on") and d["knob_pin"].startswith("on: vcpu0:")
         host = qemu_tuning.host_facts()
@@ -259,7 +259,7 @@ def _host_cpuid_l3_sizes(workdir: Path) -> set[str]:
 @pytest.mark.integration
 def test_untuned_vm_hides_the_host(image: ImageArtifacts) -> None:
     with booted(image, "qemu", vcpus=2, memory_mib=512, profile="untuned") as vm:
-        d = vm.describe()
+        d = vm.facts().display()
         assert d["profile"] == "untuned" and d["knob_cpu_model"] == "qemu64"
         info = vm.exec(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; cat /sys/devices/"
                         "system/cpu/cpu0/topology/core_siblings_list"], 30).check().stdout

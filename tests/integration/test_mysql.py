@@ -73,9 +73,9 @@ def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
         assert labels["reconnects"] == 0
         assert labels["ignored_errors"] <= 0.05 * labels["transactions"]
         assert labels["path"].startswith(f"loadgen netns {loadgen.netns}")
-        if inst.describe().get("network") == "bridge":
+        if inst.facts().display().get("network") == "bridge":
             assert "DNAT" in labels["path"]
-        print(f"{inst.describe().get('kind')} threads={threads}: "
+        print(f"{inst.facts().kind} threads={threads}: "
               f"{v['transactions_per_s']:.0f} tx/s, mean {v['latency_mean_ms']} ms, p95 "
               f"{v['latency_p95_ms']} p99 {v['latency_p99_ms']} ms, host CPU "
               f"{v['host_cpu_utilization']:.0f}% ({v['host_cpu_ms_per_tx']:.2f} ms/tx), copy "

@@ -28,7 +28,7 @@ def test_native_bound_to_a_node_runs_under_numactl(image: ImageArtifacts, tmp_pa
     try:
         done = inst.exec(["head", "-1", "/proc/self/numa_maps"], 10).check()
         assert " bind:0 " in done.stdout and done.argv[0] == "head"
-        assert "node 0" in inst.describe()["numa"]
+        assert "node 0" in inst.facts().display()["numa"]
     finally:
         inst.stop()
     with started("numa-free", "native", "host", image, tmp_path / "free") as free:

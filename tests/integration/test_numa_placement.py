@@ -75,13 +75,14 @@ def test_runc_on_this_hosts_node_0_and_unbound(image: ImageArtifacts, tmp_path: 
     stopped.append(bound)
     free = start("runc", image, tmp_path / "f", None)
     stopped.append(free)
-    spec = (tmp_path / "b" / f"bundle-{bound.describe()['container']}" / "config.json")
+    spec = (tmp_path / "b" / f"bundle-{bound.facts().display()['container']}" / "config.json")
     assert f'"cpus": "{node_cpulist(0)}"' in spec.read_text()
     assert status_lists(bound.exec(["cat", "/proc/self/status"], 30).check().stdout) == (
         node_cpulist(0), "0")
-    assert bound.describe()["numa"] == f"CPUs {node_cpulist(0)} and memory on node 0 (cpuset)"
-    assert free.describe()["numa"] == "scheduler"
-    assert '"cpu"' not in (tmp_path / "f" / f"bundle-{free.describe()['container']}"
+    assert bound.facts().display()["numa"] == \
+        f"CPUs {node_cpulist(0)} and memory on node 0 (cpuset)"
+    assert free.facts().display()["numa"] == "scheduler"
+    assert '"cpu"' not in (tmp_path / "f" / f"bundle-{free.facts().display()['container']}"
                            / "config.json").read_text()
 
 
@@ -105,8 +106,8 @@ def test_container_bound_to_a_node_runs_on_its_cpus_only(
             text = inst.exec(["cat", f"/proc/{pid}/status"], 30).check().stdout
             assert status_lists(text) == ("1", "0"), (pid, text)
     assert inst.exec(["nproc"], 30).check().stdout.strip() == "1"
-    assert inst.describe()["numa"] == "CPUs 1 and memory on node 0 (cpuset)"
-    assert inst.describe()["cpus"] == "1 (cpuset)"
+    assert inst.facts().display()["numa"] == "CPUs 1 and memory on node 0 (cpuset)"
+    assert inst.facts().display()["cpus"] == "1 (cpuset)"
 
 
 @pytest.mark.integration
@@ -117,7 +118,7 @@ def test_vm_bound_to_node_0_with_pinned_vcpus(image: ImageArtifacts, tmp_path: P
     vm = start("qemu", image, tmp_path, 0, network="none", accel="tcg", pin=True)
     stopped.append(vm)
     assert isinstance(vm, QemuInstance)
-    d = vm.describe()
+    d = vm.facts().display()
     pid = int(d["qemu_pid"])
     cpus = node_cpulist(0)
     assert (tmp_path / "qemu.cmdline").read_text().startswith(
@@ -157,4 +158,4 @@ def test_virtiofsd_of_a_bound_vm_is_bound_too(image: ImageArtifacts, tmp_path: P
     for pid in daemons:
         maps = Path(f"/proc/{pid}/numa_maps").read_text().splitlines()
         assert maps and all(" bind:0 " in f" {ln} " for ln in maps), maps[:3]
-    assert vm.describe()["numa"].endswith("; virtiofsd too")
+    assert vm.facts().display()["numa"].endswith("; virtiofsd too")

@@ -56,7 +56,7 @@ def test_container_runs_the_image(inst: OciInstance) -> None:
     assert "XZ Utils" in inst.exec(["xz", "--version"], 30).check().stdout
     missing = inst.exec(["itx-no-such-program"], 30)
     assert missing.returncode == 127
-    d = inst.describe()
+    d = inst.facts().display()
     assert d["kind"] == inst.rt.name and d["runtime"].startswith(inst.rt.name + " ")
     assert d["command_line"].startswith(inst.rt.binary) and d["command_line"].split(
         "  #")[0].endswith(f"run --detach --bundle {inst.bundle} {inst.cid}")
@@ -176,7 +176,7 @@ def test_storage_volume_and_overlay_rootfs(rt: str, image: ImageArtifacts,
                                        workdir=tmp_path / "v", storage="volume"))
     assert isinstance(vol, OciInstance)
     try:
-        assert vol.data_dir == "/mnt" and "bind-mounted volume" in vol.describe()["storage"]
+        assert vol.data_dir == "/mnt" and "bind-mounted volume" in vol.facts().display()["storage"]
         vol.exec(["sh", "-c", "echo x > /mnt/f"], 30).check()
         assert [p.name for p in (tmp_path / "v").glob("itx-*-volume/f")] == ["f"]
         assert vol.exec(["touch", "/itx-ro-test"], 30).returncode != 0
@@ -188,7 +188,7 @@ def test_storage_volume_and_overlay_rootfs(rt: str, image: ImageArtifacts,
                                        workdir=tmp_path / "o", storage="rootfs"))
     assert isinstance(ovl, OciInstance)
     try:
-        d = ovl.describe()
+        d = ovl.facts().display()
         assert d["storage"].startswith("overlayfs rootfs") and "overlayfs" in d["rootfs"]
         assert ovl.exec(["stat", "-f", "-c", "%T", "/"], 30).check().stdout.strip() \
             == "overlayfs"

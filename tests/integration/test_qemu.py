@@ -89,7 +89,7 @@ def test_vm_boots_with_milestones_and_describes_itself(vm: QemuInstance) -> None
     m = vm.milestones
     assert 0 < m["create"] < m["started"] < m["ready"]
     assert m["create"] < m["started"] < m["kernel"] < m["first_instruction"] < m["ready"]
-    d = vm.describe()
+    d = vm.facts().display()
     assert d["accelerator"] in ("kvm", "tcg")
     assert d["emulated"] == ("yes" if d["accelerator"] == "tcg" else "no")
     cmdline = (vm.spec.workdir / "qemu.cmdline").read_text().strip()
@@ -128,7 +128,7 @@ def test_vm_scratch_is_tmpfs_and_writable(vm: QemuInstance) -> None:
 def test_vm_data_dir_is_the_ext4_data_disk(vm: QemuInstance) -> None:
     """storage "volume" (the default): /mnt is the second virtio-blk disk, ext4, writable."""
     assert vm.data_dir == "/mnt" and vm.milestones["storage"] >= vm.milestones["ready"]
-    d = vm.describe()["storage"]
+    d = vm.facts().display()["storage"]
     assert d.startswith("virtio-blk raw disk") and f"cache={vm.cfg.disk_cache}" in d
     mounts = vm.exec(["cat", "/proc/mounts"], 30).check().stdout
     assert any(ln.split()[:3] == ["/dev/vdb", "/mnt", "ext4"] for ln in mounts.splitlines())
@@ -142,7 +142,7 @@ def test_vm_rootfs_storage_is_on_the_root_disk(image: ImageArtifacts, tmp_path: 
     inst = QemuInstance(spec)
     try:
         assert inst.data_dir == "/var/lib/itx-data" and not (tmp_path / "data.raw").exists()
-        assert inst.describe()["storage"].startswith("root disk: virtio-blk qcow2 overlay")
+        assert inst.facts().display()["storage"].startswith("root disk: virtio-blk qcow2 overlay")
         df = inst.exec(["df", "-P", inst.data_dir], 30).check().stdout.splitlines()[-1]
         assert df.split()[0] == "/dev/vda" and df.split()[-1] == "/"
         assert "-drive file=data.raw" not in (tmp_path / "qemu.cmdline").read_text()

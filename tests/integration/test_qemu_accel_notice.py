@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -9,6 +10,7 @@ from support import requires_root_and
 
 from isotax.environments.base import register
 from isotax.environments.native import Native
+from isotax.facts import Facts
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import Sample
 from isotax.plan import parse_plan
@@ -61,13 +63,13 @@ class PretendEmulated(Native):
 
     def start(self, spec: EnvSpec) -> Instance:
         inst = super().start(spec)
-        real = inst.describe
+        real = inst.facts
 
-        def describe() -> dict[str, str]:
-            return {**real(), "accelerator": "tcg", "emulated": "yes",
-                    "accelerator_reason": "the test asks for it"}
+        def facts() -> Facts:
+            return dataclasses.replace(real(), accelerator="tcg", emulated=True,
+                                       accelerator_reason="the test asks for it")
 
-        inst.describe = describe  # type: ignore[method-assign]
+        inst.facts = facts  # type: ignore[method-assign]
         return inst
 
 

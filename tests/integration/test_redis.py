@@ -45,7 +45,7 @@ def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
     w = Redis()
     # redis-benchmark's clock ticks in ms: natively enough requests to last tens of ms; the
     # emulated VM answers ~100x slower, so a few thousand are plenty there.
-    requests = 3000 if inst.describe().get("emulated") == "yes" else 30000
+    requests = 3000 if inst.facts().emulated else 30000
     for conns in (1, 10):
         params = {"connections": conns, "requests": requests, "pipeline": 10,
                   "value_bytes": 50, "keyspace": 10000}
@@ -63,10 +63,10 @@ def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
         assert mix.labels["connections"] == conns and mix.labels["in_flight"] == conns * 10
         assert 0 < mix.labels["keys_after"] <= 10000
         assert mix.labels["path"].startswith(f"loadgen netns {loadgen.netns}")
-        if inst.describe().get("network") == "bridge":
+        if inst.facts().display().get("network") == "bridge":
             assert "DNAT" in mix.labels["path"]
         v = {k: s.value for k, s in samples.items()}
-        print(f"{inst.describe().get('kind')} c={conns}: SET {v['set_requests_per_s']:.0f} "
+        print(f"{inst.facts().kind} c={conns}: SET {v['set_requests_per_s']:.0f} "
               f"GET {v['get_requests_per_s']:.0f} mix {v['requests_per_s']:.0f} req/s, p99 "
               f"SET {v['set_latency_p99_ms']} GET {v['get_latency_p99_ms']} ms")
         assert running_in(inst, "redis-server") == 0

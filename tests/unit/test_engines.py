@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from support import DATA
@@ -24,7 +25,7 @@ from isotax.environments.engines.dockerd import (
     crun_wrapper_text,
     dockerd_argv,
 )
-from isotax.environments.engines.engine import parse_proc_cgroup
+from isotax.environments.engines.engine import EngineInstance, parse_proc_cgroup
 from isotax.environments.engines.iptables import foreign_rules_on_our_links, iptables_leftovers
 from isotax.environments.engines.podman import (
     NETWORK_BACKEND,
@@ -34,8 +35,7 @@ from isotax.environments.engines.podman import (
     runsc_wrapper_text,
 )
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import network_mode
-from isotax.protocols import EnvSpec
+from isotax.protocols import EnvSpec, Isolation, Reach
 
 UPDATE = os.environ.get("ITX_UPDATE_GOLDEN") == "1"  # rewrite the golden files from the code
 
@@ -236,11 +236,26 @@ def test_foreign_rules_on_isotax_links() -> None:
         "-A FORWARD -o docker0 -j DOCKER\n", "filter") == []
 
 
-def test_published_network_mode() -> None:
-    d = {"kind": "docker", "network": "bridge", "published": "10.213.7.1"}
-    assert network_mode(d, "10.213.7.1") == "published"
-    assert network_mode({"kind": "docker", "network": "host"}, "127.0.0.1") == "host"
-    assert network_mode({"kind": "runc", "network": "bridge"}, "10.213.0.2") == "bridge"
+@pytest.mark.parametrize(("network", "published", "runtime", "reach", "isolation"), [
+    ("bridge", "10.213.7.1", "runc", Reach.PUBLISHED, None),
+    ("bridge", "", "crun", Reach.BRIDGE, None),
+    ("host", "", "runsc", Reach.HOST, Isolation.SANDBOX),
+    ("bridge", "", "kata", Reach.BRIDGE, Isolation.VM),
+])
+def test_an_engines_facts_say_how_it_is_reached_and_what_its_runtime_makes_it(
+        network: str, published: str, runtime: str, reach: Reach,
+        isolation: Isolation | None) -> None:
+    """Typed, from the instance's own state: never from its words (issue 30)."""
+    inst = SimpleNamespace(
+        engine="docker", published=published, container_address="172.17.0.2",
+        choices=SimpleNamespace(network=network, runtime=runtime), bridge_name="itx-brd1",
+        _runtime_words=f"{runtime} 1 via dockerd", spec=SimpleNamespace(memory_mib=512, vcpus=0),
+        _words=lambda: {"network": network}, _engine_words=lambda: {"daemon": "private"})
+    f = EngineInstance.facts(inst)  # type: ignore[arg-type]
+    assert (f.kind, f.reach, f.isolation) == ("docker", reach, isolation)
+    assert f.published == published and f.memory_limit_mib == 512 and f.vcpus is None
+    assert f.container_address == ("172.17.0.2" if published else "")
+    assert f.display()["daemon"] == "private" and f.display()["runtime"].startswith(runtime)
 
 
 def test_registered() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from support import DATA
 
 from isotax.environments.base import gvisor_socket_stack
+from isotax.facts import Facts, Reach
 from isotax.loadgen.local import (
     listening_inodes,
     socket_inodes,
@@ -64,8 +65,8 @@ def test_mpirun_failure_is_the_known_one() -> None:
         address = "127.0.0.1"
         socket_stack = SocketStack.GVISOR_HOSTINET
 
-        def describe(self) -> dict[str, str]:
-            return {"kind": "gvisor", "network": "host"}
+        def facts(self) -> Facts:
+            return Facts("gvisor", Reach.HOST)
 
     assert why_not_applicable(Linpack(), _Described(), {}) == HOSTINET_MPI_REASON  # type: ignore[arg-type]
     assert "\n" not in HOSTINET_MPI_REASON and "bridge" in HOSTINET_MPI_REASON
@@ -84,8 +85,8 @@ def test_in_gvisor_only_the_sockperf_tcp_tail_is_n_a() -> None:
         def __init__(self, stack: SocketStack) -> None:
             self.socket_stack = stack
 
-        def describe(self) -> dict[str, str]:
-            return {"network": "bridge"}
+        def facts(self) -> Facts:
+            return Facts("gvisor", Reach.BRIDGE)
 
     rr = RequestResponse()
     netstack = _Described(gvisor_socket_stack("bridge"))

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from isotax.loadgen.local import (
-    NamespaceLoadGen,
-    network_mode,
-)
+from isotax.facts import Facts, Reach, stored_facts
+from isotax.loadgen.local import NamespaceLoadGen, network_of
 from isotax.run.leaks import is_our_server
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.throughput import Throughput
@@ -17,13 +15,16 @@ IPERF3 = Throughput.ports["iperf3"].number
 NETPERF = RequestResponse.ports["netperf"].number
 
 
-def test_network_mode_from_describe() -> None:
-    assert network_mode({"kind": "native", "network": "host"}, "127.0.0.1") == "host"
-    assert network_mode({"kind": "runc", "network": "host"}, "127.0.0.1") == "host"
-    assert network_mode({"kind": "runc", "network": "bridge"}, "10.213.0.2") == "bridge"
+def test_how_an_instance_is_reached_is_its_facts_and_an_old_runs_words() -> None:
+    assert network_of(_Inst(Facts("crun", Reach.PUBLISHED), "")) == ("crun", Reach.PUBLISHED)
+    # a run stored before facts were typed: its describe() words, read once (isotax.facts)
+    assert stored_facts({"kind": "native", "network": "host"}).reach is Reach.HOST
+    assert stored_facts({"kind": "runc", "network": "bridge"}).reach is Reach.BRIDGE
     vm = {"kind": "qemu", "network": "bridge itx-brq1, tap itx-tq1, virtio-net, vhost=off"}
-    assert network_mode(vm, "10.213.1.2") == "tap"
-    assert network_mode({"kind": "qemu", "network": "none"}, "") == "none"
+    assert stored_facts(vm).reach is Reach.TAP
+    assert stored_facts({"kind": "qemu", "network": "none"}).reach is Reach.NONE
+    engine = {"kind": "podman", "network": "bridge", "published": "10.88.0.1"}
+    assert stored_facts(engine).reach is Reach.PUBLISHED
 
 
 def test_our_servers_are_recognised_by_program_and_port() -> None:
@@ -42,13 +43,13 @@ def test_loadgen_names_fit_interfaces() -> None:
 
 
 class _Inst:
-    """An instance as listen_address sees it: its describe() and address."""
+    """An instance as listen_address sees it: its facts and address."""
 
-    def __init__(self, describe: dict[str, str], address: str) -> None:
-        self._d, self.address = describe, address
+    def __init__(self, facts: Facts, address: str) -> None:
+        self._f, self.address = facts, address
 
-    def describe(self) -> dict[str, str]:
-        return self._d
+    def facts(self) -> Facts:
+        return self._f
 
 
 def test_a_server_listens_where_the_load_generator_arrives_and_nowhere_else() -> None:
@@ -56,17 +57,16 @@ def test_a_server_listens_where_the_load_generator_arrives_and_nowhere_else() ->
     from isotax.model import SanityError
 
     host = "10.213.9.1"
-    assert listen_address(_Inst({"kind": "native", "network": "host"}, "127.0.0.1"),
-                          host) == host
-    assert listen_address(_Inst({"kind": "runc", "network": "bridge"}, "10.213.0.2"),
+    assert listen_address(_Inst(Facts("native", Reach.HOST), "127.0.0.1"), host) == host
+    assert listen_address(_Inst(Facts("runc", Reach.BRIDGE), "10.213.0.2"),
                           host) == "10.213.0.2"
-    vm = {"kind": "qemu", "network": "bridge itx-brq1, tap itx-tq1, virtio-net"}
+    vm = Facts("qemu", Reach.TAP, bridge="itx-brq1")
     assert listen_address(_Inst(vm, "10.213.1.2"), host) == "10.213.1.2"
-    published = {"kind": "podman", "network": "bridge", "published": "10.88.0.1",
-                 "container_address": "10.88.0.5"}
+    published = Facts("podman", Reach.PUBLISHED, published="10.88.0.1",
+                      container_address="10.88.0.5")
     assert listen_address(_Inst(published, "10.88.0.1"), host) == "10.88.0.5"
     with pytest.raises(SanityError, match="no address of its own"):
-        listen_address(_Inst({"kind": "runc", "network": "bridge"}, ""), host)
+        listen_address(_Inst(Facts("runc", Reach.BRIDGE), ""), host)
 
 
 def test_servers_are_started_on_that_address_with_the_runs_secret() -> None:

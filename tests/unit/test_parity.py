@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from support import DATA
 
+from isotax.facts import Facts, Reach, stored_description, stored_facts
 from isotax.host.parity import (
     Resources,
     all_problems,
@@ -70,9 +71,11 @@ def test_describe_round_trip_and_all_problems() -> None:
     assert len(found) == 3 and any("could not be probed" in p for p in found)
 
 
-NATIVE = {"kind": "native"}
-QEMU = {"kind": "qemu", "memory_mib": "2048"}
-LIMITED = {"kind": "runc", "memory": "2048 MiB (limit)"}
+# Facts as a run stored before they were typed words them (read by isotax.facts.stored_facts)
+NATIVE = stored_facts({"kind": "native"})
+QEMU = stored_facts({"kind": "qemu", "memory_mib": "2048"})
+LIMITED_WORDS = {"kind": "runc", "memory": "2048 MiB (limit)"}
+LIMITED = stored_facts(LIMITED_WORDS)
 
 
 def _memory(mib: int, template: str = "qemu-matched-guest") -> Resources:
@@ -95,29 +98,29 @@ def test_vm_against_the_whole_host_is_told_what_would_work() -> None:
 
 def test_vm_memory_mib_equal_to_a_containers_limit_is_no_difference() -> None:
     # A 1 GiB guest's kernel keeps more than the tolerance: its MemTotal alone would differ.
-    vm, small = _memory(950), {"kind": "qemu", "memory_mib": "1024"}
-    limit = {"kind": "runc", "memory": "1024 MiB (limit)"}
+    vm, small = _memory(950), Facts("qemu", Reach.TAP, guest_memory_mib=1024)
+    limit = Facts("runc", Reach.BRIDGE, memory_limit_mib=1024)
     assert [p for p in problems("qemu", vm, "runc", _memory(1024)) if "MiB" in p]
     assert problems("qemu", vm, "runc", _memory(1024), small, limit) == []
-    # The other way round too, and through the describe dicts the runner stores.
-    described = {"runc": {**limit, **_memory(1024).as_describe()},
-                 "qemu": {**small, **vm.as_describe()}}
+    # The other way round too, and through the descriptions the runner stores.
+    described = {"runc": {**stored_description(limit), **_memory(1024).as_describe()},
+                 "qemu": {**stored_description(small), **vm.as_describe()}}
     assert all_problems(described, "runc") == all_problems(described, "qemu") == []
 
 
 def test_two_limited_environments_are_told_the_concrete_value() -> None:
-    small = {"kind": "qemu", "memory_mib": "1024"}
+    small = stored_facts({"kind": "qemu", "memory_mib": "1024"})
     (said,) = problems("qemu", _memory(980), "runc", _memory(2048), small, LIMITED)
     assert said.startswith("qemu was given memory_mib = 1024 (its guest sees 980 MiB), runc is "
                            "limited to 2048 MiB (memory_mib = 2048): set memory_mib = 2048 for "
                            "qemu")
-    (said,) = problems("crun", _memory(512), "qemu", _memory(1966), LIMITED | {
-        "memory": "512 MiB (limit)"}, QEMU)
+    (said,) = problems("crun", _memory(512), "qemu", _memory(1966), stored_facts(
+        LIMITED_WORDS | {"memory": "512 MiB (limit)"}), QEMU)
     assert ": set memory_mib = 2048 for crun" in said  # the VM's memory_mib, not its MemTotal
 
 
 def test_a_limited_container_against_native_drops_its_limit() -> None:
-    described = {"native": {**NATIVE, **_probe("native").as_describe()},
+    described = {"native": {"kind": "native", **_probe("native").as_describe()},
                  "runc": {"kind": "runc", "memory": "512 MiB (limit)",
                           **_probe("runc-limited").as_describe()},
                  "crun": {"kind": "crun", "memory": "no limit",

@@ -11,6 +11,7 @@ import pytest
 
 from isotax import protocols
 from isotax.environments.base import EnvironmentBase, undeclared_facts
+from isotax.facts import Facts, Reach
 from isotax.host.fingerprint import runtime_version_commands
 from isotax.protocols import (
     Availability,
@@ -104,15 +105,13 @@ def _fake(kind: str, isolation: Isolation, finders: tuple[LeakFinder, ...]) -> t
 def test_identity_reads_the_declared_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kind isotax has never seen is checked as what it declares (no table to edit)."""
     monkeypatch.setitem(protocols.ENVIRONMENTS, "test-vmm", _fake("test-vmm", Isolation.VM, ()))
-    assert identity.declared({"kind": "test-vmm"}) is Isolation.VM
-    assert identity.declared({"kind": "not-registered"}) is None
-    # An engine's runtime decides: runsc makes its container a sandbox, Kata a VM.
-    for engine in [k for k, c in KINDS.items() if c.declared_isolation.__func__
-                   is not EnvironmentBase.declared_isolation.__func__]:  # type: ignore[attr-defined]
-        assert identity.declared({"kind": engine, "runtime": "runsc 1 via x"}) \
-            is Isolation.SANDBOX
-        assert identity.declared({"kind": engine, "runtime": "kata (x)"}) is Isolation.VM
-        assert identity.declared({"kind": engine, "runtime": "runc 1.1"}) is Isolation.CONTAINER
+    assert identity.declared(Facts("test-vmm", Reach.NONE)) is Isolation.VM
+    assert identity.declared(Facts("not-registered", Reach.NONE)) is None
+    # An instance whose runtime decides says so in its facts (an engine running runsc: a
+    # sandbox); its kind's declared isolation otherwise.
+    assert identity.declared(Facts("docker", Reach.BRIDGE, isolation=Isolation.SANDBOX)) \
+        is Isolation.SANDBOX
+    assert identity.declared(Facts("docker", Reach.BRIDGE)) is Isolation.CONTAINER
 
 
 def test_shared_leak_finders_are_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ first lines say "TCG here, because ..." instead of "KVM or TCG" (issue 15)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from isotax.environments.vm.qemu_accel import (
     proven_accelerator,
     with_pvm_reason,
 )
+from isotax.facts import Facts, Reach
 from isotax.image.artifacts import ImageArtifacts
 from isotax.run.lines import emulation_notice
 
@@ -169,12 +171,12 @@ def test_qemu_kinds_say_their_accelerator_in_available() -> None:
 
 # -- the run says so at once -----------------------------------------------------------------
 
-def test_emulation_notice_reads_describe_keys() -> None:
-    d = {"kind": "qemu", "accelerator": "tcg", "emulated": "yes",
-         "accelerator_reason": "a probe boot under KVM failed (x), so QEMU uses TCG"}
-    assert emulation_notice("vm", d) == (
+def test_emulation_notice_reads_the_facts() -> None:
+    f = Facts("qemu", Reach.TAP, emulated=True, accelerator="tcg",
+              accelerator_reason="a probe boot under KVM failed (x), so QEMU uses TCG")
+    assert emulation_notice("vm", f) == (
         "vm: runs under TCG software emulation (emulated): a probe boot under KVM failed (x), "
         "so QEMU uses TCG; its ratios will measure the emulator, not the overhead of hardware "
         "virtualisation")
-    assert emulation_notice("vm", {**d, "emulated": "no"}) == ""
-    assert emulation_notice("native", {"kind": "native"}) == ""
+    assert emulation_notice("vm", dataclasses.replace(f, emulated=False)) == ""
+    assert emulation_notice("native", Facts("native", Reach.HOST)) == ""

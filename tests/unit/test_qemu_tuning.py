@@ -62,7 +62,7 @@ def test_tuned_profile_under_tcg_says_what_it_could_not_do() -> None:
     assert k.topology == (1, 2, 1) and k.cache_info and k.hugepages and k.iothread
     assert k.pin == (0, 1)
     assert not k.vnuma and k.numa == () and "1 NUMA node" in k.notes["vnuma"]
-    d = k.describe()
+    d = k.words()
     assert d["profile"] == "tuned"
     assert d["knob_pin"].startswith("on: vcpu0->cpu0,vcpu1->cpu1")
     assert d["knob_cpu_topology"].startswith("sockets=1,cores=2,threads=1")

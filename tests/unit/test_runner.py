@@ -12,6 +12,7 @@ from support import RUNNER_PLAN, EchoWorkload, GoneEnvironment
 
 from isotax import protocols
 from isotax.environments.native import Native
+from isotax.facts import Facts, reach_of
 from isotax.image.artifacts import ImageArtifacts
 from isotax.plan import parse_plan
 from isotax.protocols import (
@@ -83,8 +84,8 @@ class _NoNetwork:
     def __init__(self, network: str) -> None:
         self.network = network
 
-    def describe(self) -> dict[str, str]:
-        return {"kind": "runc", "network": self.network}
+    def facts(self) -> Facts:
+        return Facts("runc", reach_of(self.network))
 
 
 def test_network_workloads_do_not_apply_without_a_network() -> None:

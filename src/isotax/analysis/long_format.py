@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.model import Sample, describes_emulation
+from isotax.facts import stored_facts
+from isotax.model import Sample
 from isotax.store.base import CellRecord, EnvRecord
 
 PARAM_PREFIX = "param_"
@@ -37,8 +38,8 @@ class LongTable:
 
 
 def is_emulated(env: EnvRecord | None) -> bool:
-    """An environment under software emulation (TCG): model.describes_emulation."""
-    return bool(env and describes_emulation(env.describe))
+    """An environment under software emulation (TCG): its stored facts say so."""
+    return bool(env and stored_facts(env.describe).emulated)
 
 
 def param_columns(params: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -23,8 +23,9 @@ from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, rati
 from isotax.analysis.verdicts import MIN_MARGIN, Borrowed, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
+from isotax.facts import stored_facts
 from isotax.host.parity import problems_by_environment
-from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus, describes_emulation
+from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus
 from isotax.parsers import distributions
 from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan
 from isotax.protocols import figure_hints, headline_metric
@@ -130,7 +131,7 @@ class ReportData:
 
     def emulated(self, name: str) -> bool:
         e = self.env(name)
-        return bool(e and describes_emulation(e.describe))
+        return bool(e and stored_facts(e.describe).emulated)
 
     def na_reason(self, env: str, row: Row) -> str | None:
         """Why row's point (or its metric alone) does not apply to env, or None."""

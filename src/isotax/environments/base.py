@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import signal
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -140,9 +139,6 @@ class EnvironmentBase:
 
     Hooks with a default here:
 
-      declared_isolation(describe)  classmethod: what an instance declares it is, from its
-                                    describe(); default `isolation` (an engine overrides it:
-                                    its runtime may make a container a sandbox or a VM)
       doctor_notes()                classmethod: lines `isotax doctor` prints for the kind
                                     beyond its availability; default none
       recognises(release, dmesg)    classmethod: whether an instance's kernel, seen from
@@ -161,10 +157,6 @@ class EnvironmentBase:
     storages: ClassVar[tuple[str, ...]]
 
     # version_command() has no default either: a kind declares it (see undeclared_facts).
-
-    @classmethod
-    def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:
-        return cls.isolation
 
     @classmethod
     def doctor_notes(cls) -> list[str]:

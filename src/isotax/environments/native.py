@@ -30,11 +30,13 @@ from isotax.protocols import (
     Availability,
     Completed,
     EnvSpec,
+    Facts,
     Instance,
     Isolation,
     LeakFinder,
     Leftover,
     ParamSpec,
+    Reach,
     SocketStack,
     Unavailable,
     VersionCommand,
@@ -114,16 +116,15 @@ class NativeInstance:
         done = command.run(full, timeout, env={**self.env, "TMPDIR": self.scratch})
         return replace(done, argv=tuple(argv))
 
-    def describe(self) -> Mapping[str, str]:
-        return {
-            "kind": "native",
+    def facts(self) -> Facts:
+        return Facts("native", Reach.HOST, words={
             "kernel": platform.release(),
             "cpus": str(os.cpu_count()),
             "network": "host",
             "storage": f"host directory ({host_storage(self._data)})",
             "numa": "scheduler" if self.spec.numa_node is None
             else f"CPUs and memory on node {self.spec.numa_node} (numactl)",
-        }
+        })
 
     def pause(self) -> None:
         pass

@@ -51,6 +51,7 @@ from isotax.environments.base import (
     register,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
+from isotax.facts import reach_of
 from isotax.host import command, owners
 from isotax.host.filesystems import host_storage
 from isotax.host.network import (
@@ -68,6 +69,7 @@ from isotax.protocols import (
     Availability,
     Completed,
     EnvSpec,
+    Facts,
     Instance,
     Isolation,
     LeakFinder,
@@ -312,17 +314,21 @@ class NspawnInstance:
         done = command.run(cmd, timeout)
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 
-    def describe(self) -> Mapping[str, str]:
+    def facts(self) -> Facts:
+        return Facts(
+            "nspawn", reach_of(self.network), runtime=_nspawn_version(),
+            bridge=self._bridge.name if self._bridge else "",
+            memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
+            words=self._words())
+
+    def _words(self) -> dict[str, str]:
         return {
-            "kind": "nspawn",
-            "runtime": _nspawn_version(),
             "command_line": self.command_line,
             "machine": self.machine,
             "init": "the image's systemd (boots multi-user.target)",
             "masked": ", ".join(MASKED),
             "network": self.network,
             "address": self.address,
-            "bridge": self._bridge.name if self._bridge else "",
             "cpus": f"{self.node_cpus} ({self.numa_how})" if self.node_cpus is not None
             else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib

@@ -2,5 +2,6 @@
 environments, network plumbing (namespaces, bridges, iptables), locks, and the one way to run
 a host command with a time limit (command: its whole process group is killed on timeout).
 
-Facts about and changes to the machine itself; may import protocols, parsers and model only.
+Facts about and changes to the machine itself; may import protocols, parsers, facts and
+model only.
 """

@@ -7,17 +7,17 @@ Before the first cell each environment is probed from inside (one small shell sc
 in every environment): the CPUs it may run on (`nproc`: affinity, cpuset or vCPUs), the memory
 it may use (MemTotal, capped by its memory cgroup's limit), transparent hugepages, the MTU and
 the offloads (ethtool -k) of the interface its default route leaves by, plus hugepage backing
-where the environment's describe() reports it (a VM's guest cannot see that). Every difference
+where the environment's facts report it (a VM's guest cannot see that). Every difference
 from the baseline is a problem: the plan's `parity = "refuse"` (default) stops the run before it
 measures anything; `parity = "flag"` runs and lists them in the report.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from isotax.facts import Facts, stored_facts
 from isotax.protocols import Instance, Isolation, isolation_of
 
 PROBE = r"""
@@ -114,7 +114,7 @@ def probe(inst: Instance) -> Resources:
     done = inst.exec(["sh", "-c", PROBE], 60)
     if done.returncode != 0:
         raise ValueError(f"the parity probe failed ({done.returncode}): {done.stderr.strip()}")
-    return parse_probe(done.stdout, str(inst.describe().get("hugepages", "none")))
+    return parse_probe(done.stdout, inst.facts().hugepages)
 
 
 # What works when no setting in the plan can make two environments equal; worded to be true
@@ -135,20 +135,18 @@ class Memory:
     given_mib: int | None = None  # the plan's memory_mib where it applies
 
     @classmethod
-    def of(cls, res: Resources, d: Mapping[str, str]) -> Memory:
-        """From the probe's resources and the environment's describe(): a VM's "memory_mib",
-        a container's "memory" ("2048 MiB (limit)" or "no limit"), the host kind's "kind"."""
-        vm = str(d.get("memory_mib", ""))
-        if vm.isdigit():
-            return cls("vm", res.memory_mib, int(vm))
-        limit = re.match(r"(\d+) MiB \(limit\)", str(d.get("memory", "")))
-        if limit:
-            return cls("limited", res.memory_mib, int(limit.group(1)))
-        if d.get("memory") == "no limit":
-            return cls("host", res.memory_mib)
-        if isolation_of(str(d.get("kind", ""))) is Isolation.HOST:
+    def of(cls, res: Resources, facts: Facts | None) -> Memory:
+        """From the probe's resources and the environment's facts: a VM's guest memory, a
+        container's limit or none, the host kind's processes; "unknown" without facts."""
+        if facts is None:
+            return cls("unknown", res.memory_mib)
+        if facts.guest_memory_mib:
+            return cls("vm", res.memory_mib, facts.guest_memory_mib)
+        if facts.memory_limit_mib:
+            return cls("limited", res.memory_mib, facts.memory_limit_mib)
+        if (facts.isolation or isolation_of(facts.kind)) is Isolation.HOST:
             return cls("processes", res.memory_mib)
-        return cls("unknown", res.memory_mib)
+        return cls("host", res.memory_mib)
 
     @property
     def compared_mib(self) -> int:
@@ -195,13 +193,12 @@ def memory_problem(name: str, env: Memory, base_name: str, base: Memory) -> str 
 
 
 def problems(name: str, env: Resources, base_name: str, base: Resources,
-             env_describe: Mapping[str, str] | None = None,
-             base_describe: Mapping[str, str] | None = None) -> list[str]:
+             env_facts: Facts | None = None, base_facts: Facts | None = None) -> list[str]:
     """Each difference from the baseline, in words, with a plan change that would remove it.
-    The describe() dicts say how memory was set (a VM's memory_mib, a container's limit):
-    without them, memory is compared as seen inside."""
+    The facts say how memory was set (a VM's guest memory, a container's limit): without
+    them, memory is compared as seen inside."""
     out = []
-    mem_env, mem_base = Memory.of(env, env_describe or {}), Memory.of(base, base_describe or {})
+    mem_env, mem_base = Memory.of(env, env_facts), Memory.of(base, base_facts)
     if env.cpus != base.cpus:
         fix = (f"native runs on every CPU it may use; set vcpus = {env.cpus} for {base_name}"
                if mem_env.how == "processes" else f"set vcpus = {base.cpus} for {name}")
@@ -240,7 +237,8 @@ def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline
             continue
         res = Resources.from_describe(d)
         if base is not None and res is not None:
-            out += [(name, p) for p in problems(name, res, baseline, base, d, base_d)]
+            out += [(name, p) for p in problems(name, res, baseline, base, stored_facts(d),
+                                                stored_facts(base_d))]
     return out
 
 

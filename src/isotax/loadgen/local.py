@@ -33,7 +33,7 @@ from isotax.environments.base import GUEST_PATH
 from isotax.host import command, owners
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
-from isotax.protocols import Completed, ExecError, Instance, Isolation, isolation_of
+from isotax.protocols import Completed, ExecError, Instance, Isolation, Reach, isolation_of
 from isotax.telemetry.cpuacct import CpuGroup
 from isotax.telemetry.footprint import process_parents, with_descendants
 
@@ -148,7 +148,7 @@ class NamespaceLoadGen:
             return self._map(inst.address, port, proto)
         if mode == "published":
             # The engine published the port itself (docker/podman -p) on a host address.
-            return str(inst.describe()["published"]), port
+            return inst.facts().published, port
         raise NetworkError(f"{kind}: network {mode!r} cannot be reached from the load "
                            "generator; give it network = \"host\" or \"bridge\" in the plan")
 
@@ -186,36 +186,34 @@ def path_words(head: str, inst: Instance, bridge_front: str, tap_front: str) -> 
     """The layers from a load generator's link (`head`) to inst, in words: the host's stack,
     or how a bridged container (`bridge_front`: its port mapping) or a VM's tap (`tap_front`)
     is reached, then the bridge, veth or tap and what is behind it."""
-    d = inst.describe()
-    kind, mode = network_of(inst)
+    f = inst.facts()
+    kind, mode = f.kind, f.reach
     if mode == "host":
         where = kind if isolation_of(kind) is Isolation.HOST \
             else f"{kind} container sharing the host's netns"
         return f"{head} -> host network stack ({where})"
     if mode == "bridge":
         return (f"{head} -> {bridge_front} -> {inst.address} (iptables nat, as docker -p) "
-                f"-> bridge {d.get('bridge', '?')} -> veth -> {kind} container netns")
+                f"-> bridge {f.bridge or '?'} -> veth -> {kind} container netns")
     if mode == "published":
-        return (f"{head} -> host {d.get('published')} -> {kind}'s own port mapping (-p: "
-                f"iptables DNAT) -> bridge {d.get('bridge', '?')} -> veth -> {kind} "
+        return (f"{head} -> host {f.published} -> {kind}'s own port mapping (-p: "
+                f"iptables DNAT) -> bridge {f.bridge or '?'} -> veth -> {kind} "
                 "container netns")
     if mode == "tap":
-        accel = d.get("accelerator", "?")
-        emulated = ", emulated" if d.get("emulated") == "yes" else ""
-        return (f"{head} -> {tap_front} -> {d.get('network')} -> guest kernel "
-                f"({kind}, {accel}{emulated})")
+        emulated = ", emulated" if f.emulated else ""
+        return (f"{head} -> {tap_front} -> {f.display().get('network')} -> guest kernel "
+                f"({kind}, {f.accelerator or '?'}{emulated})")
     return f"{head} -> unreachable ({kind}, network {mode})"
 
 
 def listen_address(inst: Instance, host_address: str) -> str:
     """Where a server inside inst listens for a load generator that reaches this host at
     host_address: that address for an instance on the host's network, else the instance's
-    own (a container behind an engine's port mapping: describe()["container_address"])."""
+    own (a container behind an engine's port mapping: its facts' container_address)."""
     kind, mode = network_of(inst)
     if mode == "host":
         return host_address
-    own = (str(inst.describe().get("container_address") or "") if mode == "published"
-           else inst.address)
+    own = inst.facts().container_address if mode == "published" else inst.address
     if not own:
         raise SanityError(f"{kind}: network {mode!r} gives the instance no address of its own "
                           "for a server to listen on; give it network = \"host\" or "
@@ -223,26 +221,10 @@ def listen_address(inst: Instance, host_address: str) -> str:
     return own
 
 
-def network_of(inst: Instance) -> tuple[str, str]:
-    d = inst.describe()
-    return str(d.get("kind", "?")), network_mode(d, inst.address)
-
-
-def network_mode(describe: Mapping[str, str], address: str) -> str:
-    """How the load generator reaches an instance, from its describe() and address: host (the
-    host's stack), bridge (a container behind NAT), published (a container engine's bridge
-    whose ports the engine published on the host address describe()["published"]), tap (a
-    VM's NIC on a bridge, routed), or what describe() says otherwise ("none"). Pure."""
-    net = str(describe.get("network", ""))
-    if net == "host" or (not net and address == "127.0.0.1"):
-        return "host"
-    if net == "bridge" and describe.get("published"):
-        return "published"
-    if net == "bridge":
-        return "bridge"
-    if net.startswith("bridge ") and "tap" in net:
-        return "tap"
-    return net or "none"
+def network_of(inst: Instance) -> tuple[str, Reach]:
+    """(kind, how the load generator reaches it): its facts'."""
+    f = inst.facts()
+    return f.kind, f.reach
 
 
 @contextlib.contextmanager

@@ -69,7 +69,12 @@ class Environment(_Part):
     emulated: bool
     """A VM under TCG software emulation: its ratios measure the emulator."""
     describe: dict[str, Any]
-    """The environment's own facts (network path, parity, accelerator, ...)."""
+    """The environment's description for reading: its kind's words and the runner's lines
+    (network path, parity, identity, ...)."""
+    facts: dict[str, Any]
+    """Its typed facts (isotax.facts.Facts: kind, reach, isolation, runtime, memory limit or
+    guest memory, vCPUs, emulation, accelerator, hugepages), with their version; read from
+    the words of a run stored before they were typed."""
     tools: dict[str, str]
     """Package -> version inside the environment."""
     milestones: dict[str, float]

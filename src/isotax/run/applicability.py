@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from isotax.loadgen.local import network_mode
-from isotax.protocols import AnyWorkload, Instance
+from isotax.protocols import AnyWorkload, Instance, Reach
 
 
 def why_not_applicable(workload: AnyWorkload, inst: Instance, params: Mapping[str, Any]
@@ -24,11 +23,9 @@ def why_not_applicable(workload: AnyWorkload, inst: Instance, params: Mapping[st
     load generator (its `needs_network(params)` hook: by default its class-wide
     `needs_loadgen`; startup needs one only for its redis probe) has none in an environment
     without network. Then the workload's own `not_applicable(inst, params)` hook."""
-    if workload.needs_network(params):
-        mode = network_mode(inst.describe(), inst.address)
-        if mode == "none":
-            return ("the environment has no network (network = \"none\"): no path from the "
-                    "load generator to a server in it; give it network = \"host\" or "
-                    "\"bridge\" to measure this")
+    if workload.needs_network(params) and inst.facts().reach is Reach.NONE:
+        return ("the environment has no network (network = \"none\"): no path from the "
+                "load generator to a server in it; give it network = \"host\" or "
+                "\"bridge\" to measure this")
     why = workload.not_applicable(inst, params)
     return str(why) if why else None

@@ -13,8 +13,9 @@ real thing can show, and compares them with the host's:
             namespace (inode 0xEFFFFFFC, a constant); a container is not.
   dmesg     a VM's guest kernel prints "Hypervisor detected: KVM" under KVM, nothing under TCG.
 
-What an environment declares is its kind's `isolation` fact (and its declared_isolation hook:
-an engine running runsc declares a sandbox), read from the registry: a new kind is checked
+What an environment declares is its kind's `isolation` fact, read from the registry, unless
+its instance's facts say its runtime makes it something else (an engine running runsc: a
+sandbox): a new kind is checked
 without an edit here. A mismatch fails the run (the runner refuses it), with one line per
 environment naming what was declared and what was found.
 """
@@ -22,12 +23,12 @@ environment naming what was declared and what was found.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from isotax import protocols
-from isotax.protocols import Instance, Isolation
+from isotax.protocols import Facts, Instance, Isolation
 
 # What the instance prints about itself; plain sh and coreutils, the same in every kind.
 PROBE = (
@@ -40,7 +41,9 @@ PROBE = (
 INIT_PID_NS = "pid:[4026531836]"  # PROC_PID_INIT_INO: the initial PID namespace of a kernel
 
 @dataclass(frozen=True)
-class Facts:
+class Evidence:
+    """What an instance shows of itself from inside (the PROBE), or the host of itself."""
+
     boot_id: str
     pidns: str
     release: str
@@ -53,8 +56,8 @@ class Facts:
                 + (f", dmesg {self.dmesg!r}" if self.dmesg else ""))
 
 
-def parse_facts(text: str) -> Facts:
-    """The PROBE's output -> Facts. Pure; raises ValueError on output that is not it."""
+def parse_facts(text: str) -> Evidence:
+    """The PROBE's output -> Evidence. Pure; raises ValueError on output that is not it."""
     kv: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -62,11 +65,11 @@ def parse_facts(text: str) -> Facts:
             kv.setdefault(key, value.strip())
     if "release" not in kv or "pidns" not in kv:
         raise ValueError(f"not the identity probe's output: {text[:120]!r}")
-    return Facts(kv.get("boot_id", ""), kv["pidns"], kv["release"], kv.get("version", ""),
+    return Evidence(kv.get("boot_id", ""), kv["pidns"], kv["release"], kv.get("version", ""),
                  kv.get("dmesg", ""), kv.get("cgroup", ""))
 
 
-def host_facts(root: Path = Path("/")) -> Facts:
+def host_facts(root: Path = Path("/")) -> Evidence:
     """The same facts of the host itself, read directly."""
     def read(p: str) -> str:
         try:
@@ -74,7 +77,7 @@ def host_facts(root: Path = Path("/")) -> Facts:
         except OSError:
             return ""
 
-    return Facts(read("proc/sys/kernel/random/boot_id"), os.readlink(root / "proc/self/ns/pid"),
+    return Evidence(read("proc/sys/kernel/random/boot_id"), os.readlink(root / "proc/self/ns/pid"),
                  read("proc/sys/kernel/osrelease"), read("proc/sys/kernel/version"), "", "")
 
 
@@ -87,7 +90,7 @@ def sandbox_recognisers() -> tuple[Recogniser, ...]:
                  if cls.isolation is Isolation.SANDBOX)
 
 
-def detected(env: Facts, host: Facts, sandboxes: Sequence[Recogniser] | None = None
+def detected(env: Evidence, host: Evidence, sandboxes: Sequence[Recogniser] | None = None
              ) -> Isolation:
     """What the facts say the instance is: host, container, sandbox or vm. Pure, given the
     sandbox kinds' recognisers (default: the registered ones)."""
@@ -103,23 +106,22 @@ def detected(env: Facts, host: Facts, sandboxes: Sequence[Recogniser] | None = N
     return Isolation.CONTAINER if same_kernel else Isolation.VM
 
 
-def declared(describe: Mapping[str, str]) -> Isolation | None:
-    """What the plan's environment claims to be, from its describe(): its kind's declared
-    isolation (an engine's may depend on its runtime); None for a kind not registered."""
-    cls = protocols.environments().get(str(describe.get("kind", "")))
-    return cls.declared_isolation(describe) if cls is not None else None
+def declared(facts: Facts) -> Isolation | None:
+    """What the plan's environment claims to be: the isolation its instance says its runtime
+    makes it (an engine running runsc: a sandbox), else its kind's declared isolation; None
+    for a kind not registered."""
+    return facts.isolation or protocols.isolation_of(facts.kind)
 
 
-def mismatch(describe: Mapping[str, str], env: Facts, host: Facts) -> str | None:
+def mismatch(facts: Facts, env: Evidence, host: Evidence) -> str | None:
     """Why the instance is not what it says it is, in one line; None when it is. Pure."""
-    claim = declared(describe)
+    claim = declared(facts)
     if claim is None:
         return None
     found = detected(env, host)
     if found != claim:
-        return (f"declared {describe.get('kind')} (a {claim}) but it is a {found}: "
-                f"{env.words()}")
-    accel = str(describe.get("accelerator", ""))
+        return f"declared {facts.kind} (a {claim}) but it is a {found}: {env.words()}"
+    accel = facts.accelerator
     if claim is Isolation.VM and accel:
         kvm_seen = "Hypervisor detected: KVM" in env.dmesg
         if accel == "kvm" and not kvm_seen:
@@ -130,7 +132,7 @@ def mismatch(describe: Mapping[str, str], env: Facts, host: Facts) -> str | None
     return None
 
 
-def probe(inst: Instance) -> Facts:
+def probe(inst: Instance) -> Evidence:
     """Ask the instance (raises ValueError when it cannot say)."""
     done = inst.exec(["sh", "-c", PROBE], timeout=60)
     if done.returncode != 0:

@@ -3,22 +3,21 @@ refusal of an environment that cannot run here."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from isotax.model import CellKey, CellStatus, Sample, describes_emulation
+from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import EnvironmentEntry
-from isotax.protocols import headline_metric
+from isotax.protocols import Facts, headline_metric
 
 
-def emulation_notice(name: str, describe: Mapping[str, str]) -> str:
-    """"" unless the started environment says it is emulated (model.describes_emulation):
-    then one line saying so, with its accelerator and
-    the reason (keys "accelerator" and "accelerator_reason") and what its ratios measure."""
-    if not describes_emulation(describe):
+def emulation_notice(name: str, facts: Facts) -> str:
+    """"" unless the started environment's facts say it is emulated: then one line saying
+    so, with its accelerator and the reason, and what its ratios measure."""
+    if not facts.emulated:
         return ""
-    accel = str(describe.get("accelerator", "")).strip()
+    accel = facts.accelerator.strip()
     how = f"{accel.upper()} software emulation" if accel else "software emulation"
-    reason = str(describe.get("accelerator_reason", "")).strip()
+    reason = facts.accelerator_reason.strip()
     return (f"{name}: runs under {how} (emulated)" + (f": {reason}" if reason else "")
             + "; its ratios will measure the emulator, not the overhead of hardware "
               "virtualisation")

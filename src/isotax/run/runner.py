@@ -24,6 +24,7 @@ from typing import Any
 
 from isotax import protocols
 from isotax.analysis import warmups
+from isotax.facts import Facts, stored_description
 from isotax.host import numa, owners, parity, versions
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
@@ -83,7 +84,9 @@ class Runner:
         self.started: dict[str, _Started] = {}
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
-        self.described: dict[str, dict[str, str]] = {}
+        # Per environment, what its EnvRecord stores: display lines and the typed facts
+        # (isotax.facts.stored_description), with the runner's own lines added.
+        self.described: dict[str, dict[str, Any]] = {}
         # What each started environment showed it is (run.identity), for telemetry: where its
         # work shows. Its kind's declared isolation where it could not show it (the run is
         # refused then, before any cell).
@@ -138,8 +141,9 @@ class Runner:
             self.started[entry.name] = _Started(started)
             ready = started.milestones.get("ready", float("nan"))
             self.log(f"{entry.name}: ready in {ready:.2f} s")
-            describe = dict(started.describe())
-            emulated = emulation_notice(entry.name, describe)
+            facts = started.facts()
+            describe = stored_description(facts)
+            emulated = emulation_notice(entry.name, facts)
             if emulated:
                 self.log(f"[yellow]{emulated}[/]")
             if self.loadgen is not None:
@@ -149,26 +153,27 @@ class Runner:
             except (ValueError, ExecError) as e:
                 describe["parity.error"] = str(e)
             describe["host_memory"] = footprint.idle_words(started)
-            self._prove_identity(entry.name, started, describe)
+            self._prove_identity(entry.name, started, facts, describe)
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
                 tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
-    def _prove_identity(self, name: str, inst: Instance, describe: dict[str, str]) -> None:
+    def _prove_identity(self, name: str, inst: Instance, facts: Facts,
+                        describe: dict[str, Any]) -> None:
         """Record what the instance shows it is; a mismatch with what it declares is kept in
         self.mislabelled and refuses the run."""
         host = self.host_identity
         try:
-            facts = identity.probe(inst)
+            shown = identity.probe(inst)
         except (ValueError, ExecError) as e:
-            self.isolation[name] = identity.declared(describe) or Isolation.CONTAINER
+            self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
             return
-        self.isolation[name] = identity.detected(facts, host)
-        describe["identity"] = f"{self.isolation[name]}: {facts.words()}"
-        wrong = identity.mismatch(describe, facts, host)
+        self.isolation[name] = identity.detected(shown, host)
+        describe["identity"] = f"{self.isolation[name]}: {shown.words()}"
+        wrong = identity.mismatch(facts, shown, host)
         if wrong:
             self.mislabelled.append(f"{name}: {wrong}")
 
@@ -577,7 +582,7 @@ class Runner:
         ready = got.milestones.get("ready", float("nan"))
         self.log(f"{name}: restarted: ready in {ready:.2f} s ({took:.1f} s in all); its "
                  "workloads are prepared again")
-        describe = {**self.described.get(name, {}), **got.describe()}
+        describe = {**self.described.get(name, {}), **stored_description(got.facts())}
         if self.loadgen is not None:
             describe["loadgen_path"] = self.loadgen.path(got)
         self.described[name] = describe

@@ -67,6 +67,7 @@ from isotax.environments.engines.commands import (
     run_argv,
 )
 from isotax.environments.runtime_cli import exec_not_found
+from isotax.facts import reach_of
 from isotax.host.filesystems import host_storage
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
@@ -75,12 +76,17 @@ from isotax.protocols import (
     Availability,
     Completed,
     EnvSpec,
+    Facts,
     Isolation,
     ParamSpec,
+    Reach,
     SocketStack,
     Unavailable,
 )
 from isotax.telemetry.footprint import cgroup_kernel_bytes
+
+# What a container is when the plan's runtime is not runc or crun (the kind's CONTAINER).
+RUNTIME_ISOLATION = {"runsc": Isolation.SANDBOX, "kata": Isolation.VM}
 
 # -- processes and cgroups ---------------------------------------------------------------------
 
@@ -308,20 +314,30 @@ class EngineInstance:
     def socket_stack(self) -> SocketStack:
         """runsc serves the container's sockets through its Sentry; runc, crun and Kata's
         guest, a Linux kernel."""
-        if self._runtime_words.startswith("runsc"):
+        if self.choices.runtime == "runsc":
             return gvisor_socket_stack(self.choices.network)
         return SocketStack.LINUX
 
-    def describe(self) -> Mapping[str, str]:
-        d = {
-            "kind": self.engine,
+    def facts(self) -> Facts:
+        """A container on the engine's bridge is reached through the ports the engine
+        published (or, without them, behind isotax's DNAT like any bridged container); what
+        it is follows the plan's runtime: runsc a sandbox, Kata a VM, runc and crun a
+        container (the kind's declared isolation)."""
+        reach = Reach.PUBLISHED if self.published else reach_of(self.choices.network)
+        return Facts(
+            self.engine, reach, isolation=RUNTIME_ISOLATION.get(self.choices.runtime),
+            runtime=self._runtime_words, bridge=self.bridge_name, published=self.published,
+            container_address=self.container_address if self.published else "",
+            memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
+            words={**self._words(), **self._engine_words()})
+
+    def _words(self) -> dict[str, str]:
+        return {
             "engine": self._version_words,
-            "runtime": self._runtime_words,
             "command_line": self.command_line,
             "container": self.name,
             "network": self.choices.network,
             "address": self.address,
-            "bridge": self.bridge_name,
             "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
             else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
@@ -333,11 +349,6 @@ class EngineInstance:
             "storage": self._storage_words(),
             "pid1": f"{READY_HELPER} --hold",
         }
-        if self.published:
-            d["published"] = self.published
-            d["container_address"] = self.container_address
-        d.update(self._engine_words())
-        return d
 
     def _engine_version(self) -> str:
         p = self.cli.call("version", "--format", "{{.Server.Version}}", timeout=20)
@@ -433,13 +444,3 @@ class Engine(EnvironmentBase):
     networks: ClassVar[tuple[str, ...]] = NETWORKS  # the engine's bridge, or the host's stack
     storages: ClassVar[tuple[str, ...]] = PLAN_STORAGES  # options.storage may say "bind"
 
-    @classmethod
-    def declared_isolation(cls, describe: Mapping[str, str]) -> Isolation:
-        """What the instance's runtime makes it: runsc a sandbox ("runsc <version>
-        (<platform>) via dockerd"), Kata a VM, runc and crun a container."""
-        runtime = str(describe.get("runtime", ""))
-        if runtime.startswith("runsc"):
-            return Isolation.SANDBOX
-        if runtime.startswith("kata"):
-            return Isolation.VM
-        return cls.isolation

@@ -24,13 +24,14 @@ RUNSC_PATH; runsc_path() is the binary isotax uses (the container engines use it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -48,6 +49,7 @@ from isotax.protocols import (
     STORAGES,
     Availability,
     EnvSpec,
+    Facts,
     Instance,
     Isolation,
     LeakFinder,
@@ -268,11 +270,14 @@ class GvisorInstance(OciInstance):
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
 
-    def describe(self) -> Mapping[str, str]:
-        d = dict(super().describe())
-        d.update({
-            "kind": "gvisor",
-            "runtime": f"runsc {self.rt.version()} ({self.rt.binary})",
+    def facts(self) -> Facts:
+        base = super().facts()
+        return dataclasses.replace(
+            base, kind="gvisor", runtime=f"runsc {self.rt.version()} ({self.rt.binary})",
+            words={**base.words, **self._gvisor_words()})
+
+    def _gvisor_words(self) -> dict[str, str]:
+        return {
             "platform": self.platform,
             "netstack": {
                 "bridge": "gVisor netstack (--network=sandbox) on the veth in isotax's netns",
@@ -291,8 +296,7 @@ class GvisorInstance(OciInstance):
                                     if self.spec.numa_node is not None else " (every host CPU)"),
             "first_instruction": "seen in the log (the sandbox's CLOCK_MONOTONIC is its own, "
                                  "not the host's, so the marker's stamp is not used)",
-        })
-        return d
+        }
 
 
 def _options(spec: EnvSpec) -> tuple[str, str | None]:

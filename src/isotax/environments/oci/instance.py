@@ -38,6 +38,7 @@ from isotax.environments.oci.bundle import (
 )
 from isotax.environments.oci.runtime import Runtime, probe
 from isotax.environments.runtime_cli import exec_not_found
+from isotax.facts import reach_of
 from isotax.host.filesystems import host_storage
 from isotax.host.network import (
     Bridge,
@@ -53,6 +54,7 @@ from isotax.protocols import (
     Availability,
     Completed,
     EnvSpec,
+    Facts,
     Instance,
     Isolation,
     ParamSpec,
@@ -258,15 +260,19 @@ class OciInstance:
             rc = 127
         return Completed(tuple(argv), rc, out, err, wall)
 
-    def describe(self) -> Mapping[str, str]:
+    def facts(self) -> Facts:
+        return Facts(
+            self.rt.name, reach_of(self.network), runtime=f"{self.rt.name} {self.rt.version()}",
+            bridge=self._bridge.name if self._bridge else "",
+            memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
+            words=self._words())
+
+    def _words(self) -> dict[str, str]:
         return {
-            "kind": self.rt.name,
-            "runtime": f"{self.rt.name} {self.rt.version()}",
             "command_line": self.command_line,
             "container": self.cid,
             "network": self.network,
             "address": self.address,
-            "bridge": self._bridge.name if self._bridge else "",
             "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
             else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib

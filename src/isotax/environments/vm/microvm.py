@@ -9,7 +9,7 @@ Two things differ from the pc VM and are handled here rather than left to chance
 - with no PIT or HPET to calibrate against, the kernel may hang measuring the TSC:
   tsc_early_khz=<host kHz> on the command line (under TCG the guest's TSC runs at the host's).
 An iothread is impossible on microvm under TCG (virtio-mmio has no ioeventfd there); the
-iothread knob says so in describe().
+iothread knob says so in its facts (their words).
 
 Firecracker and Cloud Hypervisor are registered too, so that `isotax envs` says where they
 stand; isotax drives neither yet, and says so rather than pretending.

@@ -18,7 +18,7 @@ Plan options (spec.options):
     machine     pc | microvm      (kind "microvm" defaults to microvm; see microvm.py)
     profile     default | untuned | tuned, and each tuning knob on its own (cpu_model,
                 cpu_topology, cache_info, pin, pin_cpus, hugepages, iothread, vhost, vnuma):
-                see qemu_tuning. describe() gives every knob's effective value and why.
+                see qemu_tuning. Its facts give every knob's effective value and why.
 NUMA placement (the plan's numa_node): QEMU runs under numactl, its threads and all of its
 memory on that host node (qemu_vm.qemu_argv says why numactl rather than a memory backend's
 host-nodes); the pin knob pins vCPUs to that node's CPUs only, vnuma is off, and hugepages
@@ -107,11 +107,13 @@ from isotax.protocols import (
     Availability,
     Completed,
     EnvSpec,
+    Facts,
     Instance,
     Isolation,
     LeakFinder,
     Leftover,
     ParamSpec,
+    Reach,
     SocketStack,
     Unavailable,
     VersionCommand,
@@ -377,13 +379,18 @@ class QemuInstance:
     def guest_stat_close(self) -> tuple[str, str] | None:
         return self._vm.stat_close() if self._vm is not None else None
 
-    def describe(self) -> Mapping[str, str]:
+    def facts(self) -> Facts:
+        return Facts(
+            self.kind, Reach.TAP if self._bridge else Reach.NONE, runtime=qemu_version(),
+            bridge=self._bridge.name if self._bridge else "",
+            guest_memory_mib=self.cfg.memory_mib, vcpus=self.cfg.vcpus,
+            emulated=self.probe.accel == "tcg", accelerator=self.probe.accel,
+            accelerator_reason=self.probe.reason,
+            hugepages=_hugepage_size() if self._hugepages is not None else "none",
+            words=self._words())
+
+    def _words(self) -> dict[str, str]:
         d = {
-            "kind": self.kind,
-            "accelerator": self.probe.accel,
-            "emulated": "yes" if self.probe.accel == "tcg" else "no",
-            "accelerator_reason": self.probe.reason,
-            "qemu": qemu_version(),
             "machine": ("microvm (virtio-mmio devices, no firmware, direct kernel boot)"
                         if self.machine == "microvm" else "pc (i440FX, PCI devices, SeaBIOS)"),
             "cpu_model": self.knobs.cpu_model,
@@ -399,7 +406,7 @@ class QemuInstance:
                         if self._bridge else "none"),
             "agent": "virtio-serial org.isotax.agent",
             "numa": self._numa_words(),
-            **self.knobs.describe(),
+            **self.knobs.words(),
         }
         if self.pinned:
             d["knob_pin"] = "on: " + ", ".join(self.pinned)
@@ -592,3 +599,14 @@ def _host_thp() -> str | None:
         return host_thp_mode(Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
     except OSError:
         return None
+
+
+def _hugepage_size() -> str:
+    """The host's default hugepage size, which nr_hugepages counts ("2048 kB")."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("Hugepagesize:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "default-size"

@@ -149,7 +149,7 @@ def with_pvm_reason(probe: Probe, pvm: bool) -> Probe:
 
 def _expectation(probe: Probe) -> Expectation:
     """A probe's answer as advance words; on a kvm_pvm host without the boot's error (the
-    VM's describe() carries it, and a table cell has no room for QEMU's assertion)."""
+    VM's facts carry it, and a table cell has no room for QEMU's assertion)."""
     if probe.reason.startswith(PVM_WHAT):
         reason = f"{PVM_WHAT}, and the image's kernel failed a probe boot under it"
     else:

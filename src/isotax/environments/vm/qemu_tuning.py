@@ -3,7 +3,7 @@ each knob also its own plan option, resolved against what this host and accelera
 
 Knobs (plan options; a profile only sets their defaults):
     cpu_model     qemu64 | max | host | <any QEMU model>   "host" needs KVM: under TCG it
-                  becomes "max" (every feature TCG emulates), and describe() says so
+                  becomes "max" (every feature TCG emulates), and its words say so
     cpu_topology  flat | sockets | host    flat: "-smp N" (QEMU's own choice); sockets: one
                   socket per vCPU (OpenStack nova's default topology); host: the host's
                   threads per core and cores per socket
@@ -135,7 +135,7 @@ class Knobs:
     # Guest NUMA nodes (vnuma on): (host node, first vCPU, last vCPU), in guest node order.
     numa: tuple[tuple[int, int, int], ...] = ()
 
-    def describe(self) -> dict[str, str]:
+    def words(self) -> dict[str, str]:
         """One line per knob: the effective value, then why (for the report's attribution)."""
         topo = ("flat (-smp N)" if self.topology is None else
                 "sockets={},cores={},threads={}".format(*self.topology))
