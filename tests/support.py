@@ -43,7 +43,7 @@ from isotax.protocols import (
 )
 from isotax.run.runner import Runner
 from isotax.run.schedule import new_run_id
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry.summary import TelemetrySummary
 from isotax.workloads.base import BaseWorkload
@@ -347,7 +347,8 @@ def figure_store(tmp_path: Path, run_id: str = "f1", slower: Mapping[str, float]
         for workload, params in POINTS:
             for env, k in slower.items():
                 store.commit_cell(run_id, CellKey(env, workload, params, rep), "1",
-                                  CellStatus.OK, "", 0, 1, figure_samples(workload, params, k))
+                                  CellOutcome(CellStatus.OK, "",
+                                              figure_samples(workload, params, k)), 0, 1)
     store.set_run_status(run_id, "complete", 2)
     return store, run_id
 
@@ -378,8 +379,9 @@ def hostile_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
     params = {"corpus_mib": 1, "level": 2, "seed": 1, "threads": 0}
     for rep, (a, b) in enumerate([(10.0, 9.0), (10.5, 9.2), (9.8, 9.1)], start=1):
         for env, v in (("native", a), ("runc", b)):
-            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
-                              "", 0, 1, [Sample("throughput", v, "MB/s", True)])
+            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("throughput", v, "MB/s", True)]), 0, 1)
     store.set_run_status("r1", "complete", 2)
     return store, "r1"
 
@@ -421,18 +423,19 @@ def long_store(tmp_path: Path, run_id: str = "d1") -> tuple[SQLiteStore, str]:
                 key = CellKey(env, "compress", params, max(rep, 1), warmup=rep == 0)
                 watched = (TelemetrySummary.from_json(json.loads(cost.read_text())), {}) \
                     if cost.is_file() and rep else None
-                store.commit_cell(run_id, key, "1", CellStatus.OK, "", 100.0 + rep,
-                                  101.5 + rep,
-                                  [Sample("throughput", (50.0 + rep) / level / k, "MB/s"),
-                                   Sample("ratio", 3.0 + level / 10, "x", False),
-                                   Sample("env_host_cpu_s", 0.1 * k, "s", False,
-                                          {"by_program": {env: 0.1 * k}})], watched)
+                samples = [Sample("throughput", (50.0 + rep) / level / k, "MB/s"),
+                           Sample("ratio", 3.0 + level / 10, "x", False),
+                           Sample("env_host_cpu_s", 0.1 * k, "s", False,
+                                  {"by_program": {env: 0.1 * k}})]
+                store.commit_cell(run_id, key, "1",
+                                  CellOutcome(CellStatus.OK, "", samples, watched),
+                                  100.0 + rep, 101.5 + rep)
     store.commit_cell(run_id, CellKey("runc", "compress", {"level": 9, "threads": 0}, 4), "1",
-                      CellStatus.FAILED, "SanityError: xz output size differs", 110.0, 111.0,
-                      [])
+                      CellOutcome(CellStatus.FAILED, "SanityError: xz output size differs"),
+                      110.0, 111.0)
     store.commit_cell(run_id, CellKey("qemu", "rr", {"proto": "udp", "seconds": 1.5}, 1), "1",
-                      CellStatus.NOT_APPLICABLE, "no network path to measure", 112.0, 112.0,
-                      [])
+                      CellOutcome(CellStatus.NOT_APPLICABLE, "no network path to measure"),
+                      112.0, 112.0)
     store.put_run_meta(run_id, "phases", {"wall_s": 60.0, "report_s": 1.0,
                                           "seconds": {"workload": 50.0, "store": 2.0}})
     store.set_run_status(run_id, "complete", 120.0)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from isotax.model import CellKey, CellStatus, Sample
-from isotax.store.base import SCHEMA_VERSION, EnvRecord, Store, StoreError
+from isotax.store.base import SCHEMA_VERSION, CellOutcome, EnvRecord, Store, StoreError
 from isotax.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.integration
@@ -41,14 +41,14 @@ def _fill(store: Store) -> None:
     store.put_environment(EnvRecord("20261124-000000-p-aaaa", "native", "native", True, "",
                                     {"kernel": "6.1.1"}, {"xz": "5.4"}, {"ready": 0.02}))
     for rep in (1, 2):
+        samples = [Sample("throughput", 9.75 + rep, "MB/s", True, {"b": 1, "a": [2]}),
+                   Sample("cpu", 0.5, "s", False, {})]
         store.commit_cell("20261124-000000-p-aaaa", CellKey("native", "compress", {"level": 2},
-                                                            rep),
-                          "3", CellStatus.OK, "", 10.0 + rep, 11.5 + rep,
-                          [Sample("throughput", 9.75 + rep, "MB/s", True, {"b": 1, "a": [2]}),
-                           Sample("cpu", 0.5, "s", False, {})])
+                                                            rep), "3",
+                          CellOutcome(CellStatus.OK, "", samples), 10.0 + rep, 11.5 + rep)
     store.commit_cell("20261124-000000-p-aaaa", CellKey("native", "compress", {"level": 2}, 1,
-                                                        warmup=True),
-                      "3", CellStatus.FAILED, "xz exited 1", 1.0, 2.0, [])
+                                                        warmup=True), "3",
+                      CellOutcome(CellStatus.FAILED, "xz exited 1"), 1.0, 2.0)
     store.put_run_meta("20261124-000000-p-aaaa", "adaptive", {"rounds": 2, "ended": None})
     store.put_run_meta("20261124-000000-p-aaaa", "adaptive", {"rounds": 3})
     store.set_run_status("20261124-000000-p-aaaa", "complete", 99.5)

@@ -10,7 +10,7 @@ from isotax.analysis.attribution import settings, single_layer_pairs
 from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 ENVS = [
@@ -72,9 +72,10 @@ def test_report_names_the_layer_and_what_it_cost(tmp_path: Path) -> None:
     for env, (lat, thr) in data.items():
         s.put_environment(EnvRecord("r", env, env.split("-")[0], True, "", {}, {}, {}))
         for i in range(3):
-            s.commit_cell("r", CellKey(env, "rr", {"proto": "tcp"}, i + 1), "1", CellStatus.OK,
-                          "", 0, 1, [Sample("latency_us", lat[i], "µs", False),
-                                     Sample("throughput", thr[i], "Gbit/s")])
+            s.commit_cell("r", CellKey(env, "rr", {"proto": "tcp"}, i + 1), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("latency_us", lat[i], "µs", False),
+                                     Sample("throughput", thr[i], "Gbit/s")]), 0, 1)
     s.set_run_status("r", "complete", 1.0)
     d = analyze(s, "r")
     s.close()

@@ -18,6 +18,7 @@ from scipy.stats import binomtest
 from isotax import protocols
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
+from isotax.store.base import CellOutcome
 from isotax.store.sqlite import SQLiteStore
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -144,8 +145,9 @@ def _store(tmp_path: Path, meta: dict[str, object] | None, plan: str) -> SQLiteS
     values = [(10.0, 10.1), (10.3, 10.2), (9.9, 10.0), (10.1, 10.1)]
     for rep, (a, b) in enumerate(values, start=1):
         for env, v in (("native", a), ("native-aa", b)):
-            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
-                              "", 0, 1, [Sample("throughput", v, "MB/s", True)])
+            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("throughput", v, "MB/s", True)]), 0, 1)
     if meta is not None:
         store.put_run_meta("r1", "sequential", meta)
     store.set_run_status("r1", "complete", 102.0)
@@ -331,11 +333,13 @@ def _ceiling_store(tmp_path: Path, runs: int = 2) -> SQLiteStore:
                     ("compress", {"corpus_mib": 4}, "throughput", 0.5, 1.0),
                     ("linpack", {"n": 500}, "hpl", 1.0, 20.0)):
                 t = 10.0 * rep
-                store.commit_cell(rid, CellKey("native", wl, params, rep), "1", CellStatus.OK,
-                                  "", t, t + 2, [Sample(metric, 100.0, "u", True)])
+                store.commit_cell(rid, CellKey("native", wl, params, rep), "1",
+                                  CellOutcome(CellStatus.OK, "",
+                                              [Sample(metric, 100.0, "u", True)]), t, t + 2)
                 value = 100.0 * runc * math.exp(spread * e)
-                store.commit_cell(rid, CellKey("runc", wl, params, rep), "1", CellStatus.OK,
-                                  "", t + 2, t + 3, [Sample(metric, value, "u", True)])
+                store.commit_cell(rid, CellKey("runc", wl, params, rep), "1",
+                                  CellOutcome(CellStatus.OK, "",
+                                              [Sample(metric, value, "u", True)]), t + 2, t + 3)
         store.put_run_meta(rid, borrowing.PAIRING, borrowing.BLOCKS)
         store.put_run_meta(rid, "sequential", {"ratios": [
             {"environment": "runc", "workload": w, "params": p, "margin": 0.05}

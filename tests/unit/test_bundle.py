@@ -16,7 +16,7 @@ from support import DATA
 from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import FILENAMES, write_reports
-from isotax.store.base import EnvRecord, StoreError
+from isotax.store.base import CellOutcome, EnvRecord, StoreError
 from isotax.store.bundle import export_bundle, open_bundle
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry.summary import TelemetrySummary
@@ -49,11 +49,11 @@ def _store(tmp_path: Path) -> SQLiteStore:
         for env, v in (("native", 10.0 + rep), ("runc", 9.0 + rep / 3)):
             summary = TelemetrySummary.from_json(
                 json.loads((DATA / "cost" / f"{env}-compress-1.json").read_text()))
-            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
-                              "", rep, rep + 1, [Sample("throughput", v, "MB/s")],
-                              (summary, {"t": [0.5]}))
-    store.commit_cell("r0", CellKey("native", "compress", params, 1), "1", CellStatus.OK, "",
-                      0, 1, [Sample("throughput", 1.0, "MB/s")])
+            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "", [Sample("throughput", v, "MB/s")],
+                                          (summary, {"t": [0.5]})), rep, rep + 1)
+    store.commit_cell("r0", CellKey("native", "compress", params, 1), "1",
+                      CellOutcome(CellStatus.OK, "", [Sample("throughput", 1.0, "MB/s")]), 0, 1)
     store.put_run_meta("r1", "adaptive", None)
     store.set_run_status("r1", "complete", 9)
     return store

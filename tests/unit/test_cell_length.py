@@ -13,7 +13,7 @@ from isotax.analysis import borrowing, cell_length, margins
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.run.cell_runs import CellRuns, per_run
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 HOST = {"hostname": "h", "kernel": "k", "cpu_model": "c", "cpus": 2, "memory_mib": 1}
@@ -114,7 +114,8 @@ def _stored(store: SQLiteStore, run: str, ratios: list[float], runs_per_cell: in
         for env in envs:
             value = 100.0 if env == "native" else 100.0 * r
             store.commit_cell(run, CellKey(env, "w", {"p": 1}, rep, False), "1",
-                              CellStatus.OK, "", 0.0, 1.0, [Sample("tput", value, "u")])
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("tput", value, "u")]), 0.0, 1.0)
     store.put_run_meta(run, borrowing.PAIRING, borrowing.BLOCKS)
     if runs_per_cell is not None:
         store.put_run_meta(run, cell_length.META_KEY,

@@ -15,6 +15,7 @@ from isotax.analysis.compare import NotComparable, compare
 from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import compare_html
+from isotax.store.base import CellOutcome
 from isotax.store.bundle import export_bundle
 from isotax.store.sqlite import SQLiteStore
 
@@ -30,11 +31,11 @@ def _store(tmp_path: Path, host_b: dict[str, str]) -> SQLiteStore:
     for run, base in (("a", 100.0), ("b", 80.0)):  # B is 20% slower
         for rep, jitter in enumerate((-1.0, 0.0, 1.0, 0.5, -0.5), start=1):
             store.commit_cell(run, CellKey("native", "compress", PARAMS, rep), "1",
-                              CellStatus.OK, "", 0, 1,
-                              [Sample("throughput", base + jitter, "MB/s"),
-                               Sample("cpu_per_mb", 50 + jitter, "CPU-ms/MB", False)])
-    store.commit_cell("a", CellKey("native", "fio", {"bs": "4k"}, 1), "1", CellStatus.OK, "",
-                      0, 1, [Sample("read_bw", 1.0, "MB/s")])
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("throughput", base + jitter, "MB/s"),
+                               Sample("cpu_per_mb", 50 + jitter, "CPU-ms/MB", False)]), 0, 1)
+    store.commit_cell("a", CellKey("native", "fio", {"bs": "4k"}, 1), "1",
+                      CellOutcome(CellStatus.OK, "", [Sample("read_bw", 1.0, "MB/s")]), 0, 1)
     return store
 
 

@@ -19,7 +19,7 @@ from isotax.host.diskspace import GiB, KiB, MiB
 from isotax.image import build
 from isotax.image.recipe import Recipe
 from isotax.model import CellKey, CellStatus, Sample
-from isotax.store.base import DiskFull
+from isotax.store.base import CellOutcome, DiskFull
 from isotax.store.sqlite import SQLiteStore
 
 # -- the decision and its words -----------------------------------------------------------------
@@ -138,8 +138,10 @@ def _cell(i: int) -> CellKey:
 
 
 def _commit(s: SQLiteStore, i: int) -> None:
-    s.commit_cell("r1", _cell(i), "1", CellStatus.OK, "", 0.0, 1.0,
-                  [Sample("throughput", float(i), "MB/s", True, {"pad": "x" * 3000})])
+    s.commit_cell("r1", _cell(i), "1",
+                  CellOutcome(CellStatus.OK, "",
+                              [Sample("throughput", float(i), "MB/s", True, {"pad": "x" * 3000})]),
+                              0.0, 1.0)
 
 
 def test_a_full_store_rolls_back_the_cell_and_keeps_the_rest(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from isotax.facts import (
 )
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 OLD = json.loads((DATA / "facts" / "stored-before-facts.json").read_text())["environments"]
@@ -85,8 +85,9 @@ def _store(tmp_path: Path) -> SQLiteStore:
                                     {**stored_description(VM), "loadgen_path": "x"}, {}, {}))
     for rep in (1, 2):
         for env, v in (("native", 100.0), ("qemu", 20.0)):
-            store.commit_cell("r1", CellKey(env, "compress", {}, rep), "1", CellStatus.OK, "",
-                              0, 1, [Sample("throughput", v + rep, "MB/s", True)])
+            store.commit_cell("r1", CellKey(env, "compress", {}, rep), "1",
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("throughput", v + rep, "MB/s", True)]), 0, 1)
     store.set_run_status("r1", "complete", 2)
     return store
 

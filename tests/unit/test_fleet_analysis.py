@@ -26,7 +26,7 @@ from isotax.analysis.fleet import (
 )
 from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = """name = "fleetplan"
@@ -70,9 +70,9 @@ def put_run(store: SQLiteStore, run_id: str, host: str, native: float,
             for env, k in (("native", 1.0), *taxes.items()):
                 v = native * k * (1 + jitter / 100)
                 store.commit_cell(run_id, CellKey(env, "compress", params, rep), "1",
-                                  CellStatus.OK, "", 0, 1,
-                                  [Sample("throughput", v, "MB/s"),
-                                   Sample("cpu_per_mb", 1000 / v, "CPU-ms/MB", False)])
+                                  CellOutcome(CellStatus.OK, "",
+                                              [Sample("throughput", v, "MB/s"),
+                                   Sample("cpu_per_mb", 1000 / v, "CPU-ms/MB", False)]), 0, 1)
     store.set_run_status(run_id, "complete", 2)
     if fleet:
         store.put_run_meta(run_id, "fleet", {"id": fleet, "host": host,

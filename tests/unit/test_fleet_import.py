@@ -16,7 +16,7 @@ from support import DATA
 from isotax.analysis.report_data import analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import write_reports
-from isotax.store.base import EnvRecord, StoreError
+from isotax.store.base import CellOutcome, EnvRecord, StoreError
 from isotax.store.bundle import export_bundle
 from isotax.store.sqlite import SQLiteStore
 from isotax.store.transfer import RunExists, copy_run, has_run
@@ -48,11 +48,11 @@ def _store(path: Path) -> SQLiteStore:
         json.loads((DATA / "cost" / "native-compress-1.json").read_text()))
     for rep in (1, 2):
         for env, v in (("runc", 9.0 + rep), ("native", 10.0 + rep)):
-            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
-                              "", rep, rep + 1, [Sample("throughput", v, "MB/s")],
-                              (summary, {"t": [0.5, rep]}))
-    store.commit_cell("r1", CellKey("runc", "compress", params, 3), "1", CellStatus.FAILED,
-                      "xz exited 1", 5, 6, [])
+            store.commit_cell("r1", CellKey(env, "compress", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "", [Sample("throughput", v, "MB/s")],
+                                          (summary, {"t": [0.5, rep]})), rep, rep + 1)
+    store.commit_cell("r1", CellKey("runc", "compress", params, 3), "1",
+                      CellOutcome(CellStatus.FAILED, "xz exited 1"), 5, 6)
     store.put_run_meta("r1", "fleet", {"id": "fleet-x", "host": "h1", "address": "10.0.0.1"})
     store.set_run_status("r1", "complete", 2000.25)
     return store

@@ -17,7 +17,7 @@ from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState
 from isotax.cli import main
 from isotax.model import CellKey, CellStatus, Sample
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.bundle import export_bundle
 from isotax.store.sqlite import SQLiteStore
 
@@ -71,7 +71,7 @@ def _store_run(store: SQLiteStore, run_id: str, scenario: Mapping[str, tuple[flo
                            if workload == "compress" else
                            [Sample("ready_ms", 40 * 100 / (base * k), "ms", False)])
                 store.commit_cell(run_id, CellKey(env, workload, params, rep), "1",
-                                  CellStatus.OK, "", 0, 1, samples)
+                                  CellOutcome(CellStatus.OK, "", samples), 0, 1)
     store.set_run_status(run_id, status, 2)
 
 

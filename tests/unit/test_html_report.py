@@ -14,7 +14,7 @@ from isotax.analysis.report_data import analyze
 from isotax.host.fingerprint import fingerprint
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import html, markdown
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry.envcpu import METRIC as ENV_CPU
 from isotax.telemetry.summary import TelemetrySummary
@@ -77,24 +77,24 @@ def _rich_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
                 (cost / f"{'native' if env.startswith('native') else 'runc'}-compress-1.json")
                 .read_text()))
             value = (100.0 + rep % 3) * k * (0.6 if (env, rep) == ("native", 5) else 1.0)
-            store.commit_cell("r", CellKey(env, "compress", params, rep), "1", CellStatus.OK,
-                              "", rep, rep + 1,
-                              [Sample("throughput", value, "MB/s"),
-                               Sample(ENV_CPU, 0.5 * rep, "s", False,
-                                      {"by_program": {"runc": 0.2, "xz": 0.3}})],
-                              (summary, {"t": [0.5]}))
+            samples = [Sample("throughput", value, "MB/s"),
+                       Sample(ENV_CPU, 0.5 * rep, "s", False,
+                              {"by_program": {"runc": 0.2, "xz": 0.3}})]
+            store.commit_cell("r", CellKey(env, "compress", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "", samples, (summary, {"t": [0.5]})),
+                              rep, rep + 1)
             store.commit_cell("r", CellKey(env, "startup", {"starts": 3}, rep), "1",
-                              CellStatus.OK, "", 0, 1,
-                              [Sample("ready_ms", 20.0 * k, "ms", False),
-                               Sample("ready_p95_ms", 30.0 * k, "ms", False)])
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("ready_ms", 20.0 * k, "ms", False),
+                               Sample("ready_p95_ms", 30.0 * k, "ms", False)]), 0, 1)
         store.commit_cell("r", CellKey("runc-host", "rr", {"proto": "tcp"}, rep), "1",
-                          CellStatus.NOT_APPLICABLE, "no network to measure", 0, 1, [])
+                          CellOutcome(CellStatus.NOT_APPLICABLE, "no network to measure"), 0, 1)
     for env in envs:
         store.commit_cell("r", CellKey(env, "density", {"max_instances": 2}, 1), "1",
-                          CellStatus.OK, "", 0, 1,
-                          [Sample("idle_instance_mib", 1.5, "MiB", False)])
-    store.commit_cell("r", CellKey("runc", "compress", params, 6), "1", CellStatus.FAILED,
-                      "SanityError: <b>xz</b> output differs", 0, 1, [])
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("idle_instance_mib", 1.5, "MiB", False)]), 0, 1)
+    store.commit_cell("r", CellKey("runc", "compress", params, 6), "1",
+                      CellOutcome(CellStatus.FAILED, "SanityError: <b>xz</b> output differs"), 0, 1)
     store.put_run_meta("r", "sequential", {
         "settings": {}, "repetitions": 5, "max_repetitions": 8, "ended": "time budget reached",
         "rounds": 2, "added_cells": 8, "spent_s": 30.0, "decided": 0, "total": 1,

@@ -12,7 +12,7 @@ import jsonschema
 from isotax.analysis.report_data import analyze
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown, results_model
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = """name = "p"
@@ -36,12 +36,14 @@ def _store(tmp_path: Path) -> SQLiteStore:
     for env in ("native", "gvisor"):
         store.put_environment(EnvRecord("r", env, env, True, "", {}, {}, {}))
     for rep in (1, 2):
-        store.commit_cell("r", CellKey("native", "rr", PARAMS, rep), "1", CellStatus.OK, "",
-                          0, 1, [Sample("transactions_per_s", 70000.0 + rep, "trans/s"),
-                                 Sample("latency_p99_9_us", 40.0 + rep, "µs", False)])
-        store.commit_cell("r", CellKey("gvisor", "rr", PARAMS, rep), "1", CellStatus.OK, "",
-                          0, 1, [Sample("transactions_per_s", 9000.0 + rep, "trans/s", True,
-                                        {NOT_MEASURED: {"latency_p99_9_us": WHY}})])
+        store.commit_cell("r", CellKey("native", "rr", PARAMS, rep), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("transactions_per_s", 70000.0 + rep, "trans/s"),
+                                 Sample("latency_p99_9_us", 40.0 + rep, "µs", False)]), 0, 1)
+        store.commit_cell("r", CellKey("gvisor", "rr", PARAMS, rep), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("transactions_per_s", 9000.0 + rep, "trans/s", True,
+                                        {NOT_MEASURED: {"latency_p99_9_us": WHY}})]), 0, 1)
     store.set_run_status("r", "complete", 2)
     return store
 

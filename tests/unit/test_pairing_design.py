@@ -25,7 +25,7 @@ from isotax.analysis.verdicts import (
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_budget, parse_plan, with_budget
 from isotax.run.schedule import schedule
-from isotax.store.base import CellRecord, EnvRecord
+from isotax.store.base import CellOutcome, CellRecord, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 HOST = {"hostname": "h", "kernel": "k", "cpu_model": "c", "cpus": 2, "memory_mib": 1}
@@ -85,8 +85,8 @@ _ids = itertools.count(1)
 
 def _commit(store: SQLiteStore, run: str, env: str, rep: int, value: float, point: int = 1,
             warmup: bool = False) -> None:
-    store.commit_cell(run, CellKey(env, "w", {"p": point}, rep, warmup), "1", CellStatus.OK,
-                      "", 0.0, 1.0, [Sample("tput", value, "u", True)])
+    store.commit_cell(run, CellKey(env, "w", {"p": point}, rep, warmup), "1",
+                      CellOutcome(CellStatus.OK, "", [Sample("tput", value, "u", True)]), 0.0, 1.0)
 
 
 def _stored_run(store: SQLiteStore, run: str, ratios: list[float], host: dict = HOST,
@@ -412,8 +412,10 @@ def test_each_round_reads_only_the_cells_committed_since_the_last(tmp_path: Path
     rounds = AddedRounds(plan, store, PhaseClock(), lambda _: None)
     first = rounds.assess("now", ["native", "runc"])
     for rep, r in ((4, 0.81), (5, 0.8)):
-        store.commit_cell("now", CellKey("native", "w", {"p": 1}, rep), "1", CellStatus.OK, "",
-                          0.0, 1.0, [Sample("tput", 100.0, "u", True, {"tool": "x" * 500})])
+        store.commit_cell("now", CellKey("native", "w", {"p": 1}, rep), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("tput", 100.0, "u", True, {"tool": "x" * 500})]),
+                                      0.0, 1.0)
         _commit(store, "now", "runc", rep, 100.0 * r)
     again = rounds.assess("now", ["native", "runc"])
     assert read[0] == (0, 6) and read[1][1] == 4 and read[1][0] >= 6
@@ -435,8 +437,9 @@ def test_one_fixed_round_is_too_few_repetitions_only_without_added_rounds(
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r1", "p", plan, 1, HOST)
     store.put_environment(EnvRecord("r1", "native", "native", True, "", {}, {}, {}))
-    store.commit_cell("r1", CellKey("native", "compress", {}, 1), "1", CellStatus.OK, "", 0, 1,
-                      [Sample("throughput", 10.0, "MB/s", True)])
+    store.commit_cell("r1", CellKey("native", "compress", {}, 1), "1",
+                      CellOutcome(CellStatus.OK, "",
+                                  [Sample("throughput", 10.0, "MB/s", True)]), 0, 1)
     store.set_run_status("r1", "complete", 2)
     said = [w.kind for w in analyze(store, "r1").warnings]
     assert (ReportWarning.FEW_REPETITIONS in said) is warned, said

@@ -13,7 +13,7 @@ from support import DATA
 from isotax.analysis.report_data import analyze
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.report import csv_report, json_report, markdown, write_reports
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = 'name = "t"\nrepetitions = 3\n'
@@ -34,12 +34,12 @@ def store(tmp_path: Path) -> SQLiteStore:
     for env, vals in data.items():
         for i, v in enumerate(vals):
             key = CellKey(env, "compress", {"level": 2}, i + 1)
-            s.commit_cell("r1", key, "1", CellStatus.OK, "", 0, 1,
-                          [Sample("throughput", v, "MB/s")])
+            s.commit_cell("r1", key, "1",
+                          CellOutcome(CellStatus.OK, "", [Sample("throughput", v, "MB/s")]), 0, 1)
         s.commit_cell("r1", CellKey(env, "compress", {"level": 2}, 1, warmup=True), "1",
-                      CellStatus.OK, "", 0, 1, [Sample("throughput", 1.0, "MB/s")])
-    s.commit_cell("r1", CellKey("runc", "compress", {"level": 2}, 4), "1", CellStatus.FAILED,
-                  "SanityError: xz output size differs", 0, 1, [])
+                      CellOutcome(CellStatus.OK, "", [Sample("throughput", 1.0, "MB/s")]), 0, 1)
+    s.commit_cell("r1", CellKey("runc", "compress", {"level": 2}, 4), "1",
+                  CellOutcome(CellStatus.FAILED, "SanityError: xz output size differs"), 0, 1)
     s.set_run_status("r1", "complete", 2.0)
     return s
 
@@ -97,10 +97,11 @@ def test_sweep_axes_in_rows_common_parameters_once(tmp_path: Path) -> None:
     for rep in (1, 2):
         for threads in (1, 2):
             s.commit_cell("r2", CellKey("native", "compress", {"level": 2, "threads": threads},
-                                        rep), "1", CellStatus.OK, "", 0, 1,
-                          [Sample("throughput", 10.0 * threads + rep, "MB/s")])
+                                        rep), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("throughput", 10.0 * threads + rep, "MB/s")]), 0, 1)
         s.commit_cell("r2", CellKey("native", "linpack", {"n": 1000}, rep), "1",
-                      CellStatus.OK, "", 0, 1, [Sample("hpl", 50.0 + rep, "GFLOPS")])
+                      CellOutcome(CellStatus.OK, "", [Sample("hpl", 50.0 + rep, "GFLOPS")]), 0, 1)
     d = analyze(s, "r2")
     assert [r.workload for r in d.rows] == ["linpack", "compress", "compress"]  # plan order
     assert d.common_params == {"compress": {"level": 2}, "linpack": {"n": 1000}}
@@ -120,11 +121,12 @@ def test_startup_and_density_sections(store: SQLiteStore) -> None:
             samples = [Sample(f"{p}{suffix}", v * k, "ms", False)
                        for p, v in got.items() for suffix, k in (("_ms", 1), ("_p95_ms", 2))]
             store.commit_cell("r1", CellKey(env, "startup", {"starts": 3}, rep), "1",
-                              CellStatus.OK, "", 0, 1, samples)
+                              CellOutcome(CellStatus.OK, "", samples), 0, 1)
+        idle = 373.0 if env == "qemu" else 0.197
         store.commit_cell("r1", CellKey(env, "density", {"max_instances": 3}, 1), "1",
-                          CellStatus.OK, "", 0, 1,
-                          [Sample("idle_instance_mib", 373.0 if env == "qemu" else 0.197, "MiB",
-                                  False), Sample("instances", 3, "instances")])
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("idle_instance_mib", idle, "MiB", False),
+                                       Sample("instances", 3, "instances")]), 0, 1)
     md = markdown.render(analyze(store, "r1"))
     startup = md[md.index("### Startup phases"):md.index("### Memory footprint")]
     # Means over the repetitions of each cell's median (and p95); seconds from 1 s up.
@@ -164,9 +166,10 @@ def test_sweep_rows_in_plan_order_and_zero_baselines(tmp_path: Path) -> None:
                       "requests": 100000, "value_bytes": 50}
             for rep in (1, 2):
                 errors = 0.0 if env == "native" else float(rep)
-                s.commit_cell("r2", CellKey(env, "redis", params, rep), "1", CellStatus.OK, "",
-                              0, 1, [Sample("requests_per_s", 1000.0 * conns + rep, "req/s"),
-                                     Sample("errors", errors, "count", False)])
+                s.commit_cell("r2", CellKey(env, "redis", params, rep), "1",
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("requests_per_s", 1000.0 * conns + rep, "req/s"),
+                                     Sample("errors", errors, "count", False)]), 0, 1)
     s.set_run_status("r2", "complete", 2.0)
     d = analyze(s, "r2")
     s.close()
@@ -183,8 +186,9 @@ def test_other_blas_kernels_than_the_baseline_are_warned_about(store: SQLiteStor
     for env, core in (("native", "Cooperlake"), ("runc", "Cooperlake"), ("qemu", "Opteron")):
         for rep in (1, 2):
             store.commit_cell("r1", CellKey(env, "linpack", {"n": 200}, rep), "1",
-                              CellStatus.OK, "", 0, 1,
-                              [Sample("hpl", 10.0, "GFLOPS", labels={"blas_core": core})])
+                              CellOutcome(CellStatus.OK, "", [
+                                  Sample("hpl", 10.0, "GFLOPS", labels={"blas_core": core})]),
+                              0, 1)
     w = [x for x in analyze(store, "r1").warnings if "OpenBLAS ran" in x]
     assert w == [w[0]] and "Opteron kernels in qemu but Cooperlake in native (linpack)" in w[0]
 
@@ -196,8 +200,8 @@ def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
     s = SQLiteStore(tmp_path / "isotax.db")
     s.create_run("r3", "t", PLAN, 1, host)
     s.put_environment(EnvRecord("r3", "native", "native", True, "", {}, {}, {"ready": 0.0}))
-    s.commit_cell("r3", CellKey("native", "compress", {}, 1), "1", CellStatus.OK, "", 0, 1,
-                  [Sample("throughput", 1.0, "MB/s")])
+    s.commit_cell("r3", CellKey("native", "compress", {}, 1), "1",
+                  CellOutcome(CellStatus.OK, "", [Sample("throughput", 1.0, "MB/s")]), 0, 1)
     md = markdown.render(analyze(s, "r3"))
     s.close()
     assert "Host fingerprint" in md and "| SMT | off" in md
@@ -206,8 +210,8 @@ def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
 
 def test_outliers_are_flagged_and_kept(store: SQLiteStore) -> None:
     for rep, v in enumerate([60.0, 60.4, 60.2, 59.4, 47.1], start=1):
-        store.commit_cell("r1", CellKey("native", "stream", {}, rep), "1", CellStatus.OK, "",
-                          0, 1, [Sample("triad", v, "MB/s")])
+        store.commit_cell("r1", CellKey("native", "stream", {}, rep), "1",
+                          CellOutcome(CellStatus.OK, "", [Sample("triad", v, "MB/s")]), 0, 1)
     d = analyze(store, "r1")
     (w,) = [x for x in d.warnings if "outlying" in x]
     assert w.startswith("native: 1 outlying value(s) (modified z-score beyond 3.5) in stream "

@@ -14,7 +14,7 @@ from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.parsers import distributions
 from isotax.report import figures, html, json_report
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 
@@ -61,8 +61,9 @@ def test_figures_are_left_out_without_their_data(tmp_path: Path) -> None:
     store.create_run("r", "figures", FIGURES_PLAN, 1, {"cpus": 2})
     for env in ("native", "runc"):
         store.put_environment(EnvRecord("r", env, env, True, "", {}, {}, {}))
-        store.commit_cell("r", CellKey(env, "mysql", {"threads": 1}, 1), "1", CellStatus.OK,
-                          "", 0, 1, figure_samples("mysql", {"threads": 1}, 1.0))
+        store.commit_cell("r", CellKey(env, "mysql", {"threads": 1}, 1), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      figure_samples("mysql", {"threads": 1}, 1.0)), 0, 1)
     d = analyze(store, "r")
     assert not d.latency_cdfs
     assert figures.throughput_latency(d, "mysql") == ""
@@ -110,9 +111,10 @@ def test_sweeps_are_grouped_by_the_other_parameters(tmp_path: Path) -> None:
                 for env, k in SLOWER.items():
                     value = (100.0 if pattern == "read" else 50.0) * jobs ** 0.5 / k
                     store.commit_cell("g", CellKey(env, "fio", {"pattern": pattern,
-                                                                "numjobs": jobs}, rep),
-                                      "1", CellStatus.OK, "", 0, 1,
-                                      [Sample(f"{pattern}_bw", value + rep, "MB/s", True)])
+                                                                "numjobs": jobs}, rep), "1",
+                                      CellOutcome(CellStatus.OK, "", [
+                                          Sample(f"{pattern}_bw", value + rep, "MB/s", True)]),
+                                      0, 1)
     d = analyze(store, "g")
     groups = figures.sweeps(d, "fio", "numjobs")
     assert [(g, [(x, m) for x, _, m in pts]) for g, pts in groups] == [
@@ -159,9 +161,9 @@ def test_an_interval_past_the_utilisation_axis_is_marked(tmp_path: Path) -> None
         store.put_environment(EnvRecord("u", env, env, True, "", {}, {}, {}))
         for rep, util in enumerate((90.0, 99.0, 100.0), start=1):
             store.commit_cell("u", CellKey(env, "mysql", {"threads": 1}, rep), "1",
-                              CellStatus.OK, "", 0, 1,
-                              [Sample("transactions_per_s", 400.0 + rep, "tx/s", True),
-                               Sample("host_cpu_utilization", util, "%", False)])
+                              CellOutcome(CellStatus.OK, "",
+                                          [Sample("transactions_per_s", 400.0 + rep, "tx/s", True),
+                               Sample("host_cpu_utilization", util, "%", False)]), 0, 1)
     svg = figures.cpu_curve(analyze(store, "u"), "mysql")
     assert svg.count("▶ clipped: to 102%") == 2 and figures.CLIP_NOTE in svg
     assert 'id="clipped-0"' in svg and 'id="clipped-1"' in svg

@@ -15,7 +15,7 @@ from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.report import csv_report, figures, html, json_report, lifecycle, markdown
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.workloads.base import BaseWorkload
 
@@ -43,12 +43,12 @@ def _stored(tmp_path: Path) -> ReportData:
         for clients in (1, 4):
             for env, k in (("native", 1.0), ("runc", 0.8)):
                 curve = [{"instances": 1, "total_mib": 10.0 * k}]
-                store.commit_cell("r1", CellKey(env, "test-retired", {"clients": clients}, rep),
-                                  "1", CellStatus.OK, "", 0, 1, [
+                key = CellKey(env, "test-retired", {"clients": clients}, rep)
+                store.commit_cell("r1", key, "1", CellOutcome(CellStatus.OK, "", [
                                       Sample("ops_per_s", 100.0 * clients * k + rep, "ops/s",
                                              True, {"curve": curve}),
                                       Sample("start_ms", 5.0 / k + rep, "ms", False),
-                                      Sample("ready_ms", 9.0 / k + rep, "ms", False)])
+                                      Sample("ready_ms", 9.0 / k + rep, "ms", False)]), 0, 1)
     store.set_run_status("r1", "complete", 2)
     return analyze(store, "r1")
 

@@ -26,7 +26,7 @@ from isotax.report import decisions, emulation, html, markdown
 from isotax.report.figures import _judged
 from isotax.report.terminal import grouped_warnings, print_warnings
 from isotax.report.verdicts_section import verdict_words
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = 'name = "t"\nrepetitions = 3\n'
@@ -44,7 +44,7 @@ def _store(tmp_path: Path) -> SQLiteStore:
     for env, vals in VALUES.items():
         for rep, v in enumerate(vals, start=1):
             s.commit_cell("r1", CellKey(env, "compress", {"level": 2}, rep), "1",
-                          CellStatus.OK, "", 0, 1, [Sample("throughput", v, "MB/s")])
+                          CellOutcome(CellStatus.OK, "", [Sample("throughput", v, "MB/s")]), 0, 1)
     s.set_run_status("r1", "complete", 2.0)
     return s
 

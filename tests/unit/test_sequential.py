@@ -14,7 +14,7 @@ from isotax.analysis.margins import Margin, Margins
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import PlanError, parse_plan
-from isotax.store.base import CellRecord
+from isotax.store.base import CellOutcome, CellRecord
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry import envcpu
 
@@ -158,8 +158,9 @@ def test_the_aa_floor_is_read_from_the_run_or_a_stored_run_of_the_same_host(tmp_
     host = {"hostname": "h", "kernel": "k", "cpu_model": "c", "cpus": 2, "memory_mib": 1}
     store.create_run("aa1", "a", 'name = "a"\naa = true\n', 1, host)
     for c in cells:
-        store.commit_cell("aa1", c.key, "1", c.status, c.reason, c.started, c.ended,
-                          list(c.samples), None)
+        store.commit_cell("aa1", c.key, "1",
+                          CellOutcome(c.status, c.reason,
+                                      list(c.samples), None), c.started, c.ended)
     store.set_run_status("aa1", "complete", 1.0)
     got, run = margins.stored_aa_floors(store, host, exclude="other")
     assert run.startswith("aa1 (") and got == floors  # named and dated

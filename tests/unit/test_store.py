@@ -8,7 +8,7 @@ import pytest
 from support import DATA
 
 from isotax.model import CellKey, CellStatus, Sample
-from isotax.store.base import StoreError
+from isotax.store.base import CellOutcome, StoreError
 from isotax.store.sqlite import SQLiteStore
 from isotax.telemetry.summary import TelemetrySummary
 
@@ -22,8 +22,9 @@ def _store(tmp_path: Path) -> SQLiteStore:
 def test_roundtrip_and_done_cells(tmp_path: Path) -> None:
     s = _store(tmp_path)
     key = CellKey("runc", "compress", {"level": 2, "threads": 0}, 1)
-    s.commit_cell(s.list_runs()[0].id, key, "1", CellStatus.OK, "", 1.0, 2.0,
-                  [Sample("throughput", 12.5, "MB/s", True, {"threads": 2})])
+    s.commit_cell(s.list_runs()[0].id, key, "1",
+                  CellOutcome(CellStatus.OK, "",
+                              [Sample("throughput", 12.5, "MB/s", True, {"threads": 2})]), 1.0, 2.0)
     run = s.get_run("20261122-120000")  # a unique prefix is enough
     assert run.plan_name == "quick" and run.status == "running"
     (cell,) = s.cells(run.id)
@@ -40,9 +41,9 @@ def test_a_cell_is_committed_once(tmp_path: Path) -> None:
     s = _store(tmp_path)
     rid = s.list_runs()[0].id
     key = CellKey("native", "compress", {}, 1)
-    s.commit_cell(rid, key, "1", CellStatus.OK, "", 0, 1, [Sample("x", 1, "u")])
+    s.commit_cell(rid, key, "1", CellOutcome(CellStatus.OK, "", [Sample("x", 1, "u")]), 0, 1)
     with pytest.raises(sqlite3.IntegrityError):
-        s.commit_cell(rid, key, "1", CellStatus.OK, "", 0, 1, [Sample("x", 2, "u")])
+        s.commit_cell(rid, key, "1", CellOutcome(CellStatus.OK, "", [Sample("x", 2, "u")]), 0, 1)
     assert len(s.cells(rid)) == 1  # the failed insert left nothing half-written
 
 
@@ -50,8 +51,8 @@ def test_failed_cells_carry_no_numbers(tmp_path: Path) -> None:
     s = _store(tmp_path)
     rid = s.list_runs()[0].id
     with pytest.raises(ValueError, match="never numbers"):
-        s.commit_cell(rid, CellKey("n", "w", {}, 1), "1", CellStatus.FAILED, "bad", 0, 1,
-                      [Sample("x", 1, "u")])
+        s.commit_cell(rid, CellKey("n", "w", {}, 1), "1",
+                      CellOutcome(CellStatus.FAILED, "bad", [Sample("x", 1, "u")]), 0, 1)
 
 
 def test_samples_need_units_and_finite_values() -> None:
@@ -64,8 +65,8 @@ def test_samples_need_units_and_finite_values() -> None:
 def test_delete_cascades(tmp_path: Path) -> None:
     s = _store(tmp_path)
     rid = s.list_runs()[0].id
-    s.commit_cell(rid, CellKey("n", "w", {}, 1), "1", CellStatus.OK, "", 0, 1,
-                  [Sample("x", 1, "u")])
+    s.commit_cell(rid, CellKey("n", "w", {}, 1), "1",
+                  CellOutcome(CellStatus.OK, "", [Sample("x", 1, "u")]), 0, 1)
     s.delete_run(rid)
     assert s.db.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
     assert s.db.execute("SELECT count(*) FROM cells").fetchone()[0] == 0
@@ -86,10 +87,11 @@ def test_telemetry_and_run_meta_round_trip_and_cascade(tmp_path: Path) -> None:
     rid = s.list_runs()[0].id
     stored = (DATA / "cost" / "runc-throughput-1.json").read_text()
     summary = TelemetrySummary.from_json(json.loads(stored))
-    cid = s.commit_cell(rid, CellKey("n", "w", {}, 1), "1", CellStatus.OK, "", 0, 1,
-                        [Sample("x", 1, "u")], (summary, {"t": [0.0, 0.5]}))
-    other = s.commit_cell(rid, CellKey("n", "w", {}, 2), "1", CellStatus.OK, "", 0, 1,
-                          [Sample("x", 2, "u")])
+    cid = s.commit_cell(rid, CellKey("n", "w", {}, 1), "1",
+                        CellOutcome(CellStatus.OK, "",
+                                    [Sample("x", 1, "u")], (summary, {"t": [0.0, 0.5]})), 0, 1)
+    other = s.commit_cell(rid, CellKey("n", "w", {}, 2), "1",
+                          CellOutcome(CellStatus.OK, "", [Sample("x", 2, "u")]), 0, 1)
     assert s.telemetry(rid) == {cid: summary}
     # the store keeps the summary's own JSON
     raw = s.db.execute("SELECT summary_json FROM telemetry WHERE cell_id=?", (cid,)).fetchone()

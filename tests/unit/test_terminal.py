@@ -14,7 +14,7 @@ from rich.text import Text
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report.terminal import WIDTH, print_summary, summary_table
-from isotax.store.base import EnvRecord
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = """
@@ -69,8 +69,9 @@ def _data(tmp_path: Path):  # type: ignore[no-untyped-def]
                            ("vm", 100 + 2 * rep), ("crun-on-the-host-network", 90 + rep),
                            ("gvisor-systrap-netstack", 30 + rep),
                            ("docker-bridge-overlay", 95 + rep)):
-                store.commit_cell("r", CellKey(env, "fio", params, rep), "1", CellStatus.OK,
-                                  "", 0, 1, [Sample("read_bw", v, "MB/s")])
+                store.commit_cell("r", CellKey(env, "fio", params, rep), "1",
+                                  CellOutcome(CellStatus.OK, "",
+                                              [Sample("read_bw", v, "MB/s")]), 0, 1)
     return analyze(store, "r")
 
 

@@ -24,6 +24,7 @@ from isotax.plan import parse_plan
 from isotax.report import json_report, markdown
 from isotax.run.runner import Runner
 from isotax.run.schedule import new_run_id
+from isotax.store.base import CellOutcome
 from isotax.store.bundle import export_bundle
 from isotax.store.sqlite import SQLiteStore
 
@@ -55,8 +56,9 @@ def _store(tmp_path: Path, rec: dict[str, Any] | None) -> SQLiteStore:
     store.create_run("r1", "v", PLAN, 1, {"hostname": "h", "cpus": 2})
     params = {"corpus_mib": 16, "level": 2, "seed": 1, "threads": 0}
     for rep in (1, 2):
-        store.commit_cell("r1", CellKey("native", "compress", params, rep), "1", CellStatus.OK,
-                          "", rep, rep + 1, [Sample("throughput", 10.0 + rep, "MB/s")])
+        store.commit_cell("r1", CellKey("native", "compress", params, rep), "1",
+                          CellOutcome(CellStatus.OK, "",
+                                      [Sample("throughput", 10.0 + rep, "MB/s")]), rep, rep + 1)
     if rec is not None:
         store.put_run_meta("r1", versions.META_KEY, rec)
     store.set_run_status("r1", "complete", 9)

@@ -53,12 +53,11 @@ from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupt
 from isotax.run.launcher import EnvLauncher
 from isotax.run.lines import cannot_run, cell_words, describe_cell, emulation_notice
 from isotax.run.measuring import Overlap
-from isotax.run.outcome import CellOutcome
 from isotax.run.restarts import META_KEY, Restarts
 from isotax.run.rounds import AddedRounds
 from isotax.run.schedule import schedule
 from isotax.run.tools import tool_versions
-from isotax.store.base import DiskFull, EnvRecord, Store
+from isotax.store.base import CellOutcome, DiskFull, EnvRecord, Store
 from isotax.telemetry import envcpu, footprint, observe
 
 Log = Callable[[str], None]
@@ -472,8 +471,7 @@ class Runner:
                 clock.add("workload", out.run_s)
                 clock.add("telemetry", took - out.run_s - out.prepare_s)
             with clock.phase("store"):
-                self.store.commit_cell(run_id, key, wversions[key.workload], out.status,
-                                       out.reason, t0, t1, out.samples, out.telemetry)
+                self.store.commit_cell(run_id, key, wversions[key.workload], out, t0, t1)
                 if self.overlap.end(key.ident):  # another run measured meanwhile: the report
                     self.store.put_run_meta(run_id, "concurrent", self.overlap.seen)
                 memory.give_back()  # a long run's heap stays flat (run.memory)

@@ -32,6 +32,32 @@ class DiskFull(StoreError):
 
 
 @dataclass(frozen=True)
+class CellOutcome:
+    """What one cell came to, as one typed object: the runner's _run_cell returns it and the
+    store commits it, so that no part of it (the telemetry that watched the cell, where its
+    time went) travels through the runner's attributes on the side."""
+
+    status: CellStatus
+    reason: str = ""  # why it did not pass ("" when it passed)
+    samples: Sequence[Sample] = ()  # a passing cell's only
+    # (summary, series) of the telemetry that watched a passing measured cell, else None
+    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
+    prepare_s: float = 0.0  # preparing its workload point (the first cell of it only)
+    run_s: float = 0.0  # the workload running (inside the telemetry's watch)
+
+    def __post_init__(self) -> None:
+        if self.status is not CellStatus.OK and self.samples:
+            raise ValueError(f"a cell that is {self.status.value} carries a reason, never "
+                             "numbers")
+
+    @classmethod
+    def ended(cls, status: CellStatus, reason: str, prepare_s: float = 0.0,
+              run_s: float = 0.0) -> CellOutcome:
+        """A cell that did not pass: its status and reason, no numbers."""
+        return cls(status, reason, prepare_s=prepare_s, run_s=run_s)
+
+
+@dataclass(frozen=True)
 class RunRecord:
     id: str
     created: float
@@ -138,11 +164,8 @@ class Store(Protocol):
     def update_host(self, run_id: str, host: Mapping[str, Any]) -> None: ...
     def put_environment(self, env: EnvRecord) -> None: ...
     def environments(self, run_id: str) -> list[EnvRecord]: ...
-    def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
-                    reason: str, started: float, ended: float,
-                    samples: Sequence[Sample],
-                    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
-                    ) -> int: ...
+    def commit_cell(self, run_id: str, key: CellKey, workload_version: str,
+                    outcome: CellOutcome, started: float, ended: float) -> int: ...
     def telemetry(self, run_id: str) -> dict[int, TelemetrySummary]: ...
     def telemetry_series(self, cell_id: int) -> Mapping[str, Any]: ...
     def put_run_meta(self, run_id: str, key: str, value: Any) -> None: ...

@@ -16,20 +16,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from isotax.model import FORMAT_VERSION, CellKey, CellStatus, RunStatus, Sample
+from isotax.model import FORMAT_VERSION, CellKey, RunStatus
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
     RUN_COLUMNS,
     SAMPLE_COLUMNS,
     SCHEMA_VERSION,
+    CellOutcome,
     CellRecord,
     EnvRecord,
     RunRecord,
@@ -210,14 +211,11 @@ class PostgresStore:
         return [env_record(r) for r in rows.fetchall()]
 
     # cells and samples
-    def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
-                    reason: str, started: float, ended: float,
-                    samples: Sequence[Sample],
-                    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
-                    ) -> int:
+    def commit_cell(self, run_id: str, key: CellKey, workload_version: str,
+                    outcome: CellOutcome, started: float, ended: float) -> int:
         """One cell, its samples and (summary, series) telemetry, in one transaction."""
-        if status is not CellStatus.OK and samples:
-            raise ValueError(f"a cell that is {status.value} carries a reason, never numbers")
+        # (a cell that did not pass carries no numbers: CellOutcome refuses them)
+        telemetry = outcome.telemetry
         with self._tx():
             row = self.db.execute(
                 "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"
@@ -225,16 +223,16 @@ class PostgresStore:
                 " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING id",
                 (run_id, key.ident, key.environment, key.workload, workload_version,
                  json.dumps(dict(key.params), sort_keys=True), key.repetition, key.warmup,
-                 status.value, reason, started, ended)).fetchone()
+                 outcome.status.value, outcome.reason, started, ended)).fetchone()
             assert row is not None
             cell_id = int(row[0])
-            if samples:
+            if outcome.samples:
                 with self.db.cursor() as cur:
                     cur.executemany(
                         "INSERT INTO samples (cell_id, metric, value, unit, higher_is_better,"
                         " labels_json) VALUES (%s,%s,%s,%s,%s,%s)",
                         [(cell_id, s.metric, s.value, s.unit, s.higher_is_better,
-                          json.dumps(dict(s.labels), sort_keys=True)) for s in samples])
+                          json.dumps(dict(s.labels), sort_keys=True)) for s in outcome.samples])
             if telemetry is not None:
                 self.db.execute("INSERT INTO telemetry VALUES (%s,%s,%s)",
                                 (cell_id, json.dumps(telemetry[0].to_json()),

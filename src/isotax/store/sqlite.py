@@ -9,17 +9,18 @@ import json
 import shutil
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from isotax.model import FORMAT_VERSION, CellKey, CellStatus, RunStatus, Sample
+from isotax.model import FORMAT_VERSION, CellKey, RunStatus
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
     RUN_COLUMNS,
     SAMPLE_COLUMNS,
     SCHEMA_VERSION,
+    CellOutcome,
     CellRecord,
     DiskFull,
     EnvRecord,
@@ -207,14 +208,11 @@ class SQLiteStore:
         return [env_record(r) for r in rows]
 
     # cells and samples
-    def commit_cell(self, run_id: str, key: CellKey, workload_version: str, status: CellStatus,
-                    reason: str, started: float, ended: float,
-                    samples: Sequence[Sample],
-                    telemetry: tuple[TelemetrySummary, Mapping[str, Any]] | None = None
-                    ) -> int:
+    def commit_cell(self, run_id: str, key: CellKey, workload_version: str,
+                    outcome: CellOutcome, started: float, ended: float) -> int:
         """One cell, its samples and (summary, series) telemetry, in one transaction."""
-        if status is not CellStatus.OK and samples:
-            raise ValueError(f"a cell that is {status.value} carries a reason, never numbers")
+        # (a cell that did not pass carries no numbers: CellOutcome refuses them)
+        telemetry = outcome.telemetry
         with self._tx():
             cur = self.db.execute(
                 "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"
@@ -222,14 +220,14 @@ class SQLiteStore:
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, key.ident, key.environment, key.workload, workload_version,
                  json.dumps(dict(key.params), sort_keys=True), key.repetition, int(key.warmup),
-                 status.value, reason, started, ended),
+                 outcome.status.value, outcome.reason, started, ended),
             )
             cell_id = int(cur.lastrowid or 0)
             self.db.executemany(
                 "INSERT INTO samples (cell_id, metric, value, unit, higher_is_better,"
                 " labels_json) VALUES (?,?,?,?,?,?)",
                 [(cell_id, s.metric, s.value, s.unit, int(s.higher_is_better),
-                  json.dumps(dict(s.labels), sort_keys=True)) for s in samples],
+                  json.dumps(dict(s.labels), sort_keys=True)) for s in outcome.samples],
             )
             if telemetry is not None:
                 self.db.execute("INSERT INTO telemetry VALUES (?,?,?)",

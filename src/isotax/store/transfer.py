@@ -12,7 +12,7 @@ them, and the order is kept.
 from __future__ import annotations
 
 from isotax.model import FORMAT_VERSION
-from isotax.store.base import RunRecord, Store, StoreError
+from isotax.store.base import CellOutcome, RunRecord, Store, StoreError
 
 
 class RunExists(StoreError):
@@ -47,8 +47,8 @@ def copy_run(src: Store, run_id: str, dst: Store, where: str = "the store") -> R
     for c in src.cells(run.id):
         telemetry = ((summaries[c.id], src.telemetry_series(c.id)) if c.id in summaries
                      else None)
-        dst.commit_cell(run.id, c.key, c.workload_version, c.status, c.reason, c.started,
-                        c.ended, c.samples, telemetry)
+        dst.commit_cell(run.id, c.key, c.workload_version,
+                        CellOutcome(c.status, c.reason, c.samples, telemetry), c.started, c.ended)
     for key, value in src.run_meta(run.id).items():
         dst.put_run_meta(run.id, key, value)
     dst.set_run_status(run.id, run.status, run.finished)
