@@ -65,6 +65,12 @@ class Unavailable(Exception):
         self.availability = availability
 
 
+class StopIncomplete(Exception):
+    """Instance.stop() could not remove everything it made: the message names what is left,
+    in one line (everything else was removed; `isotax doctor --fix` removes the rest). The
+    one exception stop() raises."""
+
+
 # The plan's words for an environment's network and storage; each kind declares the ones it can
 # do (Environment.networks, .storages).
 NETWORKS = ("host", "bridge", "none")
@@ -138,7 +144,11 @@ class Instance(Protocol):
 
     def resume(self) -> None: ...
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        """Stop it and remove everything it made (processes, container, network, mounts,
+        directories), also after it died. Idempotent: a second call does nothing. Every
+        removal is tried even when one fails; then StopIncomplete names what is left, and
+        nothing else is raised (environments.base.Removals)."""
 
     def alive(self) -> str:
         """"" while the instance can still run commands, else why not, in a few words ("QEMU

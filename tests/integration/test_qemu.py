@@ -140,6 +140,7 @@ def test_vm_rootfs_storage_is_on_the_root_disk(image: ImageArtifacts, tmp_path: 
     spec = EnvSpec(name="t", kind="qemu", image=image, workdir=tmp_path, network="none",
                    vcpus=1, memory_mib=512, storage="rootfs")
     inst = QemuInstance(spec)
+    inst.boot()
     try:
         assert inst.data_dir == "/var/lib/itx-data" and not (tmp_path / "data.raw").exists()
         assert inst.facts().display()["storage"].startswith("root disk: virtio-blk qcow2 overlay")
@@ -206,6 +207,7 @@ def test_stop_twice_leaves_nothing(image: ImageArtifacts, tmp_path: Path) -> Non
     spec = EnvSpec(name="test-qemu-none", kind="qemu", image=image, workdir=tmp_path,
                    vcpus=1, memory_mib=512, network="none")
     inst = QemuInstance(spec)
+    inst.boot()
     assert inst._vm is not None and inst._vm.proc is not None
     pid = inst._vm.proc.pid
     assert inst.exec(["true"], 30).returncode == 0
@@ -252,4 +254,4 @@ def test_forcing_kvm_where_it_does_not_boot_is_unavailable(image: ImageArtifacts
     spec = EnvSpec(name="t", kind="qemu", image=image, workdir=tmp_path, network="none",
                    options={"accel": "kvm"})
     with pytest.raises(Unavailable, match="KVM"):
-        QemuInstance(spec)
+        QemuInstance(spec).boot()

@@ -11,9 +11,12 @@ and Ctrl-C; `stop()` must be idempotent and must remove every resource the insta
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,6 +34,7 @@ from isotax.protocols import (
     LeakFinder,
     ParamSpec,
     SocketStack,
+    StopIncomplete,
     Unavailable,
     VersionCommand,
 )
@@ -76,6 +80,41 @@ def process_gone(pid: int) -> str:
     except (OSError, ValueError):
         return "exited"
     return "exited" if st.state in ("Z", "X") else ""
+
+
+class Removals:
+    """What one stop() removes: every removal tried, whatever the one before did; then
+    done() raises StopIncomplete naming what could not be removed (Instance.stop's
+    contract)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.failed: list[str] = []
+
+    def attempt(self, name: str, remove: Callable[[], object]) -> None:
+        try:
+            remove()
+        except Exception as e:  # the contract: try the rest, then say what is left
+            self.failed.append(f"{name} ({type(e).__name__}: {str(e).strip()[:200]})")
+
+    def done(self) -> None:
+        if self.failed:
+            raise StopIncomplete(f"{self.what}: could not remove " + "; ".join(self.failed)
+                                 + "; `isotax doctor --fix` removes what is left")
+
+
+def undo_start(stop: Callable[[], None]) -> None:
+    """stop() of an instance whose start failed: the start's own error is what the caller
+    needs; what stop could not remove is left to the leak finders (`isotax doctor --fix`)."""
+    with contextlib.suppress(StopIncomplete):
+        stop()
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree isotax made; one already gone is fine, one that cannot be
+    removed raises (a Removals attempt names it)."""
+    if path.exists() or path.is_symlink():
+        shutil.rmtree(path)
 
 
 class Stopwatch:

@@ -54,6 +54,7 @@ class OverlayRoot:
             if command.run(["umount", str(self.merged)], 30).returncode != 0:
                 command.run(["umount", "-l", str(self.merged)], 30)
             self.mounted = os.path.ismount(self.merged)
-        if not self.mounted:
-            for d in (self.merged, self.upper, self.work):
-                shutil.rmtree(d, ignore_errors=True)
+        if self.mounted:
+            raise RuntimeError(f"overlay {self.merged} is still mounted")
+        for d in (self.merged, self.upper, self.work):
+            shutil.rmtree(d, ignore_errors=True)

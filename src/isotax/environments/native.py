@@ -16,10 +16,13 @@ from isotax.environments.base import (
     GUEST_PATH,
     READY_MARKER,
     EnvironmentBase,
+    Removals,
     Stopwatch,
     exit_words,
     parse_ready_marker,
     register,
+    remove_tree,
+    undo_start,
 )
 from isotax.host import command, owners
 from isotax.host.filesystems import host_storage
@@ -71,6 +74,7 @@ class NativeInstance:
         self._data.mkdir(parents=True, exist_ok=True)
         self.data_dir = str(self._data)
         self._hold: subprocess.Popen[str] | None = None
+        self._stopped = False
         # Every command joins this group, so a run's CPU inside the environment is counted
         # exactly, exited processes included (telemetry.cpuacct), as a container's group does.
         self.cpu_group: CpuGroup | None = None
@@ -78,7 +82,7 @@ class NativeInstance:
             self.cpu_group = CpuGroup(f"itx-native-{owners.new_tag(3)}")
             self._start_hold(sw)
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
         self.milestones: Mapping[str, float] = dict(sw.marks)
 
@@ -147,6 +151,19 @@ class NativeInstance:
         return None  # a host process has no cgroup of its own
 
     def stop(self) -> None:
+        """Its holding process, scratch, data and CPU group (Instance.stop's contract)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        out = Removals(f"native instance {self.spec.name}")
+        out.attempt("its holding process (itx-ready --hold)", self._stop_hold)
+        out.attempt(f"scratch {self._scratch}", lambda: remove_tree(self._scratch))
+        out.attempt(f"data {self._data}", lambda: remove_tree(self._data))
+        if self.cpu_group is not None:
+            out.attempt(f"CPU group {self.cpu_group.dir}", self.cpu_group.remove)
+        out.done()
+
+    def _stop_hold(self) -> None:
         if self._hold is not None and self._hold.poll() is None:
             self._hold.terminate()  # itx-ready exits 0 on SIGTERM
             try:
@@ -156,10 +173,6 @@ class NativeInstance:
                 self._hold.wait(5)
         if self._hold is not None and self._hold.stdout is not None:
             self._hold.stdout.close()
-        shutil.rmtree(self._scratch, ignore_errors=True)
-        shutil.rmtree(self._data, ignore_errors=True)
-        if self.cpu_group is not None:
-            self.cpu_group.remove()
 
 
 def held_processes() -> list[Leftover]:

@@ -44,11 +44,14 @@ from typing import ClassVar
 from isotax.environments.base import (
     GUEST_ENV,
     EnvironmentBase,
+    Removals,
     Stopwatch,
     bound_cpus,
     exit_words,
     process_gone,
     register,
+    remove_tree,
+    undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
 from isotax.facts import reach_of
@@ -177,7 +180,7 @@ class NspawnInstance:
         try:
             self._start()
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
 
     # -- start ---------------------------------------------------------------------------
@@ -391,6 +394,20 @@ class NspawnInstance:
         if self._stopped:
             return
         self._stopped = True
+        out = Removals(f"nspawn machine {self.machine}")
+        out.attempt("its processes", self._end_processes)
+        for d in self._cgroups:
+            out.attempt(f"cgroup {d}", functools.partial(_remove_cgroup, d))
+        if self._bridge is not None and self._lease is not None:
+            bridge, lease = self._bridge, self._lease
+            out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease))
+        out.attempt("its overlay root", self._overlay.remove)
+        if self._volume is not None:
+            volume = self._volume
+            out.attempt(f"volume {volume}", lambda: remove_tree(volume))
+        out.done()
+
+    def _end_processes(self) -> None:
         with contextlib.suppress(Exception):
             self.resume()
         if self._proc is not None and self._proc.poll() is None:
@@ -410,19 +427,18 @@ class NspawnInstance:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
-        for d in self._cgroups:
-            # Deepest first: nspawn and the container's systemd made groups below ours.
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                with contextlib.suppress(OSError):
-                    sub.rmdir()
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        if self._bridge is not None and self._lease is not None:
-            with contextlib.suppress(Exception):
-                release_bridge_lease(self._bridge, self._lease)
-        self._overlay.remove()
-        if self._volume is not None:
-            shutil.rmtree(self._volume, ignore_errors=True)
+        if self.host_pids():
+            raise RuntimeError(f"processes {self.host_pids()} outlived SIGKILL")
+
+
+def _remove_cgroup(d: Path) -> None:
+    """Deepest first: nspawn and the container's systemd made groups below ours."""
+    if not d.is_dir():
+        return
+    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+    d.rmdir()
 
 
 def nspawn_leaks() -> list[Leftover]:

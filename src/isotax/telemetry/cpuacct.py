@@ -121,3 +121,4 @@ class CpuGroup:
                 return
             except OSError:
                 time.sleep(0.02)
+        raise OSError(f"CPU accounting group {self.dir} kept members for a second")

@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import Stopwatch, exit_words, register
+from isotax.environments.base import Stopwatch, exit_words, register, undo_start
 from isotax.environments.engines.client import EngineCli, EngineError
 from isotax.environments.engines.commands import KATA_INSTALL, KATA_RUNTIME_TYPE, KATA_SHIM
 from isotax.environments.engines.dockerd import (
@@ -96,12 +96,11 @@ class DockerInstance(EngineInstance):
         self.container_ip = ""
         self._pub: Bridge | None = None
         self._root_dir: Path | None = None
-        self.release_errors: list[str] = []
         try:
             self._start()
             self._after_start()
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
 
     def _prepare_engine(self, sw: Stopwatch) -> None:

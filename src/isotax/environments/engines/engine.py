@@ -38,8 +38,8 @@ which processes belong to a container) live in docker.py and podman.py.
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,9 +49,11 @@ from isotax.environments.base import (
     READY_HELPER,
     READY_MARKER,
     EnvironmentBase,
+    Removals,
     Stopwatch,
     bound_cpus,
     gvisor_socket_stack,
+    remove_tree,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.engines.client import LABEL, EngineCli, ensure_image, image_ref
@@ -140,6 +142,7 @@ class EngineInstance:
         self.container_id = ""
         self.pid1 = 0
         self.bridge_name = ""
+        self.release_errors: list[str] = []  # what _release_engine could not undo
         self.published = ""  # the host address the engine published the ports on
         self.container_address = ""  # the container's own address, when published
         self.import_s = 0.0
@@ -173,7 +176,8 @@ class EngineInstance:
         return []
 
     def _release_engine(self) -> None:
-        """Undo _prepare_engine and _network_flags; never raises."""
+        """Undo _prepare_engine and _network_flags; never raises: what it could not undo
+        goes into release_errors, which stop() reports."""
 
     def _engine_gone(self) -> str:
         """Why the engine that runs the container is gone (a daemon of isotax's that
@@ -399,22 +403,42 @@ class EngineInstance:
 
     def stop(self) -> None:
         """Remove the container, its volume and bind directory, then what the engine needed
-        (network, daemon). Idempotent; never raises."""
+        (network, daemon): Instance.stop's contract."""
         if self._stopped:
             return
         self._stopped = True
+        out = Removals(f"{self.engine} container {self.name}")
         if self._created:
-            with contextlib.suppress(Exception):
-                if self._state().get("State", {}).get("Paused"):
-                    self.cli.call("unpause", self.name, timeout=30)
-                self.cli.call("rm", *self._rm_flags(), self.name, timeout=60)
+            out.attempt("the container", self._remove_container)
         if self._volume is not None:
-            with contextlib.suppress(Exception):
-                self.cli.call("volume", "rm", "--force", self._volume, timeout=60)
+            volume = self._volume
+            out.attempt(f"volume {volume}", lambda: self._called(
+                "volume", "rm", "--force", volume))
         if self._bind is not None:
-            shutil.rmtree(self._bind, ignore_errors=True)
-        with contextlib.suppress(Exception):
-            self._release_engine()
+            bind = self._bind
+            out.attempt(f"bind directory {bind}", lambda: remove_tree(bind))
+        out.attempt("what the engine needed (its network, its daemon)", self._engine_released)
+        out.done()
+
+    def _engine_released(self) -> None:
+        self._release_engine()
+        if self.release_errors:
+            raise RuntimeError("; ".join(self.release_errors))
+
+    def _remove_container(self) -> None:
+        with contextlib.suppress(Exception):  # a paused container must thaw to go
+            if self._state().get("State", {}).get("Paused"):
+                self.cli.call("unpause", self.name, timeout=30)
+        self._called("rm", *self._rm_flags(), self.name)
+
+    def _called(self, *args: str) -> None:
+        """An engine command that must work (60 s): its words where it does not, unless
+        what it removes is already gone."""
+        done = self.cli.call(*args, timeout=60)
+        if done.returncode != 0 and not re.search(r"no such|not found|does not exist",
+                                                  done.stderr, re.IGNORECASE):
+            raise RuntimeError(f"{self.engine} {' '.join(args[:2])} exited "
+                               f"{done.returncode}: {done.stderr.strip()[:200]}")
 
 
 # -- the kinds --------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import Stopwatch, register
+from isotax.environments.base import Stopwatch, register, undo_start
 from isotax.environments.engines.client import LABEL, EngineCli
 from isotax.environments.engines.dockerd import (
     RUNSC,
@@ -180,11 +180,10 @@ class PodmanInstance(EngineInstance):
         self._net_file: Path | None = None
         self._network_backend = ""
         self._acquired = False
-        self.release_errors: list[str] = []
         try:
             self._start()
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
 
     def _prepare_engine(self, sw: Stopwatch) -> None:

@@ -261,14 +261,16 @@ class GvisorInstance(OciInstance):
         the grace period are killed by pid, once their start time shows that the pid still
         names the same process."""
         pids = [] if self._stopped else [(p, _start_time(p)) for p in self.host_pids()]
-        super().stop()
-        deadline = time.monotonic() + STOP_GRACE_S
-        while time.monotonic() < deadline and any(_alive(p, t) for p, t in pids):
-            time.sleep(0.01)
-        for p, t in pids:
-            if _alive(p, t):
-                with contextlib.suppress(OSError):
-                    os.kill(p, signal.SIGKILL)
+        try:
+            super().stop()
+        finally:  # the sandbox's processes go whatever else could not be removed
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline and any(_alive(p, t) for p, t in pids):
+                time.sleep(0.01)
+            for p, t in pids:
+                if _alive(p, t):
+                    with contextlib.suppress(OSError):
+                        os.kill(p, signal.SIGKILL)
 
     def facts(self) -> Facts:
         base = super().facts()

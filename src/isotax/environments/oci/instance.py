@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -25,9 +24,12 @@ from isotax.environments.base import (
     READY_HELPER,
     READY_MARKER,
     EnvironmentBase,
+    Removals,
     Stopwatch,
     bound_cpus,
     parse_ready_marker,
+    remove_tree,
+    undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
 from isotax.environments.oci.bundle import (
@@ -105,7 +107,7 @@ class OciInstance:
         try:
             self._start()
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
 
     def _start(self) -> None:
@@ -194,7 +196,7 @@ class OciInstance:
         """Remove the overlay (OverlayRoot.remove) and the volume."""
         self._overlay.remove()
         if self._volume is not None:
-            shutil.rmtree(self._volume, ignore_errors=True)
+            remove_tree(self._volume)
 
     def _log_tail(self) -> str:
         try:
@@ -395,26 +397,33 @@ class OciInstance:
         return False
 
     def stop(self) -> None:
-        """Kill, delete, release the network, remove the bundle. Idempotent; never raises."""
+        """Kill, delete, release the network, remove the storage and the bundle
+        (Instance.stop's contract)."""
         if self._stopped:
             return
         self._stopped = True
+        out = Removals(f"{self.rt.name} container {self.cid}")
+        out.attempt("the container", self._remove_container)
+        if self._bridge is not None:
+            bridge, lease = self._bridge, self._lease
+            out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease)
+                        if lease is not None else bridge.down())
+        out.attempt("its storage", self._release_storage)
+        out.attempt(f"bundle {self.bundle}", lambda: remove_tree(self.bundle))
+        out.done()
+
+    def _remove_container(self) -> None:
+        """Kill and delete it; an error only where the runtime still knows it afterwards (one
+        that died or was never created is gone, which is what stop wants)."""
+        # A paused (frozen) container cannot die from KILL until thawed.
         with contextlib.suppress(Exception):
-            # A paused (frozen) container cannot die from KILL until thawed.
             if self.state() == "paused":
                 self.rt.call("resume", self.cid)
-            self.rt.call("kill", self.cid, "KILL", timeout=10)
-        with contextlib.suppress(Exception):
-            self.rt.call("delete", "--force", self.cid, timeout=30)
-        if self._bridge is not None:
-            with contextlib.suppress(Exception):
-                if self._lease is not None:
-                    release_bridge_lease(self._bridge, self._lease)
-                else:
-                    self._bridge.down()
-        with contextlib.suppress(Exception):
-            self._release_storage()
-        shutil.rmtree(self.bundle, ignore_errors=True)
+        self.rt.call("kill", self.cid, "KILL", timeout=10)
+        done = self.rt.call("delete", "--force", self.cid, timeout=30)
+        if done.returncode != 0 and self.state() != "gone":
+            raise RuntimeError(f"{self.rt.name} delete --force exited {done.returncode}: "
+                               f"{done.stderr.strip()[:200]}")
 
 
 

@@ -36,9 +36,10 @@ engine, so the two differ only by qcow2 vs raw.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,9 +48,12 @@ from pyroute2 import IPRoute
 from isotax.environments.base import (
     GUEST_ENV,
     EnvironmentBase,
+    Removals,
     Stopwatch,
     exit_words,
     register,
+    remove_tree,
+    undo_start,
 )
 from isotax.environments.vm.qemu_accel import (
     Probe,
@@ -170,8 +174,10 @@ def _resolve_accel(spec: EnvSpec, choice: str) -> Probe:
 
 
 class QemuInstance:
-    """One VM. start() in the constructor; stop() always (idempotent). Subclasses (microvm,
-    vm9p) change the machine type and where the root file system and the volume come from."""
+    """One VM: the constructor checks the plan's choices and resolves the accelerator and the
+    knobs (nothing made yet); boot() makes what the VM needs and boots it; stop() always.
+    Subclasses (microvm, vm9p) change the machine type and where the root file system and the
+    volume come from."""
 
     kind = "qemu"
     default_machine = "pc"
@@ -237,6 +243,12 @@ class QemuInstance:
                                               host_facts(), spec.numa_node)
         except KnobError as e:
             raise Unavailable(Availability.no(f"{kind}: {e}", "fix the plan's options")) from e
+        self.vcpus = vcpus
+
+    def boot(self) -> None:
+        """The bridge and tap, hugepages, shares and data disk, then the VM booted; on any
+        failure what it made is removed and Unavailable says why (the VM's console log)."""
+        spec, opts, kind, vcpus = self.spec, self.spec.options, self.kind, self.vcpus
         workdir = Path(spec.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         # cache=none needs O_DIRECT on the overlay and the backing file; tmpfs has none.
@@ -254,24 +266,8 @@ class QemuInstance:
                                               "(isotax image rm; isotax image build)")) from e
         memory_mib = spec.memory_mib or DEFAULT_MEMORY_MIB
         try:
-            tap = ip = gw = None
-            if spec.network == "bridge":
-                self._bridge = Bridge(name=f"itx-br{self._tag}")
-                self._bridge.up()
-                self._lease = self._bridge.add_tap(self._tag)
-                tap, gw = self._lease.iface, self._lease.gateway
-                ip = f"{self._lease.ip}/{self._lease.prefixlen}"
-                self.address = self._lease.ip
-            hugepages_dir = None
-            if self.knobs.hugepages:
-                self._hugepages = HugepageReservation(self._tag, memory_mib, spec.numa_node)
-                try:
-                    self._hugepages.acquire()
-                except (HugepageError, OSError) as e:
-                    raise Unavailable(Availability.no(
-                        f"{kind}: hugepages: {e}", "free memory, or set options.hugepages = "
-                        "false")) from e
-                hugepages_dir = str(self._hugepages.mountpoint)
+            tap, ip, gw = self._network()
+            hugepages_dir = self._reserve_hugepages(memory_mib)
             root_share, shares = self._shares(workdir)
             self._start_daemons([s for s in (root_share, *shares) if s is not None], workdir)
             data_disk = spec.storage == "volume" and not shares
@@ -305,17 +301,41 @@ class QemuInstance:
             self._vm.boot(float(opts.get("boot_timeout", DEFAULT_BOOT_TIMEOUT_S)))
             self._prepare_data_dir()
         except BootError as e:
-            self.stop()
+            undo_start(self.stop)
             raise Unavailable(Availability.no(
                 f"{kind} ({self.probe.accel}): the VM did not boot: {e}",
                 f"see {workdir}/console.log and qemu.log")) from e
         except OSError as e:
-            self.stop()
+            undo_start(self.stop)
             raise Unavailable(Availability.no(f"{kind}: {e}", f"see {workdir}")) from e
         except BaseException:
-            self.stop()
+            undo_start(self.stop)
             raise
         self.milestones = dict(self._sw.marks)
+
+    def _network(self) -> tuple[str | None, str | None, str | None]:
+        """(tap, guest address/prefix, gateway) on a bridge of its own; Nones without one."""
+        if self.spec.network != "bridge":
+            return None, None, None
+        self._bridge = Bridge(name=f"itx-br{self._tag}")
+        self._bridge.up()
+        self._lease = self._bridge.add_tap(self._tag)
+        self.address = self._lease.ip
+        return (self._lease.iface, f"{self._lease.ip}/{self._lease.prefixlen}",
+                self._lease.gateway)
+
+    def _reserve_hugepages(self, memory_mib: int) -> str | None:
+        """The hugetlbfs mount for the guest's memory where the hugepages knob is on."""
+        if not self.knobs.hugepages:
+            return None
+        self._hugepages = HugepageReservation(self._tag, memory_mib, self.spec.numa_node)
+        try:
+            self._hugepages.acquire()
+        except (HugepageError, OSError) as e:
+            raise Unavailable(Availability.no(
+                f"{self.kind}: hugepages: {e}", "free memory, or set options.hugepages = "
+                "false")) from e
+        return str(self._hugepages.mountpoint)
 
     # -- hooks for the kinds built on this one ---------------------------------------------------
     def _check_options(self) -> None:
@@ -485,29 +505,27 @@ class QemuInstance:
             self._vm.resume()
 
     def stop(self) -> None:
-        """Stop the VM and its daemons; release hugepages, mounts, the tap and the bridge.
-        Idempotent."""
+        """Stop the VM and its daemons; release hugepages, mounts, the tap and the bridge
+        (Instance.stop's contract)."""
         if self._stopped:
             return
         self._stopped = True
-        errors: list[str] = []
+        out = Removals(f"{self.kind} VM {self.spec.name}")
         if self._vm is not None:
-            self._vm.stop()
+            out.attempt("QEMU", self._vm.stop)
         for d in self._daemons:
-            d.stop()
+            out.attempt("a daemon of the VM's", d.stop)
         for b in self._binds:
-            errors += b.umount()
+            out.attempt(f"bind mount {b.target}", functools.partial(_none_left, b.umount))
         if self._volume_dir is not None:
-            shutil.rmtree(self._volume_dir, ignore_errors=True)
+            volume = self._volume_dir
+            out.attempt(f"volume {volume}", lambda: remove_tree(volume))
         if self._hugepages is not None:
-            errors += self._hugepages.release()
+            out.attempt("its hugepage reservation",
+                        functools.partial(_none_left, self._hugepages.release))
         if self._bridge is not None:
-            try:
-                self._bridge.down()  # removes the tap lease too
-            except Exception as e:
-                errors.append(str(e))
-        if errors:
-            raise RuntimeError(f"{self.kind}: could not remove " + "; ".join(errors))
+            out.attempt(f"bridge {self._bridge.name} and its tap", self._bridge.down)
+        out.done()
 
 
 def _manifest_kernel(path: Path) -> str:
@@ -585,7 +603,9 @@ class Qemu(EnvironmentBase):
             return Availability.no(f"qemu: cannot check availability: {e}")
 
     def start(self, spec: EnvSpec) -> Instance:
-        return self.instance_class(spec)
+        inst = self.instance_class(spec)
+        inst.boot()
+        return inst
 
 
 def _uplink_mtu() -> int:
@@ -610,3 +630,10 @@ def _hugepage_size() -> str:
     except OSError:
         pass
     return "default-size"
+
+
+def _none_left(release: Callable[[], list[str]]) -> None:
+    """A release that returns what it could not undo, as a Removals attempt."""
+    left = release()
+    if left:
+        raise RuntimeError("; ".join(left))
