@@ -253,7 +253,8 @@ def test_the_cells_a_run_commits() -> None:
 @pytest.mark.parametrize("complete", [False, True])
 def test_a_full_disk_ends_the_run_in_one_line(tmp_path: Path, complete: bool,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from isotax.cli import EXIT_DISK_FULL, _full_disk_ends_run
+    from isotax.cli import EXIT_DISK_FULL
+    from isotax.cli.run import _full_disk_ends_run
     from isotax.plan import parse_plan
 
     plan = parse_plan(RUN_PLAN.format(adaptive=""))

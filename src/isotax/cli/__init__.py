@@ -1,5 +1,5 @@
-"""isotax command line: run · report · export · runs here; envs · workloads · image · system ·
-doctor in cli/host.py.
+"""isotax command line: report · export · compare · runs here; run in cli/run.py; envs ·
+workloads · image · system · doctor in cli/host.py.
 
 `main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
 Every user error is one line on stderr and exit status 2; a disk that fills while a command
@@ -15,25 +15,14 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from isotax import __version__
@@ -43,7 +32,6 @@ if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.image.artifacts import ImageArtifacts
     from isotax.image.recipe import Recipe
     from isotax.plan import Plan
-    from isotax.run.progress import LineProgress
     from isotax.store.base import Store
 
 # Output that is not a terminal (a pipe, a file, a CI log) gets whole lines: rich would wrap
@@ -62,6 +50,8 @@ console = _console(stderr=True)
 # One place for the results whatever the current directory: a store is never made in the
 # directory someone happened to stand in.
 DEFAULT_RESULTS = Path("/var/lib/isotax/results")
+# sysexits' EX_TEMPFAIL: a disk filled after the run started; free space, then resume it.
+EXIT_DISK_FULL = 75
 _results_dir_option = click.option(
     "--results", "results_dir", type=click.Path(path_type=Path),
     default=lambda: Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS),
@@ -151,152 +141,6 @@ def main() -> None:
     """Measure the isolation tax: a workload in a container, sandbox or VM against native."""
 
 
-@main.command()
-@click.argument("plan", required=False)
-@click.option("--resume", "resume_id", metavar="RUN", help="Finish an interrupted run.")
-@results_option
-@click.option("--no-report", is_flag=True, help="Do not write the report at the end.")
-@click.option("--force", is_flag=True,
-              help="Resume even though the host's fingerprint changed (the report says so).")
-@click.option("--beside", is_flag=True,
-              help="Measure beside a run already measuring on this host instead of waiting "
-                   "for it; results taken while both run carry a warning naming the other.")
-@click.option("--budget", metavar="TIME",
-              help="The run's wall time, e.g. 60m or 1h: the rounds added after the fixed "
-                   "ones spend it where they decide most (sets [verdicts] deadline_s and "
-                   "raises max_repetitions with it).")
-# The run's id given by `isotax fleet run`, which follows each host's run by it in the store.
-@click.option("--run-id", "given_id", hidden=True)
-def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
-        force: bool, beside: bool, budget: str | None, given_id: str | None) -> None:
-    """Run PLAN (a TOML file, or a built-in plan: quick, full, layers, contrasts) and write
-    its report.
-
-    One run measures on a host at a time: a second waits for the first (or, with --beside,
-    runs beside it). Before it starts, what a dead isotax process left behind (a run killed
-    with SIGKILL, a reboot mid-run) is removed; what a live run owns is never touched."""
-    from isotax.host import owners
-    from isotax.host.fingerprint import fingerprint, fingerprint_differences
-    from isotax.plan import PlanError, load_plan, parse_budget, parse_plan, plan_source, with_budget
-    from isotax.run import feasibility
-    from isotax.run.runner import Runner
-    from isotax.run.schedule import new_run_id
-
-    if plan and resume_id:
-        fail("give a PLAN or --resume RUN, not both: a resumed run uses its stored plan")
-    if not plan and not resume_id:
-        fail("give a PLAN (a TOML file, or `quick` / `full`), or --resume RUN")
-    if given_id is not None and (resume_id or not re.fullmatch(r"[A-Za-z0-9_.-]+", given_id)):
-        fail("--run-id takes a new run's id of letters, digits, '.', '_' and '-' (not with "
-             "--resume)")
-    try:
-        if resume_id:
-            store = _open_store(results_dir)
-            record = _get_run(store, resume_id)
-            if record.status == RunStatus.COMPLETE:
-                fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
-            p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
-            stored_budget = store.run_meta(record.id).get("budget_s")
-            if budget is not None:
-                fail("--budget is set when a run starts; a resumed run keeps its own")
-            if stored_budget:
-                p = with_budget(p, float(stored_budget))
-            # What this host cannot give (memory, CPUs, a NUMA node, ...): one line, exit 2.
-            feasibility.check(p, f"stored plan of {record.id}")
-            run_id = record.id
-            # Samples from before and after the interruption are compared with each other:
-            # the host must be the one they were recorded on (governor, THP, kernel, ...).
-            changed = fingerprint_differences(record.host, fingerprint())
-            if changed and not force:
-                fail(f"run {record.id} was recorded on a host that differs now ("
-                     f"{'; '.join(changed)}): restore the host's settings (`isotax system "
-                     "show`; `isotax system reset` if it was tuned since), or pass --force to "
-                     "mix them and have the report say so")
-            if changed:
-                store.put_run_meta(record.id, "fingerprint_forced", changed)
-        else:
-            p, text = load_plan(plan or "")
-            if budget is not None:
-                try:
-                    p = with_budget(p, parse_budget(budget))
-                except ValueError as e:
-                    fail(str(e))
-            # Before the store, the image or any environment: one line, exit 2.
-            feasibility.check(p, plan_source(plan or ""))
-    except PlanError as e:
-        fail(str(e))
-    if os.geteuid() != 0:
-        fail("isotax run needs root (containers, VMs, network namespaces); run it as root, "
-             "or with sudo")
-    # Room for the results, before anything is written or started (exit 2 if there is none).
-    _check_run_space(p, results_dir, len(store.done_cells(run_id)) if resume_id else 0,
-                     not no_report)
-    turn = _measuring_turn(resume_id, beside)
-    if not resume_id:
-        store = _open_store(results_dir, create=True)
-    image = _image()
-    if not resume_id:
-        run_id = given_id or new_run_id(p.name)
-        if given_id and any(r.id == given_id for r in store.list_runs()):
-            fail(f"run {given_id} is in the store already; resume it with --resume {given_id}")
-        store.create_run(run_id, p.name, text, p.seed, fingerprint())
-        if budget is not None:  # kept beside the plan's text: --resume applies it again
-            store.put_run_meta(run_id, "budget_s", p.verdicts.deadline_s)
-    console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
-    owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
-    with _full_disk_ends_run(store, p, run_id, results_dir, not no_report), \
-            _progress(p) as progress:
-        runner = Runner(p, text, store, image, log=progress.console.print, progress=progress)
-        status = runner.run(run_id)
-    turn.close()  # a run waiting for this one may start measuring now
-    if status == RunStatus.REFUSED:
-        fail(runner.refusal or "refused")
-    if not no_report:
-        with _full_disk_ends_run(store, p, run_id, results_dir, True, complete=True):
-            started = time.monotonic()
-            _write_report(store, run_id, results_dir / run_id)
-            _store_report_time(store, run_id, time.monotonic() - started)
-    if status == RunStatus.INTERRUPTED:
-        sys.exit(130)
-    if status != RunStatus.COMPLETE:
-        sys.exit(1)
-
-
-def _measuring_turn(resume_id: str | None, beside: bool) -> ExitStack:
-    """This process's ledger (host.owners), its turn to measure (waiting for a run measuring
-    now, unless beside), then the recovery of what dead isotax processes left. Returns the
-    turn, to close once the run has measured."""
-    from isotax.host import owners
-    from isotax.run.measuring import measuring_turn
-    from isotax.run.recovery import live_runs, recover
-
-    owners.claim()
-    live = next((lg for lg in live_runs() if lg.run_id == resume_id), None) if resume_id \
-        else None
-    if live is not None:
-        fail(f"run {resume_id} is running now (PID {live.pid}); let it finish, or stop it "
-             f"(kill -INT {live.pid}) and resume it then")
-    turn = ExitStack()
-    try:
-        turn.enter_context(measuring_turn(beside, console.print))
-    except KeyboardInterrupt:
-        click.echo("isotax: interrupted while waiting for its turn; nothing was started",
-                   err=True)
-        sys.exit(130)
-    recovered = recover()
-    if recovered.summary():
-        console.print(f"recovery: {recovered.summary()}")
-    for lo, why in recovered.failed:
-        console.print(f"[red]recovery: could not remove {lo.what}: {why}[/]")
-    for lo, why in recovered.kept:
-        console.print(f"[dim]recovery: kept {lo.what}: {why}[/]")
-    return turn
-
-
-# sysexits' EX_TEMPFAIL: a disk filled after the run started; free space, then resume it.
-EXIT_DISK_FULL = 75
-
-
 def _cells_to_commit(p: Plan, done: int) -> int:
     """The cells a run of p still commits, `done` being committed: every scheduled one, and
     as many measured ones more as [verdicts] max_repetitions allows for added rounds."""
@@ -309,66 +153,6 @@ def _cells_to_commit(p: Plan, done: int) -> int:
         points = len(envs) * sum(len(w.combinations()) for w in p.workloads)
         cells += points * (cap - p.repetitions)
     return max(0, cells - done)
-
-
-def _check_run_space(p: Plan, results_dir: Path, done: int, report: bool) -> None:
-    """Refuse, in one line and exit 2, a run whose results would not fit under results_dir:
-    its cells still to commit, the store's journal and the report (host.diskspace)."""
-    from isotax.host import diskspace
-
-    cells = _cells_to_commit(p, done)
-    what = (f"the results of plan {p.name} ({cells} cell{'' if cells == 1 else 's'} to "
-            "commit, the store's journal"
-            + (", the report)" if report else ")"))
-    refusal = diskspace.check(results_dir, diskspace.run_bytes(cells, report), what,
-                              "or give --results DIR on a larger disk, then run it again")
-    if refusal:
-        fail(refusal)
-
-
-@contextmanager
-def _full_disk_ends_run(store: Store, p: Plan, run_id: str, results_dir: Path, report: bool,
-                        complete: bool = False) -> Iterator[None]:
-    """A disk that fills inside the block ends `isotax run` in one line: where, what is free,
-    what the rest needs, and the command that goes on once space is freed; exit
-    EXIT_DISK_FULL. What was committed stands: the store rolled back the rest."""
-    from isotax.host import diskspace
-    from isotax.store.base import DiskFull
-
-    try:
-        yield
-    except DiskFull as e:
-        done = len(store.done_cells(run_id))
-        with suppress(Exception):  # SQLite drops its journal: the space left is then read
-            store.close()
-        default = Path(os.environ.get("ISOTAX_RESULTS") or DEFAULT_RESULTS)
-        given = "" if results_dir == default else f" --results {results_dir}"
-        if complete:
-            what = f"writing {e.what}; run {run_id} is complete and stored"
-            needed, then = diskspace.REPORT_BYTES, f"`isotax report {run_id}{given}`"
-        else:
-            what = (f"writing {e.what}; run {run_id} stopped, its {done} committed "
-                    + ("cell is kept" if done == 1 else "cells are kept"))
-            needed = diskspace.run_bytes(_cells_to_commit(p, done), report)
-            then = f"`isotax run --resume {run_id}{given}`"
-        line = diskspace.filled(e.path, diskspace.free_bytes(e.path), needed, what, then)
-        click.echo(f"isotax: {line}", err=True)
-        sys.exit(EXIT_DISK_FULL)
-
-
-def _progress(p: Plan) -> Progress | LineProgress:
-    """A bar redrawn in place on a terminal; elsewhere a full progress line now and then.
-    Both say how many headline ratios are decided so far."""
-    vs = p.verdicts
-    added = vs.max_repetitions is not None and vs.max_repetitions > p.repetitions
-    if not console.is_terminal:
-        from isotax.run.progress import LineProgress
-
-        return LineProgress(console, vs.budget_s if added else None)
-    columns = (TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-               TextColumn("{task.fields[verdicts]}"))
-    return Progress(*columns, console=console, transient=False)
 
 
 def _recipe() -> Recipe:
@@ -599,7 +383,8 @@ def runs_cmd(results_dir: Path) -> None:
 
 # The commands about the host rather than runs (envs, workloads, image, system, doctor) are in
 # cli/host.py, those beyond one host (fleet, import) in cli/fleet.py, the CI gate (check) in
-# cli/check.py; importing them registers them on `main`.
+# cli/check.py, `run` in cli/run.py; importing them registers them on `main`.
 from isotax.cli import check as _check  # noqa: E402, F401
 from isotax.cli import fleet as _fleet  # noqa: E402, F401
 from isotax.cli import host as _host  # noqa: E402, F401
+from isotax.cli import run as _run  # noqa: E402, F401

@@ -18,24 +18,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from isotax import protocols
 from isotax.analysis import warmups
-from isotax.facts import Facts, stored_description
+from isotax.facts import stored_description
 from isotax.host import numa, owners, parity, versions
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.choose import open_loadgen
 from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import CellKey, CellStatus, NotApplicable, RunStatus, Sample, SanityError
-from isotax.plan import EnvironmentEntry, Plan
+from isotax.plan import Plan
 from isotax.protocols import (
     Availability,
-    Environment,
-    EnvSpec,
     ExecError,
     Instance,
     Isolation,
@@ -52,27 +50,19 @@ from isotax.run.deadline import Deadline
 from isotax.run.finish import finish_cell
 from isotax.run.interrupts import interrupts_for_this_process_only, no_interrupts
 from isotax.run.launcher import EnvLauncher
-from isotax.run.lines import cannot_run, cell_words, describe_cell, emulation_notice
+from isotax.run.lines import cell_words, describe_cell
 from isotax.run.measuring import Overlap
 from isotax.run.restarts import META_KEY, Restarts
 from isotax.run.rounds import AddedRounds
 from isotax.run.schedule import schedule
-from isotax.run.tools import tool_versions
-from isotax.store.base import CellOutcome, DiskFull, EnvRecord, Store
-from isotax.telemetry import envcpu, footprint, observe
+from isotax.run.starting import EnvironmentStarts, Started
+from isotax.store.base import CellOutcome, DiskFull, Store
+from isotax.telemetry import envcpu, observe
 
 Log = Callable[[str], None]
 
 
-@dataclass
-class _Started:
-    instance: Instance
-    # workload|params_key -> None once prepared, or why every cell of that point ends at once
-    # (its preparation failed, or the point does not apply to this environment)
-    prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
-
-
-class Runner:
+class Runner(EnvironmentStarts):
     def __init__(self, plan: Plan, plan_text: str, store: Store, image: ImageArtifacts,
                  log: Log, progress: Any = None) -> None:
         self.plan = plan
@@ -81,7 +71,7 @@ class Runner:
         self.image = image
         self.log = log
         self.progress = progress  # a rich Progress, or None
-        self.started: dict[str, _Started] = {}
+        self.started: dict[str, Started] = {}
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
         # Per environment, what its EnvRecord stores: display lines and the typed facts
@@ -106,110 +96,6 @@ class Runner:
         # Verdicts counted after each round, and the rounds added for undecided ones.
         self.rounds = AddedRounds(plan, store, self.clock, log)
         self.cell_runs = CellRuns(store, "", 0.0, 1, {})  # run() sets the run's
-
-    # -- environments ------------------------------------------------------------------
-    def _start_environments(self, run_id: str, workdir: Path) -> None:
-        kinds = protocols.environments()
-        envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
-        avail = {name: env.available() for name, env in envs.items()}
-        # Before anything starts, what an environment available here has to say in advance
-        # (a VM's accelerator: "TCG here, because ..."), one line each.
-        for name, a in avail.items():
-            if a.ok and a.reason:
-                self.log(f"{name}: {a.reason}")
-        # An environment the plan needs (not `optional`) that cannot run here refuses the run
-        # before anything is started or measured; an optional one is skipped, said in yellow.
-        needed = [e for e in self.plan.run_environments
-                  if not avail[e.name].ok and not e.optional]
-        for entry in needed:
-            self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
-                                                 f"unavailable: {avail[entry.name]}", {}, {}, {}))
-        if needed:
-            self.refusal = cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
-                                       len(needed) - 1)
-            return
-        for entry in self.plan.run_environments:
-            started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
-            if isinstance(started, str):
-                self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
-                                                     started, {}, {}, {}))
-                if not entry.optional:
-                    self.refusal = cannot_run(entry, started)
-                    return
-                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
-                continue
-            self.started[entry.name] = _Started(started)
-            ready = started.milestones.get("ready", float("nan"))
-            self.log(f"{entry.name}: ready in {ready:.2f} s")
-            facts = started.facts()
-            describe = stored_description(facts)
-            emulated = emulation_notice(entry.name, facts)
-            if emulated:
-                self.log(f"[yellow]{emulated}[/]")
-            if self.loadgen is not None:
-                describe["loadgen_path"] = self.loadgen.path(started)
-            try:
-                describe.update(parity.probe(started).as_describe())
-            except (ValueError, ExecError) as e:
-                describe["parity.error"] = str(e)
-            describe["host_memory"] = footprint.idle_words(started)
-            self._prove_identity(entry.name, started, facts, describe)
-            self.described[entry.name] = describe
-            self.store.put_environment(EnvRecord(
-                run_id, entry.name, entry.kind, True, "", describe,
-                tool_versions(started, self.plan), dict(started.milestones)))
-            started.pause()
-
-    def _prove_identity(self, name: str, inst: Instance, facts: Facts,
-                        describe: dict[str, Any]) -> None:
-        """Record what the instance shows it is; a mismatch with what it declares is kept in
-        self.mislabelled and refuses the run."""
-        host = self.host_identity
-        try:
-            shown = identity.probe(inst)
-        except (ValueError, ExecError) as e:
-            self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
-            self.mislabelled.append(f"{name}: could not show what it is ({e})")
-            return
-        self.isolation[name] = identity.detected(shown, host)
-        describe["identity"] = f"{self.isolation[name]}: {shown.words()}"
-        wrong = identity.mismatch(facts, shown, host)
-        if wrong:
-            self.mislabelled.append(f"{name}: {wrong}")
-
-    def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
-        return EnvSpec(
-            name=entry.name, kind=entry.kind, image=self.image,
-            workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
-            network=entry.network, storage=entry.storage, numa_node=entry.numa_node,
-            options=dict(entry.options),
-        )
-
-    def _start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
-                   workdir: Path) -> Instance | str:
-        """A started instance of env (whose availability here is avail), or why the
-        environment cannot run here."""
-        if not avail.ok:
-            return f"unavailable: {avail}"
-        if entry.numa_node is not None:
-            host_nodes = numa.nodes()
-            if entry.numa_node not in host_nodes:
-                return (f"unavailable: NUMA node {entry.numa_node} does not exist here (nodes: "
-                        f"{', '.join(map(str, host_nodes)) or 'none'}); fix numa_node")
-            if not env.supports_numa:  # the kind's declared fact
-                return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
-                        "node yet; remove numa_node for it")
-        spec = self._spec(entry, workdir / entry.name)
-        spec.workdir.mkdir(parents=True, exist_ok=True)
-        self.log(f"starting {entry.name} ({entry.kind}) ...")
-        try:
-            return env.start(spec)
-        except Unavailable as e:
-            return f"unavailable: {e.availability}"
-        except Exception as e:
-            # One environment that fails to start must not cost the others their results;
-            # start() removes what it made before raising.
-            return f"failed to start: {type(e).__name__}: {e}"
 
     def _unneeded_warmups(self, run_id: str) -> set[tuple[str, str]]:
         """The (environment, workload)s this host's history says need no warm-up (plan
@@ -340,10 +226,38 @@ class Runner:
                 main.resume()
 
     def run(self, run_id: str) -> RunStatus:
-        """Run (or finish) run_id. Returns the final status."""
+        """Run (or finish) run_id, as a pipeline: what the run recorded before, the load
+        generator, the environments, the checks that may refuse the run, the cells and the
+        rounds; each step returns a status that ends the run, or None to go on. Returns the
+        final status."""
         done = self.store.done_cells(run_id)
-        # What the run recorded before a resume: other runs measuring beside it, and deaths
-        # (the bound counts only the restarts since this start).
+        self._restore(run_id)
+        workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
+        self.workdir = workdir
+        status = RunStatus.FAILED
+        owner = os.getpid()
+        try:
+            with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
+                status = (self._open_loadgen(run_id, stack)
+                          or self._start(run_id, workdir, stack)
+                          or self._refused()
+                          or self._measure(run_id, done))
+        except KeyboardInterrupt:
+            if os.getpid() != owner:  # a forked helper of a library: never tear down for it
+                os._exit(1)
+            status = RunStatus.INTERRUPTED
+            self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
+        except DiskFull:
+            status = RunStatus.INTERRUPTED  # resumable once space is freed; the caller says how
+            raise
+        finally:
+            self._finish(run_id, status, sys.exc_info()[1], workdir)
+        return status
+
+    def _restore(self, run_id: str) -> None:
+        """What the run recorded before a resume: other runs measuring beside it, deaths (the
+        bound counts only the restarts since this start), phases, rounds, cell lengths; the
+        host's fingerprint and the versions the run is made with."""
         meta = self.store.run_meta(run_id)
         self.overlap = Overlap(meta.get("concurrent"))
         earlier = meta.get(META_KEY, [])
@@ -358,87 +272,85 @@ class Runner:
         if versions.META_KEY not in meta:  # the first start's, as the fingerprint is
             # Beside the fingerprint: the Python packages and host tools the run is made with.
             self.store.put_run_meta(run_id, versions.META_KEY, versions.collect())
-        workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-run-", dir="/var/tmp")))
-        self.workdir = workdir
-        status = RunStatus.FAILED
-        owner = os.getpid()
+
+    def _open_loadgen(self, run_id: str, stack: contextlib.ExitStack) -> RunStatus | None:
+        """The load generator where a workload needs one (closed when the stack unwinds)."""
+        wls = protocols.workloads()
+        if not any(wls[w.name].needs_loadgen for w in self.plan.workloads):
+            return None
         try:
-            with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
-                wls = protocols.workloads()
-                if any(wls[w.name].needs_loadgen for w in self.plan.workloads):
-                    try:
-                        with self.clock.phase("loadgen"):
-                            self.loadgen = stack.enter_context(
-                                open_loadgen(self.plan, self.image.package_versions()))
-                    except LoadGenRefused as e:
-                        self.refusal, status = f"refused: {e}", RunStatus.REFUSED
-                        return status
-                    # Which load generator the results used, for the report.
-                    self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
-                # Unwinds first (LIFO): environments stop before the load generator goes.
-                stack.callback(self._stop_environments)
-                self.clock.add("setup", time.monotonic() - self.clock.started)
-                with self.clock.phase("environments"):
-                    self._start_environments(run_id, workdir)
-                if self.refusal:  # an environment the plan needs cannot run here
-                    status = RunStatus.REFUSED
-                    return status
-                if self.plan.baseline not in self.started:
-                    self.log(f"[red]the baseline {self.plan.baseline!r} did not start; "
-                             "nothing to compare against[/]")
-                    return RunStatus.FAILED
-                for m in self.mislabelled:
-                    self.log(f"[red]identity: {m}[/]")
-                # The refusal names every problem itself: it is the one line a user reads
-                # where the run's log is not shown (a fleet's host: isotax.fleet.probe).
-                if self.mislabelled:
-                    self.refusal = ("refused: an environment is not what the plan declares ("
-                                    + "; ".join(self.mislabelled) + "); fix its kind or "
-                                    "runtime in the plan, or the host's runtime setup")
-                    status = RunStatus.REFUSED
-                    return status
-                unequal = parity.all_problems(self.described, self.plan.baseline)
-                for p in unequal:
-                    self.log(f"[yellow]parity: {p}[/]")
-                if unequal and self.plan.parity == "refuse":
-                    self.refusal = ("refused: the environments do not get equal resources ("
-                                    + "; ".join(unequal) + "); make those changes, or set "
-                                    "parity = \"flag\" to run and have the report list the "
-                                    "differences")
-                    status = RunStatus.REFUSED
-                    return status
-                cells = [k for k in schedule(self.plan, list(self.started),
-                                             self._unneeded_warmups(run_id))
-                         if k.ident not in done]
-                self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
-                self.rounds.begin(run_id, fresh=not done)
-                self._run_cells(run_id, cells)
-                self.rounds.run(run_id, list(self.started), self._run_cells)
-                status = RunStatus.COMPLETE
-        except KeyboardInterrupt:
-            if os.getpid() != owner:  # a forked helper of a library: never tear down for it
-                os._exit(1)
-            status = RunStatus.INTERRUPTED
-            self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
-        except DiskFull:
-            status = RunStatus.INTERRUPTED  # resumable once space is freed; the caller says how
-            raise
-        finally:
-            ending = sys.exc_info()[1]  # the error that ends the run, if one does
-            self._stop_environments()  # idempotent: whatever the stack did not reach
-            self.loadgen = None
-            shutil.rmtree(workdir, ignore_errors=True)
-            try:
-                self.store.put_run_meta(run_id, "phases", self.clock.meta())
-                self.store.set_run_status(run_id, status, time.time())
-            except DiskFull as e:
-                # A full disk refuses this row too: the run stays "running" (resumable) and
-                # the error that ended the run is the one raised, not this one.
-                if ending is None:
-                    raise
-                if not isinstance(ending, DiskFull):
-                    self.log(f"[red]the run's status was not stored: {e}[/]")
-        return status
+            with self.clock.phase("loadgen"):
+                self.loadgen = stack.enter_context(
+                    open_loadgen(self.plan, self.image.package_versions()))
+        except LoadGenRefused as e:
+            self.refusal = f"refused: {e}"
+            return RunStatus.REFUSED
+        # Which load generator the results used, for the report.
+        self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
+        return None
+
+    def _start(self, run_id: str, workdir: Path, stack: contextlib.ExitStack
+               ) -> RunStatus | None:
+        # Unwinds first (LIFO): environments stop before the load generator goes.
+        stack.callback(self._stop_environments)
+        self.clock.add("setup", time.monotonic() - self.clock.started)
+        with self.clock.phase("environments"):
+            self._start_environments(run_id, workdir)
+        if self.refusal:  # an environment the plan needs cannot run here
+            return RunStatus.REFUSED
+        if self.plan.baseline not in self.started:
+            self.log(f"[red]the baseline {self.plan.baseline!r} did not start; nothing to "
+                     "compare against[/]")
+            return RunStatus.FAILED
+        return None
+
+    def _refused(self) -> RunStatus | None:
+        """An environment that is not what the plan declares, or (parity = "refuse")
+        unequal resources: the refusal names every problem itself, the one line a user reads
+        where the run's log is not shown (a fleet's host: isotax.fleet.probe)."""
+        for m in self.mislabelled:
+            self.log(f"[red]identity: {m}[/]")
+        if self.mislabelled:
+            self.refusal = ("refused: an environment is not what the plan declares ("
+                            + "; ".join(self.mislabelled) + "); fix its kind or runtime in "
+                            "the plan, or the host's runtime setup")
+            return RunStatus.REFUSED
+        unequal = parity.all_problems(self.described, self.plan.baseline)
+        for p in unequal:
+            self.log(f"[yellow]parity: {p}[/]")
+        if unequal and self.plan.parity == "refuse":
+            self.refusal = ("refused: the environments do not get equal resources ("
+                            + "; ".join(unequal) + "); make those changes, or set parity = "
+                            "\"flag\" to run and have the report list the differences")
+            return RunStatus.REFUSED
+        return None
+
+    def _measure(self, run_id: str, done: set[str]) -> RunStatus:
+        """The fixed rounds' cells not committed yet, then the added rounds."""
+        cells = [k for k in schedule(self.plan, list(self.started),
+                                     self._unneeded_warmups(run_id)) if k.ident not in done]
+        self.log(f"{len(cells)} cells to run ({len(done)} already committed)")
+        self.rounds.begin(run_id, fresh=not done)
+        self._run_cells(run_id, cells)
+        self.rounds.run(run_id, list(self.started), self._run_cells)
+        return RunStatus.COMPLETE
+
+    def _finish(self, run_id: str, status: RunStatus, ending: BaseException | None,
+                workdir: Path) -> None:
+        """Teardown whatever the stack did not reach, then the phases and the status; a full
+        disk refuses these rows too, and then the error that ended the run is the one
+        raised, not this one (the run stays "running": resumable)."""
+        self._stop_environments()  # idempotent
+        self.loadgen = None
+        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            self.store.put_run_meta(run_id, "phases", self.clock.meta())
+            self.store.set_run_status(run_id, status, time.time())
+        except DiskFull as e:
+            if ending is None:
+                raise
+            if not isinstance(ending, DiskFull):
+                self.log(f"[red]the run's status was not stored: {e}[/]")
 
     def _run_cells(self, run_id: str, cells: Sequence[CellKey],
                    may_start: Callable[[CellKey], bool] | None = None,

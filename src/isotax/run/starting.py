@@ -1,0 +1,162 @@
+"""Starting a run's environments (the Runner's first step): each one started, its facts
+stored with the load generator's path, its parity probe, its idle footprint and what it
+showed it is (the identity check); an environment that cannot run is recorded with why, and
+refuses the run unless the plan marks it optional."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from isotax import protocols
+from isotax.facts import Facts, stored_description
+from isotax.host import numa, parity
+from isotax.image.artifacts import ImageArtifacts
+from isotax.model import CellStatus
+from isotax.plan import EnvironmentEntry, Plan
+from isotax.protocols import (
+    Availability,
+    Environment,
+    EnvSpec,
+    ExecError,
+    Instance,
+    Isolation,
+    LoadGen,
+    Unavailable,
+)
+from isotax.run import identity
+from isotax.run.lines import cannot_run, emulation_notice
+from isotax.run.tools import tool_versions
+from isotax.store.base import EnvRecord, Store
+from isotax.telemetry import footprint
+
+
+@dataclass
+class Started:
+    """An environment the run started, and its workload points' preparation."""
+
+    instance: Instance
+    # workload|params_key -> None once prepared, or why every cell of that point ends at once
+    # (its preparation failed, or the point does not apply to this environment)
+    prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
+
+
+class EnvironmentStarts:
+    """The Runner's environment starts (a mixin: the Runner holds the state)."""
+
+    plan: Plan
+    store: Store
+    image: ImageArtifacts
+    log: Callable[[str], None]
+    loadgen: LoadGen | None
+    started: dict[str, Started]
+    described: dict[str, dict[str, Any]]
+    isolation: dict[str, Isolation]
+    mislabelled: list[str]
+    host_identity: identity.Evidence
+    refusal: str
+
+    def _start_environments(self, run_id: str, workdir: Path) -> None:
+        kinds = protocols.environments()
+        envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
+        avail = {name: env.available() for name, env in envs.items()}
+        # Before anything starts, what an environment available here has to say in advance
+        # (a VM's accelerator: "TCG here, because ..."), one line each.
+        for name, a in avail.items():
+            if a.ok and a.reason:
+                self.log(f"{name}: {a.reason}")
+        # An environment the plan needs (not `optional`) that cannot run here refuses the run
+        # before anything is started or measured; an optional one is skipped, said in yellow.
+        needed = [e for e in self.plan.run_environments
+                  if not avail[e.name].ok and not e.optional]
+        for entry in needed:
+            self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
+                                                 f"unavailable: {avail[entry.name]}", {}, {}, {}))
+        if needed:
+            self.refusal = cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
+                                       len(needed) - 1)
+            return
+        for entry in self.plan.run_environments:
+            started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
+            if isinstance(started, str):
+                self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
+                                                     started, {}, {}, {}))
+                if not entry.optional:
+                    self.refusal = cannot_run(entry, started)
+                    return
+                self.log(f"[yellow]{entry.name}: not run: {started}[/]")
+                continue
+            self.started[entry.name] = Started(started)
+            ready = started.milestones.get("ready", float("nan"))
+            self.log(f"{entry.name}: ready in {ready:.2f} s")
+            facts = started.facts()
+            describe = stored_description(facts)
+            emulated = emulation_notice(entry.name, facts)
+            if emulated:
+                self.log(f"[yellow]{emulated}[/]")
+            if self.loadgen is not None:
+                describe["loadgen_path"] = self.loadgen.path(started)
+            try:
+                describe.update(parity.probe(started).as_describe())
+            except (ValueError, ExecError) as e:
+                describe["parity.error"] = str(e)
+            describe["host_memory"] = footprint.idle_words(started)
+            self._prove_identity(entry.name, started, facts, describe)
+            self.described[entry.name] = describe
+            self.store.put_environment(EnvRecord(
+                run_id, entry.name, entry.kind, True, "", describe,
+                tool_versions(started, self.plan), dict(started.milestones)))
+            started.pause()
+
+    def _prove_identity(self, name: str, inst: Instance, facts: Facts,
+                        describe: dict[str, Any]) -> None:
+        """Record what the instance shows it is; a mismatch with what it declares is kept in
+        self.mislabelled and refuses the run."""
+        host = self.host_identity
+        try:
+            shown = identity.probe(inst)
+        except (ValueError, ExecError) as e:
+            self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
+            self.mislabelled.append(f"{name}: could not show what it is ({e})")
+            return
+        self.isolation[name] = identity.detected(shown, host)
+        describe["identity"] = f"{self.isolation[name]}: {shown.words()}"
+        wrong = identity.mismatch(facts, shown, host)
+        if wrong:
+            self.mislabelled.append(f"{name}: {wrong}")
+
+    def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
+        return EnvSpec(
+            name=entry.name, kind=entry.kind, image=self.image,
+            workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
+            network=entry.network, storage=entry.storage, numa_node=entry.numa_node,
+            options=dict(entry.options),
+        )
+
+    def _start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
+                   workdir: Path) -> Instance | str:
+        """A started instance of env (whose availability here is avail), or why the
+        environment cannot run here."""
+        if not avail.ok:
+            return f"unavailable: {avail}"
+        if entry.numa_node is not None:
+            host_nodes = numa.nodes()
+            if entry.numa_node not in host_nodes:
+                return (f"unavailable: NUMA node {entry.numa_node} does not exist here (nodes: "
+                        f"{', '.join(map(str, host_nodes)) or 'none'}); fix numa_node")
+            if not env.supports_numa:  # the kind's declared fact
+                return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
+                        "node yet; remove numa_node for it")
+        spec = self._spec(entry, workdir / entry.name)
+        spec.workdir.mkdir(parents=True, exist_ok=True)
+        self.log(f"starting {entry.name} ({entry.kind}) ...")
+        try:
+            return env.start(spec)
+        except Unavailable as e:
+            return f"unavailable: {e.availability}"
+        except Exception as e:
+            # One environment that fails to start must not cost the others their results;
+            # start() removes what it made before raising.
+            return f"failed to start: {type(e).__name__}: {e}"
