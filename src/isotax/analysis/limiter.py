@@ -87,7 +87,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from isotax.telemetry.summary import TelemetrySummary, ThreadUse
@@ -285,64 +285,99 @@ def _link(s: TelemetrySummary, dur: float) -> tuple[str, float, str]:
 
 def suspect(summary: TelemetrySummary | None) -> Verdict:
     """The suspected limiter of one measured run, from its telemetry summary (None: the run
-    has none). Pure; the rules and thresholds are in the module docstring."""
+    has none). Pure; the rules and thresholds are in the module docstring: each rule, in
+    order, names the limiter or adds what it ruled out to the evidence of the ones after."""
     s = summary
     if s is None or float(s.duration_s) <= 0:
         return Verdict(Limiter.NO_CLEAR, "no clear limiter: no telemetry for this run",
                        ("the run has no telemetry summary",))
-    f = _facts(s)
-    ctx = tuple(f.context)
-    threads = f.threads
+    st = _Case(s, _facts(s))
+    for rule in _RULES:
+        found = rule(st)
+        if found is not None:
+            return found
+    return Verdict(Limiter.NO_CLEAR,
+                   f"no clear limiter: no rule fired (own CPU {_pct(st.own_share)}, host "
+                   f"{_pct(st.f.host_share)} busy)", tuple(st.ruled_out) + st.ctx,
+                   st.own_share)
 
-    # 1. The load generator.
-    for t in threads:
+
+@dataclass
+class _Case:
+    """One run under the rules: its summary, the facts drawn from it, and what the rules
+    before have ruled out."""
+
+    s: TelemetrySummary
+    f: _Facts
+    ruled_out: list[str] = field(default_factory=list)
+    sat: list[ThreadUse] = field(default_factory=list)  # the workload's saturated threads
+
+    @property
+    def ctx(self) -> tuple[str, ...]:
+        return tuple(self.f.context)
+
+    @property
+    def own_share(self) -> float:
+        return self.f.own_cores / self.f.cpus
+
+    @property
+    def guest(self) -> list[float]:
+        return _guest_shares(self.s, self.f.dur)
+
+
+def _loadgen(c: _Case) -> Verdict | None:
+    """1. The load generator: a saturated thread of its here, its busiest client command
+    on another machine, or all its CPUs."""
+    for t in c.f.threads:
         if t.group == "loadgen" and saturated(t):
             return Verdict(Limiter.LOADGEN,
                            f"load generator saturated: {_share(t)}: the result measures "
                            "the client", (f"load-generator thread saturated: {_share(t)} "
                                           f"(saturated: >= {_pct(SATURATED)}, or a tick >= "
                                           f"{_pct(SATURATED_PEAK)} with >= "
-                                          f"{_pct(SATURATED_SUSTAINED)})", *ctx),
+                                          f"{_pct(SATURATED_SUSTAINED)})", *c.ctx),
                            float(t.core_share))
-    lg = s.loadgen
+    lg = c.s.loadgen
     if lg is not None and lg.busiest is not None and lg.busiest >= SATURATED:
         # A load generator on another machine: its busiest client command's share of a core.
         return Verdict(Limiter.LOADGEN,
                        f"load generator saturated: a client used {_pct(lg.busiest)} of a "
                        "core on the load generator: the result measures the client",
                        (f"busiest client command {_pct(lg.busiest)} of a core >= "
-                        f"{_pct(SATURATED)} ({lg.source})", *ctx), float(lg.busiest))
-    if lg is not None:
-        lg_cpus = lg.cpus or f.cpus
-        lg_share = float(lg.cpu_s) / f.dur / lg_cpus
-        whose = "the load generator's" if lg.cpus else "the host's"
-        if lg_share >= LOADGEN_ALL:
-            return Verdict(Limiter.LOADGEN,
-                           f"load generator saturated: it used {_pct(lg_share)} of {whose} "
-                           f"{lg_cpus} CPUs: the result measures the client",
-                           (f"load generator CPU {float(lg.cpu_s):.2f} s over "
-                            f"{f.dur:.1f} s on {lg_cpus} CPUs ({lg.source}) >= "
-                            f"{_pct(LOADGEN_ALL)}", *ctx), lg_share)
-        ruled_out = [f"load generator: no thread saturated, {lg_share * lg_cpus:.2f} cores "
-                     "in all"]
-    else:
-        ruled_out = []
+                        f"{_pct(SATURATED)} ({lg.source})", *c.ctx), float(lg.busiest))
+    if lg is None:
+        return None
+    lg_cpus = lg.cpus or c.f.cpus
+    lg_share = float(lg.cpu_s) / c.f.dur / lg_cpus
+    whose = "the load generator's" if lg.cpus else "the host's"
+    if lg_share >= LOADGEN_ALL:
+        return Verdict(Limiter.LOADGEN,
+                       f"load generator saturated: it used {_pct(lg_share)} of {whose} "
+                       f"{lg_cpus} CPUs: the result measures the client",
+                       (f"load generator CPU {float(lg.cpu_s):.2f} s over "
+                        f"{c.f.dur:.1f} s on {lg_cpus} CPUs ({lg.source}) >= "
+                        f"{_pct(LOADGEN_ALL)}", *c.ctx), lg_share)
+    c.ruled_out.append(f"load generator: no thread saturated, {lg_share * lg_cpus:.2f} cores "
+                       "in all")
+    return None
 
-    # 2. One core: the busiest saturated thread of the workload, with room elsewhere.
-    sat = [t for t in threads if t.group in WORKLOAD_GROUPS and saturated(t)]
-    if sat:
-        t = sat[0]
-        rest = f.own_cores - float(t.core_share)
-        if f.cpus > 1 and rest < ONE_CORE_REST * (f.cpus - 1):
-            gs = _guest_shares(s, f.dur)
+
+def _one_core(c: _Case) -> Verdict | None:
+    """2. One core: the busiest saturated thread of the workload with room elsewhere, or a
+    guest's busiest CPU."""
+    c.sat = [t for t in c.f.threads if t.group in WORKLOAD_GROUPS and saturated(t)]
+    gs = c.guest
+    if c.sat:
+        t = c.sat[0]
+        rest = c.f.own_cores - float(t.core_share)
+        if c.f.cpus > 1 and rest < ONE_CORE_REST * (c.f.cpus - 1):
             extra = (f"; the guest's busiest CPU {_pct(max(gs))}",) if gs else ()
             return Verdict(Limiter.ONE_CORE, f"one core saturated: {_share(t)}",
                            (f"saturated: {_share(t)}; the rest of the own CPU is {rest:.2f} "
-                            f"cores < {ONE_CORE_REST} per other CPU" + "".join(extra), *ctx),
-                           float(t.core_share))
-        ruled_out.append(f"one core: {_who(t)} saturated but the rest of the own CPU is "
-                         f"{rest:.2f} cores")
-    gs = _guest_shares(s, f.dur)
+                            f"cores < {ONE_CORE_REST} per other CPU" + "".join(extra),
+                            *c.ctx), float(t.core_share))
+        c.ruled_out.append(f"one core: {_who(t)} saturated but the rest of the own CPU is "
+                           f"{rest:.2f} cores")
     if gs:
         top = max(gs)
         i = gs.index(top)
@@ -352,77 +387,101 @@ def suspect(summary: TelemetrySummary | None) -> Verdict:
             return Verdict(Limiter.ONE_CORE,
                            f"one core saturated: the guest's cpu{i}{only} at {_pct(top)} busy",
                            (f"guest cpu{i} busy {_pct(top)} >= {_pct(SATURATED)}; its other "
-                            f"CPUs {rest_g:.2f} in all", *ctx), top)
+                            f"CPUs {rest_g:.2f} in all", *c.ctx), top)
+    return None
 
-    # 3. All cores, kept busy by the workload itself.
-    own_share = f.own_cores / f.cpus
+
+def _all_own_cores(c: _Case) -> Verdict | None:
+    """3. All cores, kept busy by the workload itself (or all of a guest's)."""
+    own_share, gs = c.own_share, c.guest
     if own_share >= ALL_OWN:
         return Verdict(Limiter.ALL_CORES,
-                       f"all cores busy: the workload kept {f.own_cores:.2f} of {f.cpus} CPUs "
-                       "busy",
-                       (f"own CPU {_pct(own_share)} of the host >= {_pct(ALL_OWN)}", *ctx),
+                       f"all cores busy: the workload kept {c.f.own_cores:.2f} of {c.f.cpus} "
+                       "CPUs busy",
+                       (f"own CPU {_pct(own_share)} of the host >= {_pct(ALL_OWN)}", *c.ctx),
                        own_share)
     if len(gs) >= 2 and min(gs) >= SATURATED:
         return Verdict(Limiter.ALL_CORES,
                        f"all cores busy: all {len(gs)} of the guest's CPUs busy "
                        f"(>= {_pct(min(gs))})",
-                       (f"every guest CPU busy >= {_pct(SATURATED)}", *ctx), min(gs))
-    ruled_out.append(f"CPU: no workload thread saturated, own CPU {_pct(own_share)} of the "
-                     f"host (< {_pct(ALL_OWN)})" if not sat else
-                     f"all cores: own CPU {_pct(own_share)} of the host (< {_pct(ALL_OWN)})")
+                       (f"every guest CPU busy >= {_pct(SATURATED)}", *c.ctx), min(gs))
+    c.ruled_out.append(f"CPU: no workload thread saturated, own CPU {_pct(own_share)} of the "
+                       f"host (< {_pct(ALL_OWN)})" if not c.sat else
+                       f"all cores: own CPU {_pct(own_share)} of the host (< {_pct(ALL_OWN)})")
+    return None
 
-    # 4. A device; 5. I/O wait.
-    dname, dbusy, dline = _disk_lines(s, f.dur)
+
+def _device(c: _Case) -> Verdict | None:
+    """4. A device with I/O outstanding most of the run."""
+    dname, dbusy, dline = _disk_lines(c.s, c.f.dur)
     if dbusy >= DISK_BUSY:
-        flight = s.work.in_flight if s.work is not None else None
+        flight = c.s.work.in_flight if c.s.work is not None else None
         at = f" at {flight} in flight" if flight is not None else ""
         return Verdict(Limiter.DEVICE,
                        f"device busy: {dname} had I/O outstanding {_pct(dbusy)} of the run{at}",
                        (dline + f" >= {_pct(DISK_BUSY)}",
                         "busy time counts time with any I/O outstanding: a device that serves "
                         "several at once (virtio, NVMe) may still do more; a deeper queue "
-                        "tells a ceiling from latency", *ruled_out, *ctx), dbusy)
+                        "tells a ceiling from latency", *c.ruled_out, *c.ctx), dbusy)
     if dline:
-        ruled_out.append(dline)
-    iow, iow_line = _iowait_cores(s, f.dur)
+        c.ruled_out.append(dline)
+    return None
+
+
+def _io_wait(c: _Case) -> Verdict | None:
+    """5. CPUs idle with I/O pending."""
+    iow, iow_line = _iowait_cores(c.s, c.f.dur)
     if iow >= IOWAIT_CORES:
         return Verdict(Limiter.IO_WAIT,
                        f"I/O wait: CPUs idle with I/O pending {iow:.2f} s per second",
-                       (f"{iow_line} >= {IOWAIT_CORES}", *ruled_out, *ctx), iow)
-    ruled_out.append(iow_line)
+                       (f"{iow_line} >= {IOWAIT_CORES}", *c.ruled_out, *c.ctx), iow)
+    c.ruled_out.append(iow_line)
+    return None
 
-    # 6. A physical link near its speed.
-    lname, lshare, lline = _link(s, f.dur)
+
+def _network(c: _Case) -> Verdict | None:
+    """6. A physical link near its speed."""
+    lname, lshare, lline = _link(c.s, c.f.dur)
     if lname and lshare >= LINK_NEAR:
         return Verdict(Limiter.NETWORK, f"network ceiling: {lline}",
-                       (f"{lline} >= {_pct(LINK_NEAR)} of its speed", *ruled_out, *ctx),
+                       (f"{lline} >= {_pct(LINK_NEAR)} of its speed", *c.ruled_out, *c.ctx),
                        lshare)
     if lline:
-        ruled_out.append(lline)
+        c.ruled_out.append(lline)
+    return None
 
-    # 7. Latency: an in-flight limit and CPU to spare.
-    work = s.work
+
+def _latency(c: _Case) -> Verdict | None:
+    """7. Latency: an in-flight limit and CPU to spare."""
+    work, own_share = c.s.work, c.own_share
     flight = work.in_flight if work is not None else None
-    if work is not None and flight is not None and work.unit not in BULK_UNITS and not sat \
-            and own_share <= LATENCY_OWN_MAX:
-        busiest = max(s.cpu_busy_share or [0.0])
-        return Verdict(Limiter.LATENCY,
-                       f"latency-bound: {flight} in flight, own CPU {_pct(own_share)} of the "
-                       "host, no thread saturated",
-                       (f"in flight by design: {flight} (per {work.unit}); no "
-                        f"thread saturated, own CPU {_pct(own_share)} <= {_pct(LATENCY_OWN_MAX)}; "
-                        f"busiest CPU {_pct(busiest)}", *ruled_out, *ctx), own_share)
+    if work is None or flight is None or work.unit in BULK_UNITS or c.sat \
+            or own_share > LATENCY_OWN_MAX:
+        return None
+    busiest = max(c.s.cpu_busy_share or [0.0])
+    return Verdict(Limiter.LATENCY,
+                   f"latency-bound: {flight} in flight, own CPU {_pct(own_share)} of the "
+                   "host, no thread saturated",
+                   (f"in flight by design: {flight} (per {work.unit}); no "
+                    f"thread saturated, own CPU {_pct(own_share)} <= {_pct(LATENCY_OWN_MAX)}; "
+                    f"busiest CPU {_pct(busiest)}", *c.ruled_out, *c.ctx), own_share)
 
-    # 8. All cores, with other tenants.
-    if f.host_share >= ALL_HOST:
-        return Verdict(Limiter.ALL_CORES,
-                       f"all cores busy: the host {_pct(f.host_share)} busy, other tenants "
-                       f"{f.other_cores:.2f} cores of it",
-                       (f"host busy {_pct(f.host_share)} >= {_pct(ALL_HOST)}; the workload's "
-                        f"own {f.own_cores:.2f} cores", *ruled_out, *ctx), f.host_share)
-    return Verdict(Limiter.NO_CLEAR,
-                   f"no clear limiter: no rule fired (own CPU {_pct(own_share)}, host "
-                   f"{_pct(f.host_share)} busy)", tuple(ruled_out) + ctx, own_share)
+
+def _all_host_cores(c: _Case) -> Verdict | None:
+    """8. All cores, with other tenants."""
+    f = c.f
+    if f.host_share < ALL_HOST:
+        return None
+    return Verdict(Limiter.ALL_CORES,
+                   f"all cores busy: the host {_pct(f.host_share)} busy, other tenants "
+                   f"{f.other_cores:.2f} cores of it",
+                   (f"host busy {_pct(f.host_share)} >= {_pct(ALL_HOST)}; the workload's "
+                    f"own {f.own_cores:.2f} cores", *c.ruled_out, *c.ctx), f.host_share)
+
+
+# The rules in the order the module docstring gives them.
+_RULES = (_loadgen, _one_core, _all_own_cores, _device, _io_wait, _network, _latency,
+          _all_host_cores)
 
 
 def aggregate(verdicts: Sequence[Verdict]) -> Verdict:

@@ -339,7 +339,37 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
     dur = last.t - first.t
     if dur <= 0:
         raise ValueError("telemetry ticks span no time")
-    hz = rec.hz
+    cpus, host, per_cpu_busy = _host_cpu(first, last, dur)
+    busy_s = sum(host[k] for k in ("user", "nice", "system", "irq", "softirq"))
+    series, peaks, thread_peak = _per_tick(rec, cpus, len(per_cpu_busy))
+    lives = _lifetimes(rec)
+    group_cpu, threads = _thread_use(rec, lives, thread_peak, dur)
+    rss_max = {g: max(t.rss.get(g, 0) for t in ticks) for g in GROUPS}
+    summary = TelemetrySummary(
+        version=SUMMARY_VERSION,
+        interval_s=rec.interval_s,
+        ticks=len(ticks),
+        duration_s=round(dur, 4),
+        cpus=len(per_cpu_busy),
+        host_cpu_s=CpuSeconds(**{k: round(v, 4) for k, v in host.items()},
+                              busy=round(busy_s, 4)),
+        cpu_busy_share=tuple(per_cpu_busy),
+        cpu_busy_peak=tuple(round(p, 4) for p in peaks),
+        ctxt_per_s=round((last.stat.ctxt - first.stat.ctxt) / dur, 1),
+        intr_per_s=round((last.stat.intr - first.stat.intr) / dur, 1),
+        disks=_disks(first, last, dur),
+        links=_links(first, last),
+        groups={g: GroupUse(round(group_cpu[g], 4), rss_max[g]) for g in GROUPS},
+        threads=threads,
+        programs={g: {name: ProgramUse(u["cpu_s"], u["rss_max_bytes"])
+                      for name, u in by.items()} for g, by in _programs(rec, lives).items()},
+    )
+    return summary, series
+
+
+def _host_cpu(first: Tick, last: Tick, dur: float
+              ) -> tuple[list[str], dict[str, float], list[float]]:
+    """(the CPUs, host CPU seconds by kind, each CPU's busy share) between two ticks."""
     cpus = sorted(last.stat.cpus, key=lambda n: int(n[3:]))
     host = dict.fromkeys(CPU_COLS, 0.0)
     per_cpu_busy: list[float] = []
@@ -351,14 +381,18 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
         for col, v in zip(CPU_COLS, d, strict=True):
             host[col] += v
         per_cpu_busy.append(round(min(1.0, busy_seconds(d) / dur), 4))
-    busy_s = sum(host[k] for k in ("user", "nice", "system", "irq", "softirq"))
+    return cpus, host, per_cpu_busy
 
-    # Per tick: each CPU's busy share, iowait share, and each group's cores.
+
+def _per_tick(rec: Recording, cpus: list[str], n_busy: int
+              ) -> tuple[dict[str, Any], list[float], dict[int, float]]:
+    """(series, each CPU's busiest tick, each thread's busiest tick): per tick each CPU's
+    busy share, the iowait share, and each group's CPU in cores."""
     series: dict[str, Any] = {"t": [], "cpu_busy": [], "iowait": [],
                               **{f"cores_{g}": [] for g in GROUPS}}
-    peaks = [0.0] * len(per_cpu_busy)
+    peaks = [0.0] * n_busy
     thread_peak: dict[int, float] = {}
-    for prev, cur in itertools.pairwise(ticks):
+    for prev, cur in itertools.pairwise(rec.ticks):
         dt = cur.t - prev.t
         if dt <= 0:
             continue
@@ -378,32 +412,46 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
             before = prev.threads.get(tid)
             if before is None or before.pid != th.pid:
                 continue
-            used = max(0, th.ticks - before.ticks) / hz
+            used = max(0, th.ticks - before.ticks) / rec.hz
             cores[rec.groups.get(th.pid, "other")] += used / dt
             # A tick shorter than a few clock ticks cannot resolve a share of a core.
-            if dt * hz >= 10:
+            if dt * rec.hz >= 10:
                 thread_peak[tid] = max(thread_peak.get(tid, 0.0), min(1.0, used / dt))
         series["t"].append(round(cur.t, 3))
         series["cpu_busy"].append(row)
         series["iowait"].append(round(io / dt / max(1, len(cpus)), 4))
         for g in GROUPS:
             series[f"cores_{g}"].append(round(cores[g], 3))
+    return series, peaks, thread_peak
 
-    # Threads over the whole run: growth between the first and last tick each was seen in.
+
+def _lifetimes(rec: Recording) -> dict[int, tuple[ThreadTick, float]]:
+    """Per thread over the whole run: its last tick and the CPU seconds it used, the growth
+    between the first and last tick it was seen in (one first seen after the first tick
+    started within the run: all it used counts)."""
+    first = rec.ticks[0]
     seen_first: dict[int, ThreadTick] = {}
     seen_last: dict[int, ThreadTick] = {}
-    for tk in ticks:
+    for tk in rec.ticks:
         for tid, th in tk.threads.items():
             if tid not in seen_first or seen_first[tid].pid != th.pid:
                 seen_first[tid] = th
             seen_last[tid] = th
-    group_cpu = dict.fromkeys(GROUPS, 0.0)
-    used_by: list[tuple[float, ThreadTick]] = []
+    out = {}
     for tid, th in seen_last.items():
         start = seen_first[tid]
-        # A thread first seen after the first tick started within the run: all it used counts.
         base = start.ticks if tid in first.threads and first.threads[tid].pid == th.pid else 0
-        used = max(0, th.ticks - base) / hz
+        out[tid] = (th, max(0, th.ticks - base) / rec.hz)
+    return out
+
+
+def _thread_use(rec: Recording, lives: dict[int, tuple[ThreadTick, float]],
+                thread_peak: dict[int, float], dur: float
+                ) -> tuple[dict[str, float], tuple[ThreadUse, ...]]:
+    """(each group's CPU seconds, the threads that used most CPU)."""
+    group_cpu = dict.fromkeys(GROUPS, 0.0)
+    used_by: list[tuple[float, ThreadTick]] = []
+    for th, used in lives.values():
         group_cpu[rec.groups.get(th.pid, "other")] += used
         if used > 0:
             used_by.append((used, th))
@@ -416,7 +464,10 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
         core_share=round(used / dur, 4),
         peak_core_share=round(thread_peak.get(th.tid, used / dur), 4),
     ) for used, th in used_by[:TOP_THREADS])
+    return group_cpu, threads
 
+
+def _disks(first: Tick, last: Tick, dur: float) -> dict[str, Disk]:
     disks: dict[str, Disk] = {}
     for dev, b in last.disks.items():
         a = first.disks.get(dev)
@@ -427,6 +478,10 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
             disks[dev] = Disk(reads=reads, writes=writes, read_bytes=rsec * 512,
                               write_bytes=wsec * 512,
                               busy_share=round(min(1.0, busy_ms / 1000 / dur), 4))
+    return disks
+
+
+def _links(first: Tick, last: Tick) -> dict[str, Link]:
     links: dict[str, Link] = {}
     for name, b in last.links.items():
         a = first.links.get(name)
@@ -435,45 +490,28 @@ def summarize(rec: Recording) -> tuple[TelemetrySummary, dict[str, Any]]:
         rxb, rxp, txb, txp = (y - x for x, y in zip(a, b, strict=True))
         if rxp or txp:
             links[name] = Link(rx_bytes=rxb, rx_packets=rxp, tx_bytes=txb, tx_packets=txp)
-    rss_max = {g: max(t.rss.get(g, 0) for t in ticks) for g in GROUPS}
-    # Per program of the environment's and the load generator's groups: CPU and the largest
-    # resident memory any one of its processes had (QEMU, the Sentry, the Gofer, a shim, ...).
+    return links
+
+
+def _programs(rec: Recording, lives: dict[int, tuple[ThreadTick, float]]
+              ) -> dict[str, dict[str, dict[str, float]]]:
+    """Per program of the environment's and the load generator's groups: CPU and the largest
+    resident memory any one of its processes had (QEMU, the Sentry, the Gofer, a shim, ...)."""
     programs: dict[str, dict[str, dict[str, float]]] = {}
-    for tid, th in seen_last.items():
+    for th, used in lives.values():
         group = rec.groups.get(th.pid, "other")
         if group not in ("inside", "machinery", "loadgen"):
             continue
-        start = seen_first[tid]
-        base = start.ticks if tid in first.threads and first.threads[tid].pid == th.pid else 0
         entry = programs.setdefault(group, {}).setdefault(
             rec.programs.get(th.pid, "?"), {"cpu_s": 0.0, "rss_max_bytes": 0})
-        entry["cpu_s"] = round(entry["cpu_s"] + max(0, th.ticks - base) / hz, 4)
-    for tk in ticks:
+        entry["cpu_s"] = round(entry["cpu_s"] + used, 4)
+    for tk in rec.ticks:
         for pid, resident in tk.proc_rss.items():
             found = programs.get(rec.groups.get(pid, "other"), {}).get(
                 rec.programs.get(pid, "?"))
             if found is not None:
                 found["rss_max_bytes"] = max(found["rss_max_bytes"], float(resident))
-    summary = TelemetrySummary(
-        version=SUMMARY_VERSION,
-        interval_s=rec.interval_s,
-        ticks=len(ticks),
-        duration_s=round(dur, 4),
-        cpus=len(per_cpu_busy),
-        host_cpu_s=CpuSeconds(**{k: round(v, 4) for k, v in host.items()},
-                              busy=round(busy_s, 4)),
-        cpu_busy_share=tuple(per_cpu_busy),
-        cpu_busy_peak=tuple(round(p, 4) for p in peaks),
-        ctxt_per_s=round((last.stat.ctxt - first.stat.ctxt) / dur, 1),
-        intr_per_s=round((last.stat.intr - first.stat.intr) / dur, 1),
-        disks=disks,
-        links=links,
-        groups={g: GroupUse(round(group_cpu[g], 4), rss_max[g]) for g in GROUPS},
-        threads=threads,
-        programs={g: {name: ProgramUse(u["cpu_s"], u["rss_max_bytes"])
-                      for name, u in by.items()} for g, by in programs.items()},
-    )
-    return summary, series
+    return programs
 
 
 # -- recordings as JSON (tests keep real ones in tests/data/telemetry) ------------------------
