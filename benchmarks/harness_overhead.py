@@ -37,11 +37,10 @@ def main() -> int:
     from isotax import protocols
     from isotax.analysis.report_data import analyze
     from isotax.image.build import ensure_image
-    from isotax.image.recipe import Recipe
     from isotax.store.sqlite import SQLiteStore
 
     threads = os.cpu_count() or 1
-    image = ensure_image(Recipe.for_workloads(protocols.workload_packages()))
+    image = ensure_image(protocols.image_recipe())
     # Not itx-*: an isotax run started meanwhile takes unowned itx-* entries for leftovers.
     corpus = Path(f"/dev/shm/isotax-bench-corpus-{os.getpid()}")
     with corpus.open("wb") as f:

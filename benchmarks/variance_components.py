@@ -822,7 +822,6 @@ def main() -> int:
     from isotax import protocols
     from isotax.host import owners
     from isotax.image.build import ensure_image
-    from isotax.image.recipe import Recipe
     from isotax.run.interrupts import interrupts_for_this_process_only
 
     if args.workload not in protocols.workloads():
@@ -847,7 +846,7 @@ def main() -> int:
 
     rng = random.Random(args.seed)
     native, other = "native", args.env
-    image = ensure_image(Recipe.for_workloads(protocols.workload_packages()),
+    image = ensure_image(protocols.image_recipe(),
                          log=lambda m: log(f"image: {m}"))
     interrupted = False
     with _turn(args.beside, log):

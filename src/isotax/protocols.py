@@ -32,6 +32,7 @@ from isotax.facts import Facts as Facts
 from isotax.facts import Isolation as Isolation
 from isotax.facts import Reach as Reach
 from isotax.image.artifacts import ImageArtifacts
+from isotax.image.recipe import ImageHook, Recipe
 from isotax.model import Sample
 
 # ------------------------------------------------------------------------- environments
@@ -493,6 +494,9 @@ class WorkloadFacts(Protocol):
     ports: ClassVar[Mapping[str, Port]]
     # The Debian packages its image needs (the image gets every registered workload's).
     packages: ClassVar[Sequence[str]]
+    # Its steps in the image build beyond those packages (a BLAS to select, a tool apt does
+    # not have to build), run in the image's chroot and checked there; () for none.
+    image_hooks: ClassVar[Sequence[ImageHook]]
     # How the report draws it.
     figures: ClassVar[FigureHints]
     # The metric that answers what a user asks of it (its verdict is the one the run decides
@@ -612,6 +616,17 @@ def workload_packages() -> tuple[str, ...]:
     """The Debian packages every registered workload needs, each once, in registry order:
     what the image's caller passes to its recipe (isotax.image is below the registry)."""
     return tuple(dict.fromkeys(p for cls in workloads().values() for p in cls.packages))
+
+
+def workload_image_hooks() -> tuple[ImageHook, ...]:
+    """Every registered workload's image hooks, each once, in registry order."""
+    return tuple(dict.fromkeys(h for cls in workloads().values() for h in cls.image_hooks))
+
+
+def image_recipe(**settings: Any) -> Recipe:
+    """The recipe of the image every registered workload runs in: their packages and their
+    image hooks (isotax.image is below the registry, so it is told them here)."""
+    return Recipe.for_workloads(workload_packages(), workload_image_hooks(), **settings)
 
 
 def workload_ports() -> list[Port]:

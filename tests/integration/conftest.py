@@ -60,9 +60,8 @@ def image() -> ImageArtifacts:
                         "scripts/setup.sh installs it)")
     from isotax import protocols
     from isotax.image.build import ensure_image
-    from isotax.image.recipe import Recipe
 
-    return ensure_image(Recipe.for_workloads(protocols.workload_packages()), log=print)
+    return ensure_image(protocols.image_recipe(), log=print)
 
 
 @pytest.fixture(scope="module")

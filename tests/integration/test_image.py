@@ -21,7 +21,6 @@ from isotax import protocols
 from isotax.image.build import ImageError, ensure_image, remove_image, show_images
 from isotax.image.recipe import (
     CFLAGS,
-    Recipe,
     default_guest_dir,
     guest_files,
     image_hash,
@@ -255,7 +254,7 @@ def test_initrd_carries_the_vm_drivers(image) -> None:  # type: ignore[no-untype
 @pytest.mark.integration
 def test_ensure_image_returns_the_cached_image_quickly(image) -> None:  # type: ignore[no-untyped-def]
     t0 = time.monotonic()
-    recipe = Recipe.for_workloads(protocols.workload_packages())
+    recipe = protocols.image_recipe()
     again = ensure_image(recipe)
     assert again == image and time.monotonic() - t0 < 2
     assert any(e["hash"] == image.recipe_hash and e["complete"] for e in show_images(recipe))
@@ -269,7 +268,7 @@ def test_failed_helpers_build_leaves_nothing_behind(image, tmp_path: Path) -> No
     guest.mkdir()
     (guest / "itx-broken.c").write_text("int main(void) { return }\n")
     cache = image.root.parent.parent
-    recipe = Recipe.for_workloads(protocols.workload_packages())
+    recipe = protocols.image_recipe()
     ihash = image_hash(recipe, guest_files(guest))
     with pytest.raises(ImageError, match=r"compiling itx-broken\.c failed.*fix itx-broken\.c"):
         ensure_image(recipe, cache, guest_dir=guest)

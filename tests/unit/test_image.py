@@ -22,17 +22,16 @@ from isotax.image.recipe import (
 
 
 def _recipe(**settings: Any) -> Recipe:
-    """The recipe as the CLI makes it: every registered workload's packages."""
-    return Recipe.for_workloads(protocols.workload_packages(), **settings)
+    """The recipe as the CLI makes it: every registered workload's packages and hooks."""
+    return protocols.image_recipe(**settings)
 
 
 def test_base_hash_is_stable_across_processes_and_package_order() -> None:
     r = _recipe()
-    shuffled = Recipe(packages=tuple(reversed(r.packages)))
+    shuffled = Recipe(packages=tuple(reversed(r.packages)), hooks=r.hooks)
     assert r.base_hash() == shuffled.base_hash()
     # A fresh interpreter with a different hash seed computes the same name.
-    code = ("from isotax import protocols; from isotax.image.recipe import Recipe; "
-            "print(Recipe.for_workloads(protocols.workload_packages()).base_hash())")
+    code = ("from isotax import protocols; print(protocols.image_recipe().base_hash())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True).stdout
     assert out.strip() == r.base_hash()
@@ -89,3 +88,28 @@ def test_remove_image_by_prefix_and_errors(tmp_path: Path) -> None:
     assert removed == [tmp_path / "images/abcd1234abcd1234"] and not removed[0].exists()
     remove_image("all", tmp_path)
     assert show_images(_recipe(), tmp_path) == []
+
+
+def test_a_workloads_image_hooks_are_in_the_recipe_and_its_hash() -> None:
+    """A workload declares its image steps beyond apt (hpcc: OpenBLAS as the BLAS, checked
+    with ldd); the registry gathers them, and a changed hook names another base."""
+    from isotax.image.recipe import ImageHook
+    from isotax.workloads.hpcc import OPENBLAS
+
+    r = _recipe()
+    assert OPENBLAS in r.hooks and r.hooks == protocols.workload_image_hooks()
+    assert OPENBLAS.check == ("ldd", "/usr/bin/hpcc") and OPENBLAS.expect == "libopenblas"
+    other = ImageHook(OPENBLAS.name, OPENBLAS.commands[:1], OPENBLAS.check, OPENBLAS.keep,
+                      OPENBLAS.expect, OPENBLAS.fail)
+    assert Recipe(packages=r.packages, hooks=(other,)).base_hash() != r.base_hash()
+    assert Recipe(packages=r.packages).base_hash() != r.base_hash()
+    assert r.base_inputs()["hooks"][0]["name"] == "hpcc_blas"
+
+
+def test_image_build_has_no_workload_specific_line() -> None:
+    """Everything a workload needs of the image is declared by the workload (issue 30)."""
+    from isotax.image import build
+
+    text = Path(build.__file__).read_text()
+    for word in ("hpcc", "blas", "openblas", "lapack"):
+        assert word not in text.lower(), word

@@ -158,10 +158,9 @@ def _cells_to_commit(p: Plan, done: int) -> int:
 def _recipe() -> Recipe:
     """The image's recipe: its base packages and every registered workload's (the image,
     below the registry, is told them here)."""
-    from isotax.image.recipe import Recipe
-    from isotax.protocols import workload_packages
+    from isotax.protocols import image_recipe
 
-    return Recipe.for_workloads(workload_packages())
+    return image_recipe()
 
 
 def _image() -> ImageArtifacts:

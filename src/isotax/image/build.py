@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -32,6 +33,7 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
 from isotax.image.recipe import (
     INITRD_REQUIRED,
+    ImageHook,
     Recipe,
     default_guest_dir,
     guest_files,
@@ -76,7 +78,7 @@ def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None 
                  space: SpaceCheck | None = None) -> ImageArtifacts:
     """Return the image for the recipe and the guest helpers, building what is missing. The
     caller makes the recipe with the registered workloads' packages:
-    Recipe.for_workloads(isotax.protocols.workload_packages()). Before a build, `space`
+    isotax.protocols.image_recipe(). Before a build, `space`
     (isotax.host.diskspace.check, from a caller above the host layer) is asked about the
     cache and the bytes the build needs; its line, if it has one, refuses the build."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -238,36 +240,39 @@ def _build_base(tmp: Path, cache: Path, recipe: Recipe, say: Log) -> dict[str, o
         say("base: applying point-release and security updates")
         _chroot(root, ["apt-get", "-q", "update"], what="apt-get update in the image")
         _chroot(root, ["apt-get", "-y", "-q", "upgrade"], what="apt-get upgrade in the image")
-        # HPL must use an optimised BLAS, as on the host: pin the alternatives to OpenBLAS.
-        for name, lib in (("libblas.so.3", "libblas.so.3"), ("liblapack.so.3", "liblapack.so.3")):
-            _chroot(root, ["update-alternatives", "--set", f"{name}-x86_64-linux-gnu",
-                           f"/usr/lib/x86_64-linux-gnu/openblas-pthread/{lib}"],
-                    what=f"selecting OpenBLAS for {name}")
+        hooked = {h.name: _run_hook(root, h, say) for h in recipe.hooks}
         say("base: generating the initrd")
         _chroot(root, ["update-initramfs", "-u", "-k", "all"], what="update-initramfs")
         kver = _kernel_version(root)
         listing = _chroot(root, ["lsinitramfs", f"/boot/initrd.img-{kver}"], what="lsinitramfs")
-        ldd = _chroot(root, ["ldd", "/usr/bin/hpcc"], what="ldd hpcc")
-        blas = _chroot(root, ["update-alternatives", "--display",
-                              "libblas.so.3-x86_64-linux-gnu"], what="update-alternatives")
         _chroot(root, ["apt-get", "clean"], what="apt-get clean")
 
     missing = _missing_modules(listing, root / "lib/modules" / kver, INITRD_REQUIRED)
     if missing:
         raise ImageError(f"the image's initrd lacks {', '.join(missing)}: check "
                          "INITRD_MODULES in isotax/image/recipe.py against the kernel")
-    blas_lines = [ln.strip() for ln in ldd.splitlines() if "blas" in ln or "lapack" in ln]
-    if not any("libopenblas" in ln for ln in blas_lines):
-        raise ImageError("hpcc in the image does not resolve its BLAS to OpenBLAS "
-                         f"({'; '.join(blas_lines) or 'no BLAS in ldd'}): check "
-                         "libopenblas0-pthread and the libblas.so.3 alternative")
     return {
         "base_hash": recipe.base_hash(),
         "inputs": recipe.base_inputs(),
         "kernel_version": kver,
-        "hpcc_blas": blas_lines,
-        "blas_alternative": blas.strip().splitlines()[:3],
+        "hooks": hooked,
     }
+
+
+def _run_hook(root: Path, hook: ImageHook, say: Callable[[str], None]) -> list[str]:
+    """A workload's image hook in the chroot (recipe.ImageHook): its commands, then its
+    check; the check's kept lines, which must show `expect`."""
+    say(f"base: image hook {hook.name}")
+    for argv in hook.commands:
+        _chroot(root, list(argv), what=f"image hook {hook.name}: {' '.join(argv[:3])}")
+    if not hook.check:
+        return []
+    out = _chroot(root, list(hook.check), what=f"image hook {hook.name}'s check")
+    kept = [ln.strip() for ln in out.splitlines() if re.search(hook.keep, ln)]
+    if hook.expect and not any(hook.expect in ln for ln in kept):
+        raise ImageError(f"image hook {hook.name}: {hook.fail or 'its check failed'} "
+                         f"({'; '.join(kept) or 'nothing matched ' + repr(hook.keep)})")
+    return kept
 
 
 def _kernel_version(root: Path) -> str:
@@ -336,7 +341,7 @@ def _build_image(base_root: Path, base_info: dict[str, object], recipe: Recipe,
                         "helpers": round(time.monotonic() - t0, 1)},
             "base_built_at": base_info.get("built_at"),
             "kernel": {"version": kver, "vmlinux": vmlinux_ok},
-            "hpcc_blas": base_info.get("hpcc_blas"),
+            "hooks": base_info.get("hooks"),
             "helpers": helpers,
             "compiler": _first_line(["gcc", "--version"]),
             "sizes": {"rootfs_bytes": used,

@@ -1,8 +1,9 @@
 """What the workload image is made of, and the hashes that name it in the cache.
 
 Two layers, each named by a hash of exactly what goes into it:
-  base    - debootstrap of Debian packages + the post-install steps (BLAS choice, initrd);
-            slow (minutes), so it is cached on its own and changes only with the package list.
+  base    - debootstrap of Debian packages + the post-install steps (the workloads' image
+            hooks, such as HPCC's BLAS choice; the initrd); slow (minutes), so it is cached on
+            its own and changes only with the package list and the hooks.
   image   - base + isotax's guest helpers (compiled C, scripts); fast (seconds).
 The image hash covers the base hash and the bytes of every guest file, so editing a helper
 rebuilds only the second layer. Pure functions: unit-tested without root or network.
@@ -71,6 +72,23 @@ HASH_LEN = 16  # hex digits used as cache directory names
 
 
 @dataclass(frozen=True)
+class ImageHook:
+    """A workload's step in the base layer beyond apt packages, declared by the workload
+    (its `image_hooks`): `commands` run in the image's chroot, in order, after the packages
+    are installed; then `check` runs there, its output's lines matching `keep` (a regular
+    expression) are recorded in the image's manifest under `name`, and one of them must
+    contain `expect`, else the build fails with `fail`. A tool apt does not have is built
+    or fetched by its commands. Part of the base hash: a changed hook builds a new base."""
+
+    name: str
+    commands: tuple[tuple[str, ...], ...] = ()
+    check: tuple[str, ...] = ()
+    keep: str = ""
+    expect: str = ""
+    fail: str = ""
+
+
+@dataclass(frozen=True)
 class Recipe:
     suite: str = "bookworm"
     mirror: str = "http://deb.debian.org/debian"
@@ -89,13 +107,16 @@ class Recipe:
     base_steps: int = BASE_STEPS_VERSION
     image_steps: int = IMAGE_STEPS_VERSION
     extra: Mapping[str, str] = field(default_factory=dict)  # reserved; part of the base hash
+    hooks: tuple[ImageHook, ...] = ()  # the workloads' image hooks, in registry order
 
     @classmethod
-    def for_workloads(cls, workload_packages: Iterable[str], **settings: Any) -> Recipe:
+    def for_workloads(cls, workload_packages: Iterable[str],
+                      hooks: Iterable[ImageHook] = (), **settings: Any) -> Recipe:
         """The recipe for an image that runs these workloads: BASE_PACKAGES and theirs, each
-        once (the callers pass isotax.protocols.workload_packages())."""
+        once, and their image hooks (the callers pass isotax.protocols.workload_packages()
+        and .workload_image_hooks(), or protocols.image_recipe() does)."""
         return cls(packages=tuple(dict.fromkeys((*BASE_PACKAGES, *workload_packages))),
-                   **settings)
+                   hooks=tuple(dict.fromkeys(hooks)), **settings)
 
     def base_inputs(self) -> dict[str, object]:
         """Everything the base layer depends on (the package list in a canonical order)."""
@@ -110,6 +131,7 @@ class Recipe:
             "initrd_modules": sorted(set(self.initrd_modules)),
             "base_steps": self.base_steps,
             "extra": dict(sorted(self.extra.items())),
+            "hooks": [asdict(h) for h in self.hooks],
         }
 
     def base_hash(self) -> str:

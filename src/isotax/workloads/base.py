@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, TypeVar
 
+from isotax.image.recipe import ImageHook
 from isotax.model import Sample, SanityError
 from isotax.protocols import (
     WORKLOADS,
@@ -87,6 +88,7 @@ class BaseWorkload:
     client_packages: ClassVar[Sequence[str]] = ()
     ports: ClassVar[Mapping[str, Port]]
     packages: ClassVar[Sequence[str]]
+    image_hooks: ClassVar[Sequence[ImageHook]] = ()
     figures: ClassVar[FigureHints]
     headline: ClassVar[str] = ""  # the first metric the run reports
 

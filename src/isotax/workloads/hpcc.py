@@ -82,6 +82,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from isotax.image.recipe import ImageHook
 from isotax.model import NotApplicable, Sample, SanityError
 from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
 from isotax.protocols import (
@@ -382,6 +383,17 @@ def check_tools(inst: Instance) -> Mapping[str, str]:
     return {"blas": blas_library(inst)}
 
 
+# HPL must use an optimised BLAS, in the image as on the host: the image's alternatives are
+# pinned to OpenBLAS, and hpcc must resolve its BLAS and LAPACK to it.
+OPENBLAS = ImageHook(
+    name="hpcc_blas",
+    commands=tuple(("update-alternatives", "--set", f"{name}-x86_64-linux-gnu",
+                    f"/usr/lib/x86_64-linux-gnu/openblas-pthread/{name}")
+                   for name in ("libblas.so.3", "liblapack.so.3")),
+    check=("ldd", "/usr/bin/hpcc"), keep="blas|lapack", expect="libopenblas",
+    fail="hpcc in the image does not resolve its BLAS to OpenBLAS: check libopenblas0-pthread "
+         "and the libblas.so.3 alternative")
+
 class HpccWorkload(BaseWorkload):
     """What linpack, stream and randomaccess share: one full hpcc run with the plan's
     parameters, then each keeps its own metric (`samples`)."""
@@ -392,6 +404,7 @@ class HpccWorkload(BaseWorkload):
     params: ClassVar[Sequence[ParamSpec]]
     ports: ClassVar[Mapping[str, Port]] = {}
     packages: ClassVar[Sequence[str]] = ("hpcc", "libopenblas0-pthread", "openmpi-bin")
+    image_hooks: ClassVar[Sequence[ImageHook]] = (OPENBLAS,)
     figures: ClassVar[FigureHints] = FigureHints(bars=True)
 
     def not_applicable(self, inst: Instance, params: Params) -> str | None:

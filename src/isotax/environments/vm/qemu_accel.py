@@ -34,7 +34,7 @@ from isotax.environments.vm.qemu_vm import BootError, Vm, VmConfig, qemu_version
 from isotax.host import owners
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.build import default_cache_dir
-from isotax.image.recipe import Recipe, default_guest_dir, guest_files, image_hash
+from isotax.image.recipe import default_guest_dir, guest_files, image_hash
 
 PROBE_TIMEOUT_S = 30.0
 PROBE_FORMAT = 1  # probe cache file format; history: 1 - first format
@@ -192,7 +192,7 @@ def current_image(cache_dir: Path | None = None) -> ImageArtifacts | None:
     """The current recipe's image (built or not; the recipe with every registered workload's
     packages, as the CLI builds it); None when that cannot be told."""
     try:
-        recipe = Recipe.for_workloads(protocols.workload_packages())
+        recipe = protocols.image_recipe()
         ihash = image_hash(recipe, guest_files(default_guest_dir()))
         return ImageArtifacts(ihash, (cache_dir or default_cache_dir()) / "images" / ihash)
     except Exception:
