@@ -116,7 +116,7 @@ def test_within_the_goal_names_no_culprit(tmp_path: Path) -> None:
 
 def test_a_run_without_phases_has_none(tmp_path: Path) -> None:
     store, run_id = hostile_store(tmp_path)
-    store.put_run_meta(run_id, "other", {"x": 1})
+    store.put_run_meta(run_id, "other", {"x": 1}, verbatim=True)  # an unknown key
     d = analyze(store, run_id)
     assert "Where the time went" not in markdown.render(d)
     assert "Where the time went" not in html.render(d)
@@ -126,7 +126,10 @@ def test_a_run_without_phases_has_none(tmp_path: Path) -> None:
 
 def test_a_malformed_one_renders_as_none(tmp_path: Path) -> None:
     store, run_id = hostile_store(tmp_path)
-    store.put_run_meta(run_id, "phases", {"wall_s": "long", "seconds": None})
+    with pytest.raises(ValueError, match="run meta 'phases': wall_s"):
+        store.put_run_meta(run_id, "phases", {"wall_s": "long", "seconds": None})
+    # as an older or foreign store may hold it: copied verbatim, read as absent
+    store.put_run_meta(run_id, "phases", {"wall_s": "long", "seconds": None}, verbatim=True)
     d = analyze(store, run_id)
     assert "Where the time went" not in markdown.render(d)
     assert json.loads(json_report.render(d))["phases"] is None

@@ -43,6 +43,7 @@ from isotax.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Ratio
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import FORMAT_VERSION, RunStatus
 from isotax.store.base import Store, StoreError
+from isotax.store.run_meta import RunMeta
 
 DIFFERS = "differs beyond noise"
 WITHIN = "within noise"
@@ -320,8 +321,9 @@ def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row
 # -- which runs make the fleet ---------------------------------------------------------------
 
 def fleet_meta(store: Store, run_id: str) -> Mapping[str, Any]:
-    meta = store.run_meta(run_id).get("fleet")
-    return meta if isinstance(meta, Mapping) else {}
+    """The run's `fleet` meta ({} for a run of no fleet, or one that no longer fits)."""
+    meta = RunMeta(store.run_meta(run_id)).fleet
+    return meta.model_dump() if meta is not None else {}
 
 
 def known_fleets(store: Store) -> list[str]:

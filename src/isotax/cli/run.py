@@ -133,12 +133,13 @@ def _resumed(store: Store, resume_id: str, budget: str | None, force: bool
     from isotax.host.fingerprint import fingerprint, fingerprint_differences
     from isotax.plan import parse_plan, with_budget
     from isotax.run import feasibility
+    from isotax.store.run_meta import RunMeta
 
     record = _get_run(store, resume_id)
     if record.status == RunStatus.COMPLETE:
         fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
     p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
-    stored_budget = store.run_meta(record.id).get("budget_s")
+    stored_budget = RunMeta(store.run_meta(record.id)).budget_s
     if budget is not None:
         fail("--budget is set when a run starts; a resumed run keeps its own")
     if stored_budget:

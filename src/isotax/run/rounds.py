@@ -21,6 +21,7 @@ from isotax.model import CellKey
 from isotax.plan import Plan
 from isotax.run.clock import PhaseClock
 from isotax.store.base import CellRecord, Store
+from isotax.store.run_meta import RunMeta
 
 Log = Callable[[str], None]
 _NO_LABELS: Mapping[str, Any] = MappingProxyType({})
@@ -109,7 +110,8 @@ class AddedRounds:
         settings = plan.verdicts.model_dump()
         params = {(w.name, CellKey("", w.name, p, 0).params_key): p
                   for w in plan.workloads for p in w.combinations()}
-        rounds = int(self.store.run_meta(run_id).get("sequential", {}).get("rounds", 0))
+        stored = RunMeta(self.store.run_meta(run_id)).sequential
+        rounds = stored.rounds if stored is not None else 0
         while True:
             progress = self.assess(run_id, environments)
             decision = (sequential.next_round(progress, base, cap, self._room(progress.spent_s),
@@ -148,9 +150,9 @@ class AddedRounds:
         `reach`), so the user knows what to expect before the run spends its budget."""
         for run in margin_rules.host_history(self.store, self.store.get_run(run_id).host,
                                              run_id):
-            said = self.store.run_meta(run.id).get("reach")
-            if isinstance(said, dict) and said.get("words"):
-                self.log(f"this host's last run ({run.id}): {said['words']}")
+            said = RunMeta(self.store.run_meta(run.id)).reach
+            if said is not None and said.words:
+                self.log(f"this host's last run ({run.id}): {said.words}")
                 return
 
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from isotax.model import FORMAT_VERSION, CellKey, RunStatus
+from isotax.store import run_meta
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
@@ -251,7 +252,10 @@ class PostgresStore:
         return json.loads(row[0]) if row else {}
 
     # run metadata
-    def put_run_meta(self, run_id: str, key: str, value: Any) -> None:
+    def put_run_meta(self, run_id: str, key: str, value: Any,
+                     verbatim: bool = False) -> None:
+        if not verbatim:
+            run_meta.check(key, value)
         with self._tx():
             self.db.execute("INSERT INTO run_meta VALUES (%s,%s,%s) ON CONFLICT (run_id, key) "
                             "DO UPDATE SET value_json = excluded.value_json",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax.model import FORMAT_VERSION, CellKey, RunStatus
+from isotax.store import run_meta
 from isotax.store.base import (
     CELL_COLUMNS,
     ENV_COLUMNS,
@@ -248,7 +249,10 @@ class SQLiteStore:
         return json.loads(row[0]) if row else {}
 
     # run metadata
-    def put_run_meta(self, run_id: str, key: str, value: Any) -> None:
+    def put_run_meta(self, run_id: str, key: str, value: Any,
+                     verbatim: bool = False) -> None:
+        if not verbatim:
+            run_meta.check(key, value)
         with self._tx():
             self.db.execute("INSERT OR REPLACE INTO run_meta VALUES (?,?,?)",
                             (run_id, key, json.dumps(value)))

@@ -50,6 +50,6 @@ def copy_run(src: Store, run_id: str, dst: Store, where: str = "the store") -> R
         dst.commit_cell(run.id, c.key, c.workload_version,
                         CellOutcome(c.status, c.reason, c.samples, telemetry), c.started, c.ended)
     for key, value in src.run_meta(run.id).items():
-        dst.put_run_meta(run.id, key, value)
+        dst.put_run_meta(run.id, key, value, verbatim=True)
     dst.set_run_status(run.id, run.status, run.finished)
     return run

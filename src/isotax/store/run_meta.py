@@ -1,0 +1,170 @@
+"""What a run's metadata holds, key by key: the typed schema of each value (pydantic). A value
+is checked against its key's schema when it is stored (Store.put_run_meta: an unknown key, or
+a value that does not fit, is refused with the key named), and read back typed (RunMeta). A
+stored value that no longer fits (a run stored by an older isotax) reads as absent, never as
+a crash; copying a run between stores keeps its values verbatim (verbatim=True).
+
+Each schema names the fields its readers use, typed; the producers' other fields are kept
+(extra="allow"), so a producer may add one without a change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Phases(_Part):
+    """Where the run's wall time went (isotax.run.clock), and the report's time."""
+
+    wall_s: float | None = None
+    report_s: float | None = None
+    seconds: dict[str, float] = {}
+
+
+class LoadGenMeta(_Part):
+    """The load generator the results used: its own description (loadgen.describe())."""
+
+    kind: str = ""
+    where: str = ""
+
+
+class ReachMeta(_Part):
+    """What this host's run could decide (isotax.analysis.reach), in numbers and words."""
+
+    sd: float | None = None
+    pairs: int | None = None
+    smallest: float | None = None
+    budget_5pct_s: float | None = None
+    words: str = ""
+
+
+class RatioMeta(_Part):
+    """One headline ratio's verdict as the run ended it (sequential.ratio_fields)."""
+
+    environment: str = ""
+    workload: str = ""
+    params: str = ""
+    metric: str = ""
+    verdict: str = ""
+    margin: float | None = None
+    pairs: int | None = None
+
+
+class SequentialMeta(_Part):
+    """The verdicts and the added rounds (isotax.analysis.sequential.to_meta)."""
+
+    settings: dict[str, Any] = {}
+    repetitions: int | None = None
+    max_repetitions: int | None = None
+    ended: str | None = None
+    rounds: int = 0
+    added_cells: int = 0
+    spent_s: float = 0.0
+    decided: int | None = None
+    total: int | None = None
+    counts: dict[str, int] = {}
+    ratios: list[RatioMeta] = []
+
+
+class ConcurrentRun(_Part):
+    """Another run that measured on this host while cells of this one ran."""
+
+    pid: int | None = None
+    cells: list[str] = []
+
+
+class FleetMeta(_Part):
+    """Which fleet a host's run belongs to, and the host's machine."""
+
+    id: str = ""
+    host: str = ""
+    address: str = ""
+    machine: dict[str, Any] = {}
+
+
+SCHEMA: dict[str, Any] = {
+    "budget_s": float,  # --budget: the deadline a resumed run keeps
+    "pairing": Literal["blocks", "shuffled rounds"],  # how rounds paired environments
+    "concurrent": dict[str, ConcurrentRun],  # run id -> what measured beside this one
+    "fingerprint_forced": list[str],  # host differences a --resume --force mixed in
+    "loadgen": LoadGenMeta,
+    "phases": Phases,
+    "reach": ReachMeta,
+    "sequential": SequentialMeta,
+    "restarts": list[dict[str, Any]],  # isotax.run.restarts: each death and restart
+    "versions": dict[str, Any],  # isotax.host.versions: packages and tools the run used
+    "cell_runs": dict[str, int],  # isotax.analysis.cell_length: runs per cell, per point
+    "fleet": FleetMeta,
+    "adaptive": dict[str, Any] | None,  # the added rounds' meta before issue 28 (read: none)
+}
+
+
+@cache
+def _adapter(key: str) -> TypeAdapter[Any]:
+    return TypeAdapter(SCHEMA[key])
+
+
+def check(key: str, value: Any) -> None:
+    """ValueError unless `value` fits `key`'s schema; one line naming the key."""
+    if key not in SCHEMA:
+        raise ValueError(f"run meta key {key!r} has no schema (isotax.store.run_meta.SCHEMA: "
+                         f"{', '.join(sorted(SCHEMA))})")
+    try:
+        _adapter(key).validate_python(value)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "value"
+        raise ValueError(f"run meta {key!r}: {where}: {first.get('msg')}") from e
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """A run's metadata read back typed: each key's value, or None where the run has none (or
+    an older isotax stored one that no longer fits)."""
+
+    raw: Mapping[str, Any]
+
+    def typed(self, key: str) -> Any:
+        if key not in self.raw or key not in SCHEMA:
+            return None
+        try:
+            return _adapter(key).validate_python(self.raw[key])
+        except ValidationError:
+            return None
+
+    @property
+    def budget_s(self) -> float | None:
+        return self.typed("budget_s")
+
+    @property
+    def pairing(self) -> str | None:
+        return self.typed("pairing")
+
+    @property
+    def phases(self) -> Phases | None:
+        return self.typed("phases")
+
+    @property
+    def reach(self) -> ReachMeta | None:
+        return self.typed("reach")
+
+    @property
+    def sequential(self) -> SequentialMeta | None:
+        return self.typed("sequential")
+
+    @property
+    def fleet(self) -> FleetMeta | None:
+        return self.typed("fleet")
+
+    @property
+    def loadgen(self) -> LoadGenMeta | None:
+        return self.typed("loadgen")

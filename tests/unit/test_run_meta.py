@@ -1,0 +1,58 @@
+"""A run's metadata has a typed schema per key (isotax.store.run_meta, issue 30): what isotax
+stores is checked against its key's schema, an unknown key or a misfit is refused with the key
+named, a copy between stores is verbatim, and what is read back is typed, a misfit as absent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from isotax.analysis import sequential
+from isotax.store import run_meta
+from isotax.store.run_meta import RunMeta
+from isotax.store.sqlite import SQLiteStore
+
+
+def _store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "isotax.db")
+    s.create_run("r1", "p", 'name = "p"\n', 1, {"hostname": "h"})
+    return s
+
+
+def test_every_key_isotax_writes_has_a_schema_and_misfits_are_refused(tmp_path: Path) -> None:
+    s = _store(tmp_path)
+    s.put_run_meta("r1", "pairing", "blocks")
+    s.put_run_meta("r1", "budget_s", 3600)
+    with pytest.raises(ValueError, match="run meta 'pairing'"):
+        s.put_run_meta("r1", "pairing", "sideways")
+    with pytest.raises(ValueError, match="run meta key 'pariing' has no schema"):
+        s.put_run_meta("r1", "pariing", "blocks")
+    with pytest.raises(ValueError, match="run meta 'sequential': rounds"):
+        s.put_run_meta("r1", "sequential", {"rounds": "many"})
+    assert s.run_meta("r1") == {"pairing": "blocks", "budget_s": 3600}  # nothing half-written
+
+
+def test_what_the_runner_writes_fits(tmp_path: Path) -> None:
+    """The sequential meta as the runner makes it, through the store and back, typed."""
+    p = sequential.Progress((), {}, {}, 12.5, 3, {}, 4)
+    meta = sequential.to_meta({"margin": "auto"}, 1, 40, p, sequential.TIME_SPENT, 2)
+    s = _store(tmp_path)
+    s.put_run_meta("r1", "sequential", meta)
+    typed = RunMeta(s.run_meta("r1")).sequential
+    assert typed is not None and (typed.rounds, typed.added_cells, typed.spent_s) == \
+        (2, 3, 12.5)
+    assert typed.ended == sequential.TIME_SPENT and typed.max_repetitions == 40
+
+
+def test_a_copy_is_verbatim_and_an_old_misfit_reads_as_absent(tmp_path: Path) -> None:
+    s = _store(tmp_path)
+    s.put_run_meta("r1", "reach", {"words": 5, "sd": "wide"}, verbatim=True)
+    s.put_run_meta("r1", "adaptive", {"rounds": 2})  # before issue 28: kept, read by none
+    meta = RunMeta(s.run_meta("r1"))
+    assert meta.reach is None and meta.phases is None and meta.budget_s is None
+    assert json.loads(json.dumps(s.run_meta("r1")))["reach"]["sd"] == "wide"
+    assert set(run_meta.SCHEMA) >= {"sequential", "reach", "phases", "pairing", "budget_s",
+                                    "fleet", "loadgen", "versions", "restarts", "cell_runs",
+                                    "concurrent", "fingerprint_forced"}
