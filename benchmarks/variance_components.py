@@ -372,10 +372,9 @@ class Bench:
         t0 = time.monotonic()
         inst = env.start(spec)
         self.instances[name] = inst
-        d = dict(inst.describe())
-        d.setdefault("kind", kind)
-        self.describe[name] = d
-        self.isolation[name] = type(env).declared_isolation(d)
+        facts = inst.facts()
+        self.describe[name] = facts.display()
+        self.isolation[name] = facts.isolation or type(env).isolation
         self.log(f"{name} ({kind}, network {network}): ready in {time.monotonic() - t0:.2f} s")
 
     def stop_all(self) -> None:

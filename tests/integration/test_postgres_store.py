@@ -19,14 +19,15 @@ pytestmark = pytest.mark.integration
 WRITER = """
 import sys
 from isotax.model import CellKey, CellStatus, Sample
+from isotax.store.base import CellOutcome
 from isotax.store.postgres import PostgresStore
 s = PostgresStore(sys.argv[1])
 run = sys.argv[2]
 s.create_run(run, "w", "", 1, {})
 for i in range(int(sys.argv[3])):
-    s.commit_cell(run, CellKey("native", "compress", {"i": i}, 1), "1", CellStatus.OK, "",
-                  float(i), float(i) + 1, [Sample("throughput", float(i), "MB/s", True,
-                                                  {"writer": run})])
+    sample = Sample("throughput", float(i), "MB/s", True, {"writer": run})
+    s.commit_cell(run, CellKey("native", "compress", {"i": i}, 1), "1",
+                  CellOutcome(CellStatus.OK, "", [sample]), float(i), float(i) + 1)
 s.set_run_status(run, "complete", 1.0)
 """
 
