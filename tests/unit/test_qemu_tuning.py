@@ -11,8 +11,7 @@ import pytest
 from support import DATA
 
 from isotax.environments.vm import qemu_tuning
-from isotax.environments.vm.qemu import guest_modules
-from isotax.environments.vm.qemu_initrd import EXTRA_MODULES, INIT, MODULES
+from isotax.environments.vm.qemu_initrd import EXTRA_MODULES, INIT, MODULES, guest_modules
 from isotax.environments.vm.qemu_share import Share, share_argv, virtiofsd_argv
 from isotax.environments.vm.qemu_tuning import (
     HostFacts,

@@ -97,10 +97,20 @@ class Removals:
         except Exception as e:  # the contract: try the rest, then say what is left
             self.failed.append(f"{name} ({type(e).__name__}: {str(e).strip()[:200]})")
 
+    def release(self, name: str, release: Callable[[], list[str]]) -> None:
+        """A removal that returns what it could not undo instead of raising (a hugepage
+        reservation's release, a bind mount's umount): a non-empty list is a failure."""
+        self.attempt(name, lambda: _none_left(release()))
+
     def done(self) -> None:
         if self.failed:
             raise StopIncomplete(f"{self.what}: could not remove " + "; ".join(self.failed)
                                  + "; `isotax doctor --fix` removes what is left")
+
+
+def _none_left(left: list[str]) -> None:
+    if left:
+        raise RuntimeError("; ".join(left))
 
 
 def undo_start(stop: Callable[[], None]) -> None:

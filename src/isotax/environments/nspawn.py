@@ -56,6 +56,7 @@ from isotax.environments.base import (
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
 from isotax.facts import reach_of
 from isotax.host import command, owners
+from isotax.host.cgroups import remove_cgroup_tree
 from isotax.host.filesystems import host_storage
 from isotax.host.network import (
     Bridge,
@@ -397,7 +398,7 @@ class NspawnInstance:
         out = Removals(f"nspawn machine {self.machine}")
         out.attempt("its processes", self._end_processes)
         for d in self._cgroups:
-            out.attempt(f"cgroup {d}", functools.partial(_remove_cgroup, d))
+            out.attempt(f"cgroup {d}", functools.partial(remove_cgroup_tree, d))
         if self._bridge is not None and self._lease is not None:
             bridge, lease = self._bridge, self._lease
             out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease))
@@ -427,18 +428,8 @@ class NspawnInstance:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
-        if self.host_pids():
-            raise RuntimeError(f"processes {self.host_pids()} outlived SIGKILL")
-
-
-def _remove_cgroup(d: Path) -> None:
-    """Deepest first: nspawn and the container's systemd made groups below ours."""
-    if not d.is_dir():
-        return
-    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-    d.rmdir()
+        if left := self.host_pids():
+            raise RuntimeError(f"processes {left} outlived SIGKILL")
 
 
 def nspawn_leaks() -> list[Leftover]:

@@ -2,10 +2,12 @@
 hybrid host, cgroup v1 hierarchies beside a cgroup2 mounted at /sys/fs/cgroup/unified that has
 controllers (this development VM's layout). isotax's crun (environments.oci) and the engines'
 crun (dockerd, podman) then run with that mount detached in a private mount namespace. A fact
-of the host, shared by those plugins, so none imports another for it."""
+of the host, shared by those plugins, so none imports another for it. Also the removal of a
+cgroup tree an instance made (nspawn's, a private dockerd's)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from isotax.parsers import procfs
@@ -33,3 +35,16 @@ def crun_needs_unified_detached() -> bool:
         return hybrid_cgroup2_with_controllers(mi, ctl.read_text() if ctl.exists() else "")
     except OSError:
         return False
+
+
+def remove_cgroup_tree(d: Path) -> None:
+    """Remove a cgroup and the groups below it, deepest first (a runtime or the container's
+    own systemd made groups below ours). One already gone is fine; an OSError says the top
+    one could not be removed (tasks are still in it)."""
+    if not d.is_dir():
+        return
+    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
+                      reverse=True):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+    d.rmdir()

@@ -227,7 +227,7 @@ def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline
                             ) -> list[tuple[str, str]]:
     """(environment, problem) for every difference from the baseline's resources."""
     base_d = described.get(baseline, {})
-    base = Resources.from_describe(base_d)
+    base, base_facts = Resources.from_describe(base_d), stored_facts(base_d)
     out: list[tuple[str, str]] = []
     for name, d in described.items():
         if name == baseline:
@@ -238,7 +238,7 @@ def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline
         res = Resources.from_describe(d)
         if base is not None and res is not None:
             out += [(name, p) for p in problems(name, res, baseline, base, stored_facts(d),
-                                                stored_facts(base_d))]
+                                                base_facts)]
     return out
 
 

@@ -136,7 +136,8 @@ class NamespaceLoadGen:
     def _target(self, inst: Instance, port: int, proto: str) -> tuple[str, int]:
         if proto not in ("tcp", "udp"):
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
-        kind, mode = network_of(inst)
+        f = inst.facts()
+        kind, mode = f.kind, f.reach
         if mode in ("host", "tap", "bridge", "published"):
             self._admit_only_us("INPUT" if mode == "host" else "FORWARD", self.listen(inst),
                                 port, proto)
@@ -148,7 +149,7 @@ class NamespaceLoadGen:
             return self._map(inst.address, port, proto)
         if mode == "published":
             # The engine published the port itself (docker/podman -p) on a host address.
-            return inst.facts().published, port
+            return f.published, port
         raise NetworkError(f"{kind}: network {mode!r} cannot be reached from the load "
                            "generator; give it network = \"host\" or \"bridge\" in the plan")
 
@@ -210,10 +211,11 @@ def listen_address(inst: Instance, host_address: str) -> str:
     """Where a server inside inst listens for a load generator that reaches this host at
     host_address: that address for an instance on the host's network, else the instance's
     own (a container behind an engine's port mapping: its facts' container_address)."""
-    kind, mode = network_of(inst)
+    f = inst.facts()
+    kind, mode = f.kind, f.reach
     if mode == "host":
         return host_address
-    own = inst.facts().container_address if mode == "published" else inst.address
+    own = f.container_address if mode == "published" else inst.address
     if not own:
         raise SanityError(f"{kind}: network {mode!r} gives the instance no address of its own "
                           "for a server to listen on; give it network = \"host\" or "

@@ -27,7 +27,7 @@ from isotax.environments.engines.iptables import (
     remove_iptables_leftovers,
 )
 from isotax.host import command, owners
-from isotax.host.cgroups import crun_needs_unified_detached
+from isotax.host.cgroups import crun_needs_unified_detached, remove_cgroup_tree
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import (
     kill_and_reap,
@@ -287,14 +287,6 @@ def forget_container(cid: str) -> None:
 def cgroup_dirs_named(name: str) -> list[Path]:
     base = Path("/sys/fs/cgroup")
     return [p for pattern in (f"*/{name}", name) for p in base.glob(pattern) if p.is_dir()]
-
-
-def remove_cgroup_tree(d: Path) -> None:
-    for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                      reverse=True):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-    d.rmdir()
 
 
 # One private daemon per userland-proxy setting, shared by this process's instances.

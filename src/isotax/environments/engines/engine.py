@@ -417,13 +417,12 @@ class EngineInstance:
         if self._bind is not None:
             bind = self._bind
             out.attempt(f"bind directory {bind}", lambda: remove_tree(bind))
-        out.attempt("what the engine needed (its network, its daemon)", self._engine_released)
+        out.release("what the engine needed (its network, its daemon)", self._engine_released)
         out.done()
 
-    def _engine_released(self) -> None:
+    def _engine_released(self) -> list[str]:
         self._release_engine()
-        if self.release_errors:
-            raise RuntimeError("; ".join(self.release_errors))
+        return self.release_errors
 
     def _remove_container(self) -> None:
         with contextlib.suppress(Exception):  # a paused container must thaw to go

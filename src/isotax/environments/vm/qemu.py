@@ -36,14 +36,11 @@ engine, so the two differ only by qcow2 vs raw.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
-
-from pyroute2 import IPRoute
 
 from isotax.environments.base import (
     GUEST_ENV,
@@ -62,7 +59,7 @@ from isotax.environments.vm.qemu_accel import (
     probe_accelerator,
     proven_accelerator,
 )
-from isotax.environments.vm.qemu_initrd import select_initrd
+from isotax.environments.vm.qemu_initrd import guest_modules, select_initrd
 from isotax.environments.vm.qemu_options import (
     DEFAULT_BOOT_TIMEOUT_S,
     DEFAULT_DATA_DISK_GIB,
@@ -76,11 +73,15 @@ from isotax.environments.vm.qemu_share import (
     find_virtiofsd,
 )
 from isotax.environments.vm.qemu_tuning import (
+    HUGEPAGE_KIB,
     HugepageError,
     HugepageReservation,
     KnobError,
     Knobs,
     host_facts,
+    host_thp,
+    host_tsc_khz,
+    host_uplink_mtu,
     leaked_hugepage_reservations,
     pin_vcpus,
     resolve_knobs,
@@ -94,7 +95,6 @@ from isotax.environments.vm.qemu_vm import (
     Vm,
     VmConfig,
     direct_io_works,
-    host_thp_mode,
     make_data_disk,
     mount_data_disk_script,
     qemu_version,
@@ -102,10 +102,9 @@ from isotax.environments.vm.qemu_vm import (
 )
 from isotax.host import owners
 from isotax.host.filesystems import host_storage
-from isotax.host.network import Bridge, Lease, uplink_mtu
+from isotax.host.network import Bridge, Lease
 from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
-from isotax.parsers.cpuinfo import parse_cpuinfo_first
 from isotax.protocols import (
     STORAGES,
     Availability,
@@ -132,31 +131,6 @@ _TRUE = {"1", "true", "yes", "on"}
 # cannot share the host's (the plan refuses "host" at load; an instance refuses it too).
 NETWORKS = ("bridge", "none")
 RUN_DIR = Path("/run/isotax")  # short paths for sockets and mounts (sun_path is 108 bytes)
-
-
-def host_tsc_khz() -> int | None:
-    """The host's TSC rate in kHz ("cpu MHz" of /proc/cpuinfo): under TCG the guest's TSC
-    ticks at the host's rate. None when unknown."""
-    try:
-        mhz = parse_cpuinfo_first(Path("/proc/cpuinfo").read_text()).get("cpu MHz")
-        return int(float(mhz) * 1000) if mhz else None
-    except (OSError, ValueError):
-        return None
-
-
-def guest_modules(machine: str, disk: bool, net: bool, shares: Sequence[Share]) -> tuple[str, ...]:
-    """The modules the minimal initrd loads for this VM (itx.mods=), in load order. Pure."""
-    mods = ["virtio_mmio" if machine == "microvm" else "virtio_pci"]
-    if disk:
-        mods += ["virtio_blk", "crc32c_generic", "ext4"]
-    mods.append("virtio_console")
-    if net:
-        mods.append("virtio_net")
-    if any(sh.transport == "9p" for sh in shares):
-        mods += ["9pnet_virtio", "9p"]
-    if any(sh.transport == "virtiofs" for sh in shares):
-        mods.append("virtiofs")
-    return tuple(mods)
 
 
 def _resolve_accel(spec: EnvSpec, choice: str) -> Probe:
@@ -282,7 +256,7 @@ class QemuInstance:
                 tap=tap, mac="52:54:00:" + ":".join(self._tag[i:i + 2] for i in (1, 3, 5)),
                 ip=ip, gateway=gw, hostname=f"itx-{self._tag}",
                 quiet=str(opts.get("quiet", "false")).lower() in _TRUE,
-                data_disk=data_disk, mtu=_uplink_mtu() if tap else None, thp=_host_thp(),
+                data_disk=data_disk, mtu=host_uplink_mtu() if tap else None, thp=host_thp(),
                 machine=self.machine, cpu_model=self.knobs.cpu_model,
                 topology=self.knobs.topology, cache_info=self.knobs.cache_info,
                 hugepages_dir=hugepages_dir, iothread=self.knobs.iothread,
@@ -406,7 +380,8 @@ class QemuInstance:
             guest_memory_mib=self.cfg.memory_mib, vcpus=self.cfg.vcpus,
             emulated=self.probe.accel == "tcg", accelerator=self.probe.accel,
             accelerator_reason=self.probe.reason,
-            hugepages=_hugepage_size() if self._hugepages is not None else "none",
+            # The reservation's pages: hugetlbfs is mounted with pagesize=2M (qemu_tuning).
+            hugepages=f"{HUGEPAGE_KIB} kB" if self._hugepages is not None else "none",
             words=self._words())
 
     def _words(self) -> dict[str, str]:
@@ -516,13 +491,12 @@ class QemuInstance:
         for d in self._daemons:
             out.attempt("a daemon of the VM's", d.stop)
         for b in self._binds:
-            out.attempt(f"bind mount {b.target}", functools.partial(_none_left, b.umount))
+            out.release(f"bind mount {b.target}", b.umount)
         if self._volume_dir is not None:
             volume = self._volume_dir
             out.attempt(f"volume {volume}", lambda: remove_tree(volume))
         if self._hugepages is not None:
-            out.attempt("its hugepage reservation",
-                        functools.partial(_none_left, self._hugepages.release))
+            out.release("its hugepage reservation", self._hugepages.release)
         if self._bridge is not None:
             out.attempt(f"bridge {self._bridge.name} and its tap", self._bridge.down)
         out.done()
@@ -606,34 +580,3 @@ class Qemu(EnvironmentBase):
         inst = self.instance_class(spec)
         inst.boot()
         return inst
-
-
-def _uplink_mtu() -> int:
-    with IPRoute() as ipr:
-        return uplink_mtu(ipr)
-
-
-def _host_thp() -> str | None:
-    """The host's THP mode, for the guest to boot with (isotax.host.parity compares them)."""
-    try:
-        return host_thp_mode(Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
-    except OSError:
-        return None
-
-
-def _hugepage_size() -> str:
-    """The host's default hugepage size, which nr_hugepages counts ("2048 kB")."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("Hugepagesize:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "default-size"
-
-
-def _none_left(release: Callable[[], list[str]]) -> None:
-    """A release that returns what it could not undo, as a Removals attempt."""
-    left = release()
-    if left:
-        raise RuntimeError("; ".join(left))

@@ -16,8 +16,10 @@ import lzma
 import os
 import stat
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from isotax.environments.vm.qemu_share import Share
 from isotax.image.artifacts import ImageArtifacts
 
 NAME = "initrd-itx.cpio"
@@ -228,3 +230,18 @@ def select_initrd(image: ImageArtifacts, choice: str = "auto") -> tuple[Path | N
     if image.initrd.exists():
         return image.initrd, "image (initramfs-tools)" + why
     return None, "none" + why
+
+
+def guest_modules(machine: str, disk: bool, net: bool, shares: Sequence[Share]) -> tuple[str, ...]:
+    """The modules the minimal initrd loads for this VM (itx.mods=), in load order. Pure."""
+    mods = ["virtio_mmio" if machine == "microvm" else "virtio_pci"]
+    if disk:
+        mods += ["virtio_blk", "crc32c_generic", "ext4"]
+    mods.append("virtio_console")
+    if net:
+        mods.append("virtio_net")
+    if any(sh.transport == "9p" for sh in shares):
+        mods += ["9pnet_virtio", "9p"]
+    if any(sh.transport == "virtiofs" for sh in shares):
+        mods.append("virtiofs")
+    return tuple(mods)

@@ -40,7 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyroute2 import IPRoute
+
+from isotax.environments.vm.qemu_vm import host_thp_mode
 from isotax.host.locks import exclusive
+from isotax.host.network import uplink_mtu
 from isotax.parsers import procfs
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
 from isotax.protocols import Leftover, ParamSpec, Stage
@@ -509,3 +513,29 @@ def pin_vcpus(threads: Sequence[tuple[int, int]], cpus: Sequence[int]) -> list[s
             raise OSError(f"vCPU {index} (thread {tid}) has affinity {sorted(got)}, not {cpu}")
         done.append(f"vcpu{index}:{tid}->cpu{cpu}")
     return done
+
+
+# -- the host facts a VM is booted to match -------------------------------------------------
+
+def host_tsc_khz() -> int | None:
+    """The host's TSC rate in kHz ("cpu MHz" of /proc/cpuinfo): under TCG the guest's TSC
+    ticks at the host's rate. None when unknown."""
+    try:
+        mhz = parse_cpuinfo_first(Path("/proc/cpuinfo").read_text()).get("cpu MHz")
+        return int(float(mhz) * 1000) if mhz else None
+    except (OSError, ValueError):
+        return None
+
+
+def host_uplink_mtu() -> int:
+    """The MTU of the host's uplink, for the VM's NIC to match."""
+    with IPRoute() as ipr:
+        return uplink_mtu(ipr)
+
+
+def host_thp() -> str | None:
+    """The host's THP mode, for the guest to boot with (isotax.host.parity compares them)."""
+    try:
+        return host_thp_mode(Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
+    except OSError:
+        return None
