@@ -24,11 +24,7 @@ PACKAGES=(
   systemd-container ethtool numactl
   # the image: debootstrap, ext4 export, static guest helpers
   debootstrap e2fsprogs gcc libc6-dev
-  # workload tools, natively (same packages as in the image)
-  xz-utils hpcc libopenblas0-pthread openmpi-bin
-  fio iperf3 nuttcp netperf sockperf
-  redis-server redis-tools
-  mariadb-server mariadb-client sysbench
+  # (the workload tools come after the virtual environment: each workload declares them)
   # Python for the virtual environment
   python3 python3-venv
   # host-wide CPU cycles where the machine has a PMU (telemetry.py)
@@ -74,17 +70,20 @@ fi
 # kills nothing.
 POLICY=/usr/sbin/policy-rc.d
 OWN_POLICY=
-if [ ! -e "$POLICY" ]; then
-  printf '#!/bin/sh\n# isotax setup.sh: no services started by package installs\nexit 101\n' > "$POLICY"
-  chmod 755 "$POLICY"
-  OWN_POLICY=1
-  trap '[ -n "$OWN_POLICY" ] && rm -f "$POLICY"' EXIT
-fi
-DEBIAN_FRONTEND=noninteractive "${APT[@]}" install --no-install-recommends "${PACKAGES[@]}"
-if [ -n "$OWN_POLICY" ]; then
-  rm -f "$POLICY"
-  OWN_POLICY=
-fi
+trap '[ -n "$OWN_POLICY" ] && rm -f "$POLICY"' EXIT
+apt_install() {
+  if [ ! -e "$POLICY" ]; then
+    printf '#!/bin/sh\n# isotax setup.sh: no services started by package installs\nexit 101\n' > "$POLICY"
+    chmod 755 "$POLICY"
+    OWN_POLICY=1
+  fi
+  DEBIAN_FRONTEND=noninteractive "${APT[@]}" install --no-install-recommends "$@"
+  if [ -n "$OWN_POLICY" ]; then
+    rm -f "$POLICY"
+    OWN_POLICY=
+  fi
+}
+apt_install "${PACKAGES[@]}"
 
 # gVisor: Debian bookworm's runsc (20221219) has no systrap platform and its netstack fails
 # here, so build the current one the way gVisor's docs say, with `go install` (the "go" branch
@@ -136,4 +135,10 @@ fi
 # The virtual environment in .venv from requirements.lock (pinned, hash-checked; Debian's
 # python3), with the dev and data extras the tests need, then isotax itself (scripts/venv.sh).
 bash scripts/venv.sh .venv
+
+# The workload tools, natively: the Debian packages every registered workload declares (the
+# image's and its load generator's client packages; `isotax workloads --packages`), so native
+# runs use the image's versions, and a new workload needs no line here.
+mapfile -t WORKLOAD_PACKAGES < <(.venv/bin/isotax workloads --packages)
+apt_install "${WORKLOAD_PACKAGES[@]}"
 echo "setup.sh: ready; .venv/bin/isotax --help"

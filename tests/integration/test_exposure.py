@@ -30,7 +30,7 @@ from isotax.workloads.rr import RequestResponse
 
 def _why_not() -> str | None:
     return why_not_root_and("runc", "iptables", "netserver", "sockperf", "iperf3",
-                            "redis-server", "mariadbd", "sysbench",
+                            "redis-server", "mariadbd", "sysbench", "memcached", "memcaslap",
                             root_for="network namespaces, containers and iptables")
 
 
@@ -55,6 +55,9 @@ network = "host"
 [[workloads]]
 name = "redis"
 params = { requests = 2000, connections = 2, keyspace = 1000 }
+[[workloads]]
+name = "memcached"
+params = { duration_s = 1, connections = 2 }
 [[workloads]]
 name = "rr"
 params = { proto = "tcp", seconds = 1, tail = true }
@@ -139,7 +142,7 @@ def _probe(netns: str, targets: list[tuple[str, int]]) -> list[list[Any]]:
     return json.loads(done.stdout)
 
 
-SERVERS = ("redis-server", "mariadbd", "netserver", "sockperf", "iperf3")
+SERVERS = ("redis-server", "mariadbd", "netserver", "sockperf", "iperf3", "memcached")
 
 
 class WildcardWatch:
@@ -230,7 +233,7 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
                      # The control: the load generator itself connects (servers that take
                      # many clients only: iperf3 -1 and netserver -f serve one).
                      "control": _probe(lgs[-1].netns, [lgs[-1].target(inst, port, proto)])
-                     if name in ("redis-server", "mariadbd") else [],
+                     if name in ("redis-server", "mariadbd", "memcached") else [],
                      "wildcards": _wildcards(inst, port)})
         return pid
 
@@ -269,7 +272,8 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
     # Every server of every environment was seen (and the run's own clients reached them).
     kinds = {(s["net"], s["program"]) for s in seen}
     for net in ("host", "bridge"):
-        for program in ("redis-server", "netserver", "sockperf", "iperf3", "mariadbd"):
+        for program in ("redis-server", "netserver", "sockperf", "iperf3", "mariadbd",
+                        "memcached"):
             assert (net, program) in kinds, (net, program, kinds)
     for s in seen:
         assert s["wildcards"] == [], s
@@ -277,7 +281,8 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
         assert connected == [], s
         assert len(s["outsider"]) >= (2 if s["proto"] == "tcp" else 0)
         assert all(t[2] == "connected" for t in s["control"]), s
-    assert sum(len(s["control"]) for s in seen) >= 6  # redis and mariadb in each environment
+    # redis, mariadb and memcached in each environment
+    assert sum(len(s["control"]) for s in seen) >= 9
     assert lg_meta
     # None on the host's network namespace. In an environment's own namespace (behind the
     # DNAT), netserver's data socket only: netperf cannot name its address there (rr.py),

@@ -7,6 +7,7 @@ Pure: the registry and the classes only, nothing started."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -171,3 +172,21 @@ def test_a_workload_with_a_client_names_its_client_packages() -> None:
             assert cls.client_packages, f"{name} runs a client but names no client_packages"
         else:
             assert not cls.client_packages, f"{name} runs no client but names client_packages"
+
+
+def test_setup_installs_the_workloads_packages_from_the_registry() -> None:
+    """scripts/setup.sh names no workload's package: it installs what `isotax workloads
+    --packages` prints (each workload's image and client packages), so a new workload is its
+    module and its parser, with no line in setup.sh."""
+    from click.testing import CliRunner
+
+    from isotax.cli import main
+
+    setup = (Path(__file__).parents[2] / "scripts" / "setup.sh").read_text()
+    named = setup[setup.index("PACKAGES=("):setup.index("\n)\n")].split()
+    printed = CliRunner().invoke(main, ["workloads", "--packages"]).output.split()
+    wanted = {p for cls in protocols.workloads().values()
+              for p in (*cls.packages, *cls.client_packages)}
+    assert set(printed) == wanted and len(printed) == len(wanted)
+    assert wanted & set(named) == set()
+    assert "isotax workloads --packages" in setup

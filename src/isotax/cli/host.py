@@ -34,10 +34,19 @@ def envs() -> None:
 
 
 @main.command()
-def workloads() -> None:
+@click.option("--packages", is_flag=True,
+              help="Print only the Debian packages that running every workload on this host "
+                   "needs (each workload's image packages and its load generator's client "
+                   "packages), one per line: what scripts/setup.sh installs.")
+def workloads(packages: bool) -> None:
     """List every workload and its parameters."""
     from isotax.protocols import workloads as all_workloads
 
+    if packages:
+        wanted = (p for cls in all_workloads().values()
+                  for p in (*cls.packages, *cls.client_packages))
+        click.echo("\n".join(dict.fromkeys(wanted)))
+        return
     t = Table("workload", "parameter", "default", "meaning")
     for name, cls in sorted(all_workloads().items()):
         t.add_row(f"[bold]{name}[/]", "", "", cls.description)
