@@ -14,6 +14,7 @@ from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.run.cell_runs import CellRuns, per_run
 from isotax.store.base import CellOutcome, EnvRecord
+from isotax.store.run_meta import RunMeta
 from isotax.store.sqlite import SQLiteStore
 
 HOST = {"hostname": "h", "kernel": "k", "cpu_model": "c", "cpus": 2, "memory_mib": 1}
@@ -154,12 +155,12 @@ def test_the_report_says_which_points_held_several_runs() -> None:
                                    cell_length.key("runc", "linpack", "n=1"): 6,
                                    cell_length.key("native", "compress", "x=1"): 2,
                                    cell_length.key("native", "rr", "s=1"): 1}}
-    got = cell_length.words(meta)
+    got = cell_length.words(RunMeta(meta).cell_runs)
     assert got.startswith("short points held several runs of their workload per cell: "
                           "compress ×2, linpack ×5-6")
     assert "rr" not in got
-    assert cell_length.words({}) == "" and cell_length.words(
-        {cell_length.META_KEY: {cell_length.key("native", "rr", "s=1"): 1}}) == ""
+    assert cell_length.words(RunMeta({}).cell_runs) == "" and cell_length.words(
+        {cell_length.key("native", "rr", "s=1"): 1}) == ""
 
 
 def test_a_stored_aa_floor_is_its_baselines(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from isotax.report.figures import _judged
 from isotax.report.terminal import grouped_warnings, print_warnings
 from isotax.report.verdicts_section import verdict_words
 from isotax.store.base import CellOutcome, EnvRecord
+from isotax.store.run_meta import SequentialMeta
 from isotax.store.sqlite import SQLiteStore
 
 PLAN = 'name = "t"\nrepetitions = 3\n'
@@ -164,27 +165,27 @@ def test_correlated_pairs_and_rejudged_verdicts_are_counted_by_ratio() -> None:
 
 
 def test_no_round_added_says_so_and_why() -> None:
-    meta = {"ended": sequential.TIME_SPENT, "rounds": 0, "added_cells": 0, "spent_s": 0.0}
+    meta = SequentialMeta(ended=sequential.TIME_SPENT, rounds=0, added_cells=0, spent_s=0.0)
     assert decisions.added_rounds_words("r1", 3, 10, meta) == (
         "After the 3 fixed rounds no round was added (the plan allows up to 10 runs a point): "
         "time budget reached (not one more pair of an undecided ratio fit in the time left "
         "after the 3 fixed rounds).")
-    meta["ended"] = sequential.ALL_DECIDED
+    meta = meta.model_copy(update={"ended": sequential.ALL_DECIDED})
     assert decisions.added_rounds_words("r1", 3, 10, meta) == (
         "After the 3 fixed rounds no round was added (the plan allows up to 10 runs a point): "
         "every headline ratio decided.")
 
 
 def test_rounds_added_are_counted_and_an_unfinished_one_named() -> None:
-    meta = {"ended": sequential.TIME_SPENT, "rounds": 2, "added_cells": 8, "spent_s": 30.4}
+    meta = SequentialMeta(ended=sequential.TIME_SPENT, rounds=2, added_cells=8, spent_s=30.4)
     assert decisions.added_rounds_words("r1", 5, 8, meta) == (
         "After the 5 fixed rounds, 2 round(s) were added for the undecided ratios (8 cell(s) "
         "in 30 s; up to 8 runs a point). Added rounds ended: time budget reached.")
-    meta["ended"] = None
+    meta = meta.model_copy(update={"ended": None})
     assert decisions.added_rounds_words("r1", 5, 8, meta).startswith(
         "**Not finished**: the run stopped during added round 3, after the 5 fixed rounds; "
         "`isotax run --resume r1`")
-    meta["ended"] = sequential.TIME_SPENT
+    meta = meta.model_copy(update={"ended": sequential.TIME_SPENT})
     assert decisions.added_rounds_words("r1", 1, 40, meta).startswith(
         "After the fixed round, 2 round(s) were added")  # one round: no "1 fixed rounds"
 

@@ -15,6 +15,7 @@ from isotax.analysis.report_data import ReportWarning, _died
 from isotax.environments.base import exit_words, process_gone
 from isotax.plan import PlanError, parse_plan
 from isotax.run.restarts import NOT_NEEDED, Restarts, died_reason
+from isotax.store.run_meta import RunMeta
 
 
 def test_a_death_fails_its_cell_then_restarts_until_the_bound() -> None:
@@ -103,11 +104,13 @@ def test_the_report_warns_once_per_environment_that_died() -> None:
          "outcome": "given up: no restarts left"},
         {"environment": "gvisor", "why": "sandbox gone", "outcome": "restarted"},
     ]
-    qemu, gvisor = _died(records)
+    qemu, gvisor = _died(RunMeta({"restarts": records}).restarts)
     assert qemu.kind is ReportWarning.DIED and qemu.subject == "qemu"
     assert qemu.startswith("qemu died 2 times during the run (last: QEMU exited (killed by "
                            "signal 9)); it was restarted once, then given up: no "
                            "restarts left: its remaining cells failed.")
     assert gvisor.startswith("gvisor died once during the run (last: sandbox gone); it was "
                              "restarted once. A cell of it that was running then failed")
-    assert _died(None) == [] and _died([]) == []
+    assert _died(RunMeta({}).restarts) == [] and _died([]) == []
+    # A malformed record (an older isotax's, say) reads as none, not as a crash.
+    assert RunMeta({"restarts": [{"environment": 3}]}).restarts == []

@@ -99,15 +99,13 @@ def mean_of_runs(runs: Sequence[Sequence[Sample]]) -> list[Sample]:
     return out
 
 
-def words(meta: Mapping[str, Any]) -> str:
-    """What the report says of a run's cell length: "" when every cell held one run, else
-    e.g. "compress ×2, linpack ×5-6 runs per cell (the cell's value is their mean)"."""
-    runs = meta.get(META_KEY)
-    if not isinstance(runs, Mapping):
-        return ""
+def words(runs: Mapping[str, int]) -> str:
+    """What the report says of a run's cell length (its meta's runs per cell, RunMeta.cell_runs):
+    "" when every cell held one run, else e.g. "compress ×2, linpack ×5-6 runs per cell (the
+    cell's value is their mean)"."""
     by_workload: dict[str, set[int]] = defaultdict(set)
     for k, n in runs.items():
-        if isinstance(n, int) and n > 1:
+        if n > 1:
             by_workload[str(k).split("|")[1] if "|" in str(k) else str(k)].add(n)
     if not by_workload:
         return ""

@@ -30,6 +30,7 @@ from isotax.parsers import distributions
 from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan
 from isotax.protocols import figure_hints, headline_metric
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
+from isotax.store.run_meta import ConcurrentRun, DeathMeta, RunMeta
 from isotax.telemetry import envcpu
 
 
@@ -96,9 +97,9 @@ class ReportData:
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
-    # Facts the runner decided during the run (store.run_meta), e.g. "sequential": how the
-    # added rounds ended (isotax.analysis.sequential).
-    run_meta: dict[str, Any] = field(default_factory=dict)
+    # Facts the runner decided during the run (store.run_meta), read back typed per key, e.g.
+    # .sequential: how the added rounds ended (isotax.analysis.sequential).
+    meta: RunMeta = field(default_factory=lambda: RunMeta({}))
     # Every headline ratio's verdict, from the stored cells (isotax.analysis.sequential).
     sequential: Progress | None = None
     # Verdicts that differ from the ones the run ended with ("runc rr ...: worse -> undecided").
@@ -222,7 +223,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
     data.point_params = {(c.key.workload, c.key.params_key): dict(c.key.params)
                          for c in measured}
     data.env_cpu = {k: _env_cpu(v) for k, v in env_cpu.items()}
-    data.run_meta = store.run_meta(run.id)
+    data.meta = RunMeta(store.run_meta(run.id))
     for c in measured:
         # A workload that draws a memory-vs-instances curve says which label carries it.
         label = figure_hints(c.key.workload).curve
@@ -273,18 +274,17 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     aa = d.plan.canary
     fixed = d.plan.repetitions
     cap = max(fixed, settings.max_repetitions or 0)
-    meta = d.run_meta.get("sequential") or {}
-    kept = {(r["environment"], r["workload"], r["params"]): r for r in meta.get("ratios", [])
-            if "borrowed_dof" in r}
+    meta = d.meta.sequential
+    kept = {(r.environment, r.workload, r.params): r for r in (meta.ratios if meta else [])
+            if r.borrowed_dof is not None and r.margin is not None}
     lent: dict[tuple[str, str, str], Borrowed] = {}
     if kept:
         def rules(row: tuple[str, str, str], env: str) -> Margin:
             r = kept.get((env, row[0], row[1]))
-            return (Margin(float(r["margin"]), str(r["margin_source"])) if r is not None
+            return (Margin(r.margin, r.margin_source) if r is not None and r.margin is not None
                     else Margin(MIN_MARGIN, "minimum (not judged by the run)"))
-        lent = {k: Borrowed(float(r["borrowed_dof"]), float(r["borrowed_ss"]),
-                            str(r["borrowed_from"])) for k, r in kept.items()
-                if r["borrowed_dof"]}
+        lent = {k: Borrowed(r.borrowed_dof, r.borrowed_ss or 0.0, r.borrowed_from)
+                for k, r in kept.items() if r.borrowed_dof}
         judge: Any = rules
     else:
         try:
@@ -299,9 +299,9 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
     d.ebh_kept = [d.sequential.ratios[i] for i in ebh.ebh(evalues)]
     for st in d.sequential.ratios:
         was = kept.get(st.point)
-        if was is not None and was["verdict"] != st.verdict.verdict.value:
+        if was is not None and was.verdict != st.verdict.verdict.value:
             d.rejudged.append(f"{st.environment} {st.workload} {st.params_key}: "
-                              f"{was['verdict']} -> {st.verdict.verdict.value}")
+                              f"{was.verdict} -> {st.verdict.verdict.value}")
         row = d._row_index.get((st.workload, st.params_key, st.metric))
         if row is None:
             continue
@@ -409,43 +409,45 @@ def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str
     return out
 
 
-def _concurrent(meta: Mapping[str, Any]) -> list[Warned]:
+def _concurrent(meta: Mapping[str, ConcurrentRun]) -> list[Warned]:
     """One warning per environment and other run that measured while its cells ran (the
-    runner's "concurrent" meta: {other run: {"pid", "cells": [cell ident]}})."""
+    runner's "concurrent" meta: {other run: its pid and the cells, by ident})."""
     out = []
     for other, entry in sorted(meta.items()):
         by_env: dict[str, list[str]] = defaultdict(list)
-        for ident in entry.get("cells", []):
-            env, workload = str(ident).split("|")[:2]
+        for ident in entry.cells:
+            env, workload = ident.split("|")[:2]
             by_env[env].append(workload)
         for env, workloads in sorted(by_env.items()):
             names = list(dict.fromkeys(workloads))
             out.append(ReportWarning.CONCURRENT.say(
-                env=env, count=len(workloads), other=other, pid=entry.get("pid", "?"),
+                env=env, count=len(workloads), other=other,
+                pid=entry.pid if entry.pid is not None else "?",
                 points=", ".join(names[:4]) + (f" and {len(names) - 4} more"
                                                if len(names) > 4 else "")))
     return out
 
 
-def _died(records: Any) -> list[Warned]:
+def _died(records: Sequence[DeathMeta]) -> list[Warned]:
     """One warning per environment that died mid-run, from the runner's "restarts" meta (a
     list of deaths: environment, why, outcome)."""
-    seen: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records if isinstance(records, list) else []:
-        seen[str(r.get("environment", "?"))].append(r)
+    seen: dict[str, list[DeathMeta]] = defaultdict(list)
+    for r in records:
+        seen[r.environment].append(r)
+
     def times(n: int) -> str:
         return "once" if n == 1 else f"{n} times"
 
     out = []
     for env, deaths in seen.items():
-        restarted = sum(r.get("outcome") == "restarted" for r in deaths)
-        ended = [str(r["outcome"]) for r in deaths
-                 if str(r.get("outcome", "")).startswith(("given up", "restart failed"))]
+        restarted = sum(r.outcome == "restarted" for r in deaths)
+        ended = [r.outcome for r in deaths
+                 if r.outcome.startswith(("given up", "restart failed"))]
         outcome = (f"it was restarted {times(restarted)}" if restarted
                    else "it was not restarted") + (
             f", then {ended[-1]}: its remaining cells failed" if ended else "")
         out.append(ReportWarning.DIED.say(env=env, deaths=times(len(deaths)),
-                                          why=str(deaths[-1].get("why", "")), outcome=outcome))
+                                          why=deaths[-1].why, outcome=outcome))
     return out
 
 
@@ -458,7 +460,7 @@ def _warnings(d: ReportData) -> list[Warned]:
             out.append(ReportWarning.UNAVAILABLE.say(env=e.name, reason=e.reason))
         elif d.emulated(e.name):
             out.append(ReportWarning.EMULATED.say(env=e.name))
-    out += _died(d.run_meta.get("restarts"))
+    out += _died(d.meta.restarts)
     base = d.env(d.baseline)
     if base is not None:
         for e in d.environments:
@@ -506,8 +508,8 @@ def _warnings(d: ReportData) -> list[Warned]:
         cv, row = max(found, key=lambda x: x[0])
         out.append(ReportWarning.HIGH_VARIANCE.say(
             env=env, count=len(found), workload=row.workload, metric=row.metric, cv=cv))
-    out += _concurrent(d.run_meta.get("concurrent") or {})
-    forced = d.run_meta.get("fingerprint_forced")
+    out += _concurrent(d.meta.concurrent)
+    forced = d.meta.fingerprint_forced
     if forced:
         out.append(ReportWarning.FINGERPRINT_FORCED.say(changes="; ".join(forced)))
     for (env, wl, pkey), ex in d.explained.items():

@@ -15,6 +15,7 @@ from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import TIME_SPENT, RatioState, ratio_fields, why_undecided
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report.table import Block, Grid, Heading, Text
+from isotax.store.run_meta import SequentialMeta
 
 # What a verdict's interval is, in the words every place that shows one beside a ratio uses:
 # it is wider than the bootstrap interval of the ratio of means (Results), and only it decides.
@@ -55,10 +56,10 @@ def context_lines(d: ReportData) -> list[str]:
                    f"{len(canary)} equivalent, {c['undecided']} undecided, "
                    + (f"{off} worse or better: the host or the method misbehaved in this "
                       "run (see Warnings)." if off else "none worse or better."))
-    reach = d.run_meta.get("reach")
-    if isinstance(reach, dict) and reach.get("words"):
-        out.append(f"This host: {reach['words']}.")
-    if length := cell_length.words(d.run_meta):
+    reach = d.meta.reach
+    if reach is not None and reach.words:
+        out.append(f"This host: {reach.words}.")
+    if length := cell_length.words(d.meta.cell_runs):
         out.append(f"Cell length: {length}.")
     judged = [r for r in p.ratios if r.environment != aa]
     differ = sum(r.verdict.verdict.value in ("worse", "better") for r in judged)
@@ -91,15 +92,14 @@ def sequence_bounds(v: RatioVerdict) -> tuple[float, float]:
     return math.nan, math.nan
 
 
-def _meta(d: ReportData) -> dict[str, Any]:
-    meta = d.run_meta.get("sequential")
-    return meta if isinstance(meta, dict) else {}
+def _meta(d: ReportData) -> SequentialMeta:
+    return d.meta.sequential or SequentialMeta()
 
 
-def _rounds(d: ReportData, meta: dict[str, Any]) -> tuple[int, int]:
+def _rounds(d: ReportData, meta: SequentialMeta) -> tuple[int, int]:
     """(fixed rounds, max repetitions): how a ratio's reason for being undecided reads."""
     fixed = d.plan.repetitions
-    return fixed, int(meta.get("max_repetitions") or fixed)
+    return fixed, meta.max_repetitions or fixed
 
 
 def blocks(d: ReportData) -> list[Block]:
@@ -108,7 +108,7 @@ def blocks(d: ReportData) -> list[Block]:
         return []
     meta = _meta(d)
     fixed, cap = _rounds(d, meta)
-    ended = meta.get("ended")
+    ended = meta.ended
     out: list[Block] = [
         Heading(2, "Verdicts"),
         Text(f"{counts_line(d)} Each environment's headline value is paired with "
@@ -145,10 +145,10 @@ def _pairs(r: RatioState) -> str:
     return f"{own} + {r.borrowed.dof:g} borrowed" if r.borrowed.dof > 0 else own
 
 
-def added_rounds_words(run_id: str, fixed: int, cap: int, meta: dict[str, Any]) -> str:
+def added_rounds_words(run_id: str, fixed: int, cap: int, meta: SequentialMeta) -> str:
     """What the added rounds did, from the runner's "sequential" meta: how many were added
     and how they ended, or that none was and why; never "rounds were added ... 0 round(s)"."""
-    ended, rounds = meta.get("ended"), int(meta.get("rounds") or 0)
+    ended, rounds = meta.ended, meta.rounds
     the_fixed = "the fixed round" if fixed == 1 else f"the {fixed} fixed rounds"
     if ended is None:  # stored before each added round, so it names the one under way
         return (f"**Not finished**: the run stopped during added round {rounds + 1}, after "
@@ -160,8 +160,8 @@ def added_rounds_words(run_id: str, fixed: int, cap: int, meta: dict[str, Any]) 
         return (f"After {the_fixed} no round was added (the plan allows up to "
                 f"{cap} runs a point): {ended}{why}.")
     return (f"After {the_fixed}, {rounds} round(s) were added for the undecided "
-            f"ratios ({int(meta.get('added_cells') or 0)} cell(s) in "
-            f"{float(meta.get('spent_s') or 0):.0f} s; up to {cap} runs a point). Added rounds "
+            f"ratios ({meta.added_cells} cell(s) in "
+            f"{meta.spent_s:.0f} s; up to {cap} runs a point). Added rounds "
             f"ended: {ended}.")
 
 
@@ -175,6 +175,6 @@ def verdicts_value(d: ReportData) -> dict[str, Any] | None:
     return {
         "decided": p.decided, "total": len(p.ratios), "counts": p.counts(),
         "method": "block-paired log ratios, t confidence sequence (95%) with borrowed spread",
-        "ratios": [ratio_fields(r, meta.get("ended"), cap, fixed) for r in p.ratios],
+        "ratios": [ratio_fields(r, meta.ended, cap, fixed) for r in p.ratios],
     }
 

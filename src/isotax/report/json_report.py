@@ -19,7 +19,7 @@ def render(d: ReportData) -> str:
         "format_version": FORMAT_VERSION,
         "run": {k: v for k, v in asdict(d.run).items() if k not in ("host", "plan_toml")},
         "host": dict(d.run.host),
-        "versions": d.run_meta.get("versions"),
+        "versions": d.meta.raw.get("versions"),  # as recorded (results.json keeps it whole)
         "plan_toml": d.run.plan_toml,
         "baseline": d.baseline,
         "environments": [
@@ -82,7 +82,7 @@ def render(d: ReportData) -> str:
         # confidence sequence, margin, pairs and why undecided, and the counts; how the added
         # rounds ended (plan [verdicts]), null for a run without them.
         "verdicts": verdicts_value(d),
-        "sequential": d.run_meta.get("sequential"),
+        "sequential": d.meta.raw.get("sequential"),
         # Each warm-up's headline value against its point's measured runs, and whether it
         # differed (isotax.analysis.warmups).
         "warmups": warmups_section.json_value(d),

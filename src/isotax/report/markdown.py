@@ -154,13 +154,14 @@ def versions_blocks(d: ReportData) -> list[Block]:
     """The Python and host tool versions the run recorded (isotax.host.versions), the
     report-shaping packages in one line; which of those differ here when the report is
     regenerated elsewhere. Nothing for a run made before they were recorded."""
-    rec = d.run_meta.get(versions.META_KEY)
-    if not isinstance(rec, dict) or not isinstance(rec.get("python_packages"), dict):
+    rec = d.meta.versions
+    if rec is None:
         return []
-    pkgs, tools = rec["python_packages"], rec.get("host_tools") or {}
-    out: list[Block] = [Text(f"Python {_esc(rec.get('python', '?'))}; the report's packages: "
+    pkgs, tools = rec.python_packages, rec.host_tools
+    out: list[Block] = [Text(f"Python {_esc(rec.python)}; the report's packages: "
                              + _esc(versions.show(versions.report_packages(pkgs).items())))]
-    diffs = versions.report_differences(rec, versions.installed(versions.REPORT_PACKAGES))
+    diffs = versions.report_differences(d.meta.raw.get(versions.META_KEY),
+                                        versions.installed(versions.REPORT_PACKAGES))
     if diffs:
         out.append(Items([_esc(x) for x in diffs]))
     out.append(Details("Python packages and host tools the run recorded",
@@ -173,24 +174,21 @@ def versions_blocks(d: ReportData) -> list[Block]:
 def loadgen_blocks(d: ReportData) -> list[Block]:
     """Where the network clients ran: the load generator the run recorded (none: the run had
     no network workload, or was recorded before load generators were)."""
-    lg = d.run_meta.get("loadgen")
-    if not isinstance(lg, dict) or not lg:
+    lg = d.meta.loadgen
+    if lg is None or not lg.kind:
         return []
-    if lg.get("kind") != "ssh":
-        where = _esc(lg.get("where", "a network namespace on this host"))
+    if lg.kind != "ssh":
+        where = _esc(lg.where or "a network namespace on this host")
         return [Heading(2, "Load generator"),
-                Text(f"The clients ran in {where} ({_esc(lg.get('netns', '?'))}, veth MTU "
-                     f"{_esc(lg.get('mtu', '?'))}): they share this host's CPUs, and the path "
+                Text(f"The clients ran in {where} ({_esc(lg.netns or '?')}, veth MTU "
+                     f"{_esc(lg.mtu or '?')}): they share this host's CPUs, and the path "
                      "never leaves its kernel.")]
-    rows = [[k, _esc(str(lg[k]))] for k in (
-        "destination", "hostname", "os", "kernel", "cpu_model", "cpus", "mem_total_kib",
-        "client_address", "host_address", "uplink", "speed_mbit_s", "mtu", "remote_mtu",
-        "offloads", "rtt_floor_ms", "rtt_avg_ms", "tools", "installed") if lg.get(k)]
+    rows = [[k, _esc(v)] for k, v in lg.listed()]
     out: list[Block] = [Heading(2, "Load generator"),
-                        Text(f"The clients ran on {_esc(lg.get('where', '?'))}, reaching each "
+                        Text(f"The clients ran on {_esc(lg.where or '?')}, reaching each "
                              "environment over the link below (each result's path says how)."),
                         Grid(["what", "value"], rows)]
-    if lg.get("same_machine") == "yes":
+    if lg.same_machine == "yes":
         out.append(Text("**The load generator is this same machine** (another network "
                         "namespace of it: same machine-id and boot): its clients share this "
                         "host's CPUs, as with the local load generator."))

@@ -16,7 +16,7 @@ TITLE = "Where the time went"
 
 
 def of(d: ReportData) -> Breakdown | None:
-    return breakdown(d.run_meta.get("phases"))
+    return breakdown(d.meta.raw.get("phases"))
 
 
 def clock(seconds: float) -> str:

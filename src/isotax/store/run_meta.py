@@ -31,10 +31,57 @@ class Phases(_Part):
 
 
 class LoadGenMeta(_Part):
-    """The load generator the results used: its own description (loadgen.describe())."""
+    """The load generator the results used: its own description (loadgen.describe()): a
+    local one's namespace and veth, or an SSH machine's facts and link (words, as measured)."""
 
     kind: str = ""
     where: str = ""
+    netns: str = ""
+    mtu: str = ""
+    same_machine: str = ""
+    # An SSH load generator's facts and link, in the order the report lists them.
+    destination: str = ""
+    hostname: str = ""
+    os: str = ""
+    kernel: str = ""
+    cpu_model: str = ""
+    cpus: str = ""
+    mem_total_kib: str = ""
+    client_address: str = ""
+    host_address: str = ""
+    uplink: str = ""
+    speed_mbit_s: str = ""
+    remote_mtu: str = ""
+    offloads: str = ""
+    rtt_floor_ms: str = ""
+    rtt_avg_ms: str = ""
+    tools: str = ""
+    installed: str = ""
+
+    def listed(self) -> list[tuple[str, str]]:
+        """The SSH machine's facts and link that it has, as (name, value), in order."""
+        names = ("destination", "hostname", "os", "kernel", "cpu_model", "cpus",
+                 "mem_total_kib", "client_address", "host_address", "uplink", "speed_mbit_s",
+                 "mtu", "remote_mtu", "offloads", "rtt_floor_ms", "rtt_avg_ms", "tools",
+                 "installed")
+        return [(n, getattr(self, n)) for n in names if getattr(self, n)]
+
+
+class VersionsMeta(_Part):
+    """The Python and host tool versions the run used (isotax.host.versions.record)."""
+
+    python: str = "?"
+    python_packages: dict[str, str]
+    host_tools: dict[str, str] = {}
+
+
+class DeathMeta(_Part):
+    """An environment that died mid-run, and what came of it (isotax.run.restarts.Death)."""
+
+    environment: str = "?"
+    cell: str = ""
+    why: str = ""
+    outcome: str = ""
 
 
 class ReachMeta(_Part):
@@ -56,7 +103,12 @@ class RatioMeta(_Part):
     metric: str = ""
     verdict: str = ""
     margin: float | None = None
+    margin_source: str = ""
     pairs: int | None = None
+    # What it borrowed (isotax.analysis.borrowing): absent in runs stored before borrowing.
+    borrowed_dof: float | None = None
+    borrowed_ss: float | None = None
+    borrowed_from: str = ""
 
 
 class SequentialMeta(_Part):
@@ -100,8 +152,8 @@ SCHEMA: dict[str, Any] = {
     "phases": Phases,
     "reach": ReachMeta,
     "sequential": SequentialMeta,
-    "restarts": list[dict[str, Any]],  # isotax.run.restarts: each death and restart
-    "versions": dict[str, Any],  # isotax.host.versions: packages and tools the run used
+    "restarts": list[DeathMeta],  # isotax.run.restarts: each death and restart
+    "versions": VersionsMeta,  # isotax.host.versions: packages and tools the run used
     "cell_runs": dict[str, int],  # isotax.analysis.cell_length: runs per cell, per point
     "fleet": FleetMeta,
     "adaptive": dict[str, Any] | None,  # the added rounds' meta before issue 28 (read: none)
@@ -168,3 +220,23 @@ class RunMeta:
     @property
     def loadgen(self) -> LoadGenMeta | None:
         return self.typed("loadgen")
+
+    @property
+    def versions(self) -> VersionsMeta | None:
+        return self.typed("versions")
+
+    @property
+    def restarts(self) -> list[DeathMeta]:
+        return self.typed("restarts") or []
+
+    @property
+    def concurrent(self) -> dict[str, ConcurrentRun]:
+        return self.typed("concurrent") or {}
+
+    @property
+    def fingerprint_forced(self) -> list[str]:
+        return self.typed("fingerprint_forced") or []
+
+    @property
+    def cell_runs(self) -> dict[str, int]:
+        return self.typed("cell_runs") or {}
