@@ -2,8 +2,17 @@
 # Installs everything isotax needs on a Debian 12 host, as root: the runtimes, QEMU, the
 # workload tools (the same Debian packages the image gets, so native runs use the same
 # versions), and a virtual environment with isotax in .venv. Safe to run again.
+# `--kubernetes` also builds the local Kubernetes (scripts/kubernetes-build.sh: about 10 min
+# the first time, cached by version) that `isotax cluster up` starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+KUBERNETES=
+for arg in "$@"; do
+  case $arg in
+    --kubernetes) KUBERNETES=1 ;;
+    *) echo "setup.sh: unknown argument $arg (the one option: --kubernetes)" >&2; exit 2 ;;
+  esac
+done
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (as a user with sudo: sudo bash scripts/setup.sh)" >&2; exit 2
 fi
@@ -39,6 +48,8 @@ PACKAGES=(
   # beyond one machine: sshd for the tests' namespace hosts, the ssh client for the remote load
   # generator and Ansible, ping for the link's round-trip floor
   openssh-server openssh-client iputils-ping
+  # the local Kubernetes (isotax cluster): its certificates
+  openssl
 )
 # netperf is in Debian's non-free component, which the image's recipe includes and a stock
 # host's sources do not: add non-free from the same mirror and suites as the host's main
@@ -141,4 +152,7 @@ bash scripts/venv.sh .venv
 # runs use the image's versions, and a new workload needs no line here.
 mapfile -t WORKLOAD_PACKAGES < <(.venv/bin/isotax workloads --packages)
 apt_install "${WORKLOAD_PACKAGES[@]}"
+if [ -n "$KUBERNETES" ]; then
+  bash scripts/kubernetes-build.sh
+fi
 echo "setup.sh: ready; .venv/bin/isotax --help"

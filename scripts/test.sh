@@ -6,7 +6,8 @@
 # `bash scripts/test.sh tests/unit -x` or `bash scripts/test.sh -k gvisor`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# --kubernetes: the local cluster's tests need it built (about 10 min the first time).
+bash scripts/setup.sh --kubernetes
 .venv/bin/ruff check src tests
 .venv/bin/mypy src
 .venv/bin/lint-imports  # the import layers in pyproject.toml: an import that points up fails

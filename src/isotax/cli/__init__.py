@@ -382,8 +382,10 @@ def runs_cmd(results_dir: Path) -> None:
 
 # The commands about the host rather than runs (envs, workloads, image, system, doctor) are in
 # cli/host.py, those beyond one host (fleet, import) in cli/fleet.py, the CI gate (check) in
-# cli/check.py, `run` in cli/run.py; importing them registers them on `main`.
+# cli/check.py, the local Kubernetes (cluster) in cli/cluster.py, `run` in cli/run.py;
+# importing them registers them on `main`.
 from isotax.cli import check as _check  # noqa: E402, F401
+from isotax.cli import cluster as _cluster  # noqa: E402, F401
 from isotax.cli import fleet as _fleet  # noqa: E402, F401
 from isotax.cli import host as _host  # noqa: E402, F401
 from isotax.cli import run as _run  # noqa: E402, F401

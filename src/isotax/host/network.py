@@ -31,7 +31,7 @@ COMMENT = "isotax"
 SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
 STATE_DIR = Path("/run/isotax")
 # Serialises subnet choice between isotax processes: two bridges must never pick the same /24.
-_LOCK = STATE_DIR / "network.lock"
+LOCK = STATE_DIR / "network.lock"
 # The value of net.ipv4.ip_forward before the first isotax bridge turned it on (restored by the
 # last bridge to go down), so isotax leaves the host's sysctl as it found it.
 IP_FORWARD_SAVED = STATE_DIR / "ip_forward.saved"
@@ -241,7 +241,7 @@ class Bridge:
         if self._net is not None:
             return
         try:
-            with exclusive(_LOCK), IPRoute() as ipr:
+            with exclusive(LOCK), IPRoute() as ipr:
                 if ipr.link_lookup(ifname=self.name):
                     raise NetworkError(
                         f"link {self.name} already exists: another isotax run uses it or a "
@@ -272,24 +272,10 @@ class Bridge:
 
     def _enable_forwarding(self) -> None:
         # The load generator's netns reaches instances through the host's routing.
-        if _IP_FORWARD.read_text().strip() == "1":
-            return
-        if not IP_FORWARD_SAVED.exists():
-            IP_FORWARD_SAVED.write_text("0\n")
-        _IP_FORWARD.write_text("1\n")
+        enable_forwarding()
 
     def _restore_forwarding(self) -> None:
-        # Only the last isotax bridge restores the sysctl: others may still need forwarding.
-        if not IP_FORWARD_SAVED.exists():
-            return
-        with IPRoute() as ipr:
-            others = [ln.get("ifname") for ln in ipr.get_links()
-                      if (ln.get("ifname") or "").startswith("itx-br")
-                      and ln.get("ifname") != self.name]
-        if others:
-            return
-        _IP_FORWARD.write_text(IP_FORWARD_SAVED.read_text())
-        IP_FORWARD_SAVED.unlink(missing_ok=True)
+        restore_forwarding(self.name)
 
     def add_netns(self, tag: str) -> Lease:
         """A new netns itx-ns<tag> joined to the bridge by veth itx-v<tag>; inside: lo up,
@@ -357,7 +343,7 @@ class Bridge:
                 errors.append(str(e))
         errors += [err for rule in reversed(self._rules) if (err := delete_tagged_rule(rule))]
         self._rules.clear()
-        with exclusive(_LOCK):  # bridge count and the saved sysctl change together
+        with exclusive(LOCK):  # bridge count and the saved sysctl change together
             if self._created_link:
                 try:
                     with IPRoute() as ipr:
@@ -437,7 +423,7 @@ class VethNamespace:
         if self._net is not None:
             return
         try:
-            with exclusive(_LOCK), IPRoute() as ipr:
+            with exclusive(LOCK), IPRoute() as ipr:
                 if ipr.link_lookup(ifname=self.name) or self.name in netns.listnetns():
                     raise NetworkError(
                         f"{self.name} already exists: another isotax run uses it or a run "
@@ -522,3 +508,34 @@ def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
         bridge.release(lease)
     finally:
         bridge.down()
+
+
+# The links of isotax's that need the host to forward between its interfaces: its bridges
+# (itx-br<tag>) and the local Kubernetes cluster's CNI bridge (itxcni0).
+FORWARDING_LINKS = ("itx-br", "itxcni")
+
+
+def enable_forwarding() -> None:
+    """Turn net.ipv4.ip_forward on, saving its value for the last such link to restore.
+    Call with LOCK held (isotax.host.locks.exclusive): bridges and the cluster share it."""
+    if _IP_FORWARD.read_text().strip() == "1":
+        return
+    if not IP_FORWARD_SAVED.exists():
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        IP_FORWARD_SAVED.write_text("0\n")
+    _IP_FORWARD.write_text("1\n")
+
+
+def restore_forwarding(leaving: str) -> None:
+    """Restore the saved net.ipv4.ip_forward when `leaving` was the last link of isotax's that
+    needs forwarding (FORWARDING_LINKS): others may still need it."""
+    if not IP_FORWARD_SAVED.exists():
+        return
+    with IPRoute() as ipr:
+        others = [ln.get("ifname") for ln in ipr.get_links()
+                  if (ln.get("ifname") or "").startswith(FORWARDING_LINKS)
+                  and ln.get("ifname") != leaving]
+    if others:
+        return
+    _IP_FORWARD.write_text(IP_FORWARD_SAVED.read_text())
+    IP_FORWARD_SAVED.unlink(missing_ok=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from isotax import protocols
 from isotax.host import command, owners
-from isotax.host.network import COMMENT, IP_FORWARD_SAVED
+from isotax.host.network import COMMENT, FORWARDING_LINKS, IP_FORWARD_SAVED
 from isotax.host.processes import cmdlines, kill_and_reap, process_leftover, thaw
 from isotax.loadgen.ssh import leaked_connections
 from isotax.parsers import procfs
@@ -188,7 +188,7 @@ def leaked_owned_processes(known: set[int]) -> list[Leftover]:
 def leaked_sysctl() -> list[Leftover]:
     """The forwarding sysctl an isotax bridge turned on, once no isotax bridge is left to
     restore it (the last one that goes does)."""
-    if IP_FORWARD_SAVED.exists() and not any(d.startswith("itx-br")
+    if IP_FORWARD_SAVED.exists() and not any(d.startswith(FORWARDING_LINKS)
                                              for d in os.listdir("/sys/class/net")):
         value = IP_FORWARD_SAVED.read_text().strip()
         return [Leftover("net.ipv4.ip_forward changed by isotax", [
@@ -196,6 +196,34 @@ def leaked_sysctl() -> list[Leftover]:
             how=f"restore: sysctl net.ipv4.ip_forward={value}; rm {IP_FORWARD_SAVED}",
             stage=Stage.SETTING, anyone=True)]
     return []
+
+
+def leaked_cluster() -> list[Leftover]:
+    """What the local Kubernetes cluster left once its supervisor is gone (killed, or the
+    host's isotax upgraded under it): removed whole, in its own order
+    (isotax.host.kubernetes.teardown), before the other finders' pieces of it. Nothing while
+    its supervisor lives: `isotax cluster down` stops it."""
+    from isotax.host.kubernetes import cluster, teardown
+    from isotax.host.kubernetes import layout as kube
+
+    if cluster.supervisor_pid() is not None:
+        return []
+    left = teardown.present()
+    if not left:
+        return []
+    return [Leftover(f"Kubernetes cluster of a dead `isotax cluster` supervisor "
+                     f"({'; '.join(left[:3])}{'; ...' if len(left) > 3 else ''})",
+                     how="isotax cluster down", stage=Stage.CONTAINER,
+                     names=(kube.CGROUP_ROOT, kube.CNI_BRIDGE, kube.NODE_LINK),
+                     removal=_remove_cluster)]
+
+
+def _remove_cluster() -> None:
+    from isotax.host.kubernetes import teardown
+
+    left = teardown.teardown()
+    if left:
+        raise OSError(f"the cluster's teardown left: {'; '.join(left)}")
 
 
 def environment_leaks() -> list[Leftover]:
@@ -213,5 +241,5 @@ def find_leaks() -> list[Leftover]:
     clean."""
     found = (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
              + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
-             + leaked_connections() + environment_leaks())
+             + leaked_connections() + leaked_cluster() + environment_leaks())
     return found + leaked_owned_processes({x.pid for x in found if x.pid is not None})

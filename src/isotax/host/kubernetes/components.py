@@ -1,0 +1,67 @@
+"""The local cluster's processes: each component's command line (pure), in the order they
+start, with what says that each is up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isotax.host.kubernetes import layout as L
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    argv: tuple[str, ...]
+
+
+def argvs() -> list[Component]:
+    """Every component's command line, in start order. Pure. Each listens on loopback or on
+    the node's own address (layout.NODE_IP on itx-node0), never on a wildcard."""
+    etc, pki, b = L.ETC, L.PKI, L.binary
+    kube = lambda n: str(etc / f"{n}.kubeconfig")  # noqa: E731
+    return [
+        Component("containerd", (str(b("containerd")), "--config", str(etc / "containerd.toml"))),
+        Component("etcd", (
+            str(b("etcd")), "--name", "itx-etcd", "--data-dir", str(L.LIB / "etcd"),
+            "--listen-client-urls", L.ETCD_CLIENT, "--advertise-client-urls", L.ETCD_CLIENT,
+            "--listen-peer-urls", L.ETCD_PEER, "--initial-advertise-peer-urls", L.ETCD_PEER,
+            "--initial-cluster", f"itx-etcd={L.ETCD_PEER}", "--initial-cluster-state", "new")),
+        Component("kube-apiserver", (
+            str(b("kube-apiserver")), f"--bind-address={L.NODE_IP}",
+            f"--advertise-address={L.NODE_IP}", f"--secure-port={L.APISERVER_PORT}",
+            f"--etcd-servers={L.ETCD_CLIENT}",
+            f"--tls-cert-file={pki}/apiserver.crt", f"--tls-private-key-file={pki}/apiserver.key",
+            f"--client-ca-file={pki}/ca.crt",
+            f"--kubelet-client-certificate={pki}/apiserver-kubelet-client.crt",
+            f"--kubelet-client-key={pki}/apiserver-kubelet-client.key",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki}/sa.pub",
+            f"--service-account-signing-key-file={pki}/sa.key",
+            f"--service-cluster-ip-range={L.SERVICE_CIDR}",
+            "--service-node-port-range=30000-32767", "--authorization-mode=Node,RBAC",
+            "--allow-privileged=true")),
+        Component("kube-controller-manager", (
+            str(b("kube-controller-manager")), "--bind-address=127.0.0.1",
+            "--secure-port=10257", f"--kubeconfig={kube('controller-manager')}",
+            f"--authentication-kubeconfig={kube('controller-manager')}",
+            f"--authorization-kubeconfig={kube('controller-manager')}",
+            f"--root-ca-file={pki}/ca.crt", f"--service-account-private-key-file={pki}/sa.key",
+            f"--cluster-signing-cert-file={pki}/ca.crt",
+            f"--cluster-signing-key-file={pki}/ca.key",
+            f"--service-cluster-ip-range={L.SERVICE_CIDR}",
+            "--use-service-account-credentials=true", "--leader-elect=false")),
+        Component("kube-scheduler", (
+            str(b("kube-scheduler")), "--bind-address=127.0.0.1", "--secure-port=10259",
+            f"--kubeconfig={kube('scheduler')}",
+            f"--authentication-kubeconfig={kube('scheduler')}",
+            f"--authorization-kubeconfig={kube('scheduler')}", "--leader-elect=false")),
+        Component("kubelet", (
+            str(b("kubelet")), f"--config={etc}/kubelet.json", f"--kubeconfig={kube('kubelet')}",
+            f"--root-dir={L.LIB}/kubelet", f"--cert-dir={L.LIB}/kubelet/pki",
+            f"--hostname-override={L.NODE}", f"--node-ip={L.NODE_IP}", "--v=1")),
+        # Only once the node is registered: kube-proxy exits when its node's addresses change
+        # (none -> NODE_IP), which they do when the kubelet registers it.
+        Component("kube-proxy", (str(b("kube-proxy")), f"--config={etc}/kube-proxy.json",
+                                 "--v=1")),
+    ]
