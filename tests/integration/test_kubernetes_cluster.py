@@ -5,6 +5,7 @@ leftover that the leak finder names and removes whole."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from support import ours
 
 from isotax.host.kubernetes import cluster, teardown
 from isotax.host.kubernetes import layout as L
+from isotax.image.artifacts import ImageArtifacts
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +44,22 @@ def up() -> Iterator[float]:
     assert ours(*WORDS) == []
 
 
-def _pod(name: str, runtime_class: str) -> str:
+def _pod(name: str, runtime_class: str, image: str = L.PAUSE_IMAGE,
+         command: tuple[str, ...] = ()) -> str:
+    container: dict[str, object] = {"name": "c", "image": image, "imagePullPolicy": "Never"}
+    if command:
+        container["command"] = list(command)
     return json.dumps({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": name, "labels": {"isotax": "1"}},
-                       "spec": {"runtimeClassName": runtime_class,
-                                "containers": [{"name": "c", "image": L.PAUSE_IMAGE,
-                                                "imagePullPolicy": "Never"}]}})
+                       "spec": {"runtimeClassName": runtime_class, "containers": [container]}})
+
+
+def _apply(tmp_path: os.PathLike[str], name: str, text: str) -> None:
+    spec = f"{tmp_path}/{name}.json"
+    with open(spec, "w") as f:
+        f.write(text)
+    done = cluster.kubectl("apply", "-f", spec)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_pod_of_each_runtime_class_runs_on_its_runtime(up: float,
@@ -59,10 +71,7 @@ def test_a_pod_of_each_runtime_class_runs_on_its_runtime(up: float,
     classes = json.loads(cluster.kubectl("get", "runtimeclass", "-o", "json").stdout)["items"]
     assert {c["metadata"]["name"]: c["handler"] for c in classes} == L.RUNTIME_CLASSES
     for name, rc in (("itx-t-runc", "runc"), ("itx-t-gvisor", "gvisor")):
-        spec = f"{tmp_path}/{name}.json"
-        with open(spec, "w") as f:
-            f.write(_pod(name, rc))
-        assert cluster.kubectl("apply", "-f", spec).returncode == 0
+        _apply(tmp_path, name, _pod(name, rc))
     done = cluster.kubectl("wait", "--for=condition=Ready", "pod/itx-t-runc",
                            "pod/itx-t-gvisor", "--timeout=120s", timeout=150)
     assert done.returncode == 0, done.stderr
@@ -104,3 +113,34 @@ def test_a_killed_supervisor_leaves_a_cluster_that_doctor_removes() -> None:
         cluster.down()
     assert teardown.present() == [] and leaked_cluster() == []
     assert ours(*WORDS) == []
+
+
+def test_pods_run_the_workload_image_the_same_bits(up: float, image: ImageArtifacts,
+                                                   tmp_path: os.PathLike[str]) -> None:
+    """The image isotax built, loaded into the cluster's containerd, runs as a pod of each
+    RuntimeClass: gVisor's kernel in the gvisor pod, the host's in the runc pod, and the
+    guest helpers byte for byte the image's."""
+    from isotax.host import command
+    from isotax.host.kubernetes import images
+
+    ref, seconds = images.load(image)
+    print(f"image {ref} loaded in {seconds:.1f} s")
+    assert images.load(image) == (ref, 0.0)  # once per recipe hash
+    for name, rc in (("itx-w-runc", "runc"), ("itx-w-gvisor", "gvisor")):
+        _apply(tmp_path, name, _pod(name, rc, ref, ("sleep", "3600")))
+    done = cluster.kubectl("wait", "--for=condition=Ready", "pod/itx-w-runc",
+                           "pod/itx-w-gvisor", "--timeout=120s", timeout=150)
+    assert done.returncode == 0, done.stderr
+
+    def inside(pod: str, *argv: str) -> str:
+        done = cluster.kubectl("exec", pod, "--", *argv)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert inside("itx-w-gvisor", "dmesg").startswith("[    0.000000] Starting gVisor...")
+    host_kernel = command.run(["uname", "-r"], 10).stdout.strip()
+    assert inside("itx-w-runc", "uname", "-r").strip() == host_kernel
+    helper = image.helpers / "itx-time"
+    want = hashlib.sha256(helper.read_bytes()).hexdigest()
+    for pod in ("itx-w-runc", "itx-w-gvisor"):
+        assert inside(pod, "sha256sum", "/opt/isotax/bin/itx-time").split()[0] == want

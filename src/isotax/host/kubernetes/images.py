@@ -1,0 +1,60 @@
+"""The workload image in the local cluster's containerd (namespace k8s.io, where the kubelet
+looks), as `localhost/itx/workload:<recipe hash>`: streamed from the image's rootfs.tar as an
+OCI archive (isotax.image.oci_archive) into `ctr images import -`, once per recipe hash. Pods
+name it with imagePullPolicy Never: the same bits as every other environment, and no
+registry."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+
+from isotax.host import command
+from isotax.host.kubernetes import layout as L
+from isotax.image import oci_archive
+from isotax.image.artifacts import ImageArtifacts
+
+REPO = "localhost/itx/workload"
+
+
+def image_ref(image: ImageArtifacts) -> str:
+    return f"{REPO}:{image.recipe_hash}"
+
+
+def _ctr(*args: str) -> list[str]:
+    return [str(L.binary("ctr")), "--address", str(L.CONTAINERD_SOCKET), "-n", "k8s.io", *args]
+
+
+def loaded(ref: str) -> bool:
+    return ref in command.run(_ctr("images", "ls", "-q"), 60).stdout.split()
+
+
+def load(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
+    """The image in the cluster's containerd: (its reference, seconds the import took; 0 when
+    it was there). RuntimeError with ctr's words when the import fails."""
+    ref = image_ref(image)
+    if loaded(ref):
+        return ref, 0.0
+    if not image.tar.exists():
+        raise RuntimeError(f"image tar {image.tar} is missing (rebuild: isotax image build)")
+    t0 = time.monotonic()
+    # ctr's words go to a file, not a pipe nobody reads while the archive streams in.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(_ctr("images", "import", "--all-platforms", "-"),
+                                stdin=subprocess.PIPE, stdout=err, stderr=err)
+        assert proc.stdin is not None
+        try:
+            oci_archive.write(image.tar, ref, proc.stdin,
+                              {"isotax": "1", "isotax.recipe": image.recipe_hash})
+            proc.stdin.close()
+            proc.wait(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        err.seek(0)
+        words = err.read().decode(errors="replace").strip()[-300:]
+    if proc.returncode != 0 or not loaded(ref):
+        raise RuntimeError(f"ctr images import of {ref} failed ({proc.returncode}): {words}")
+    return ref, time.monotonic() - t0
