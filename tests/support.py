@@ -105,7 +105,7 @@ def started(name: str, kind: str, network: str, image: ImageArtifacts,
     # gvisor: available() names the runsc it lacks (isotax's own build, not on PATH).
     tool = {"native": None, "qemu": "qemu-system-x86_64", "docker": "dockerd", "gvisor": None,
             "microvm": "qemu-system-x86_64", "vm9p": "qemu-system-x86_64",
-            "nspawn": "systemd-nspawn"}.get(kind, kind)
+            "nspawn": "systemd-nspawn", "pod": None}.get(kind, kind)
     if tool is not None and shutil.which(tool) is None:
         pytest.skip(f"{kind} is not installed (scripts/setup.sh installs it)")
     env = protocols.environments()[kind]()

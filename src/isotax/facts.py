@@ -38,6 +38,8 @@ class Reach(StrEnum):
     BRIDGE = "bridge"  # the instance's own address on a bridge isotax made, behind its DNAT
     PUBLISHED = "published"  # an engine's bridge, its ports published by the engine (-p)
     TAP = "tap"  # a VM's NIC on a tap in a bridge, routed
+    ROUTED = "routed"  # its own address, routed by the host (a pod on its CNI bridge)
+    SERVICE = "service"  # a virtual address kube-proxy translates to its own (a ClusterIP)
     NONE = "none"  # no network: loopback only
 
 

@@ -32,7 +32,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     [[environments]]
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
     kind = "runc"            # see `isotax envs`
-    network = "bridge"       # host | bridge | none
+    network = "bridge"       # host | bridge | none (a pod: pod | host | service)
     storage = "volume"       # volume | rootfs: where disk workloads write
     vcpus = 2                # optional; VMs get it as -smp, containers as a cpuset
     memory_mib = 2048
@@ -71,7 +71,7 @@ from pydantic_core import PydanticCustomError
 
 from isotax import protocols
 
-BUILTIN_PLANS = ("quick", "full", "layers", "contrasts")
+BUILTIN_PLANS = ("quick", "full", "layers", "contrasts", "kubernetes")
 # The baseline's default: a plan *label* (an environment's name), not a kind. The built-in
 # plans name their host environment so; a plan that names it otherwise sets `baseline`.
 DEFAULT_BASELINE = "native"
@@ -89,7 +89,8 @@ class EnvironmentEntry(_Frozen):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,23}$")
     kind: str
     # Checked against the kind's networks even when left at its default (a VM has no "host").
-    network: Literal["host", "bridge", "none"] = Field(default="host", validate_default=True)
+    network: Literal["host", "bridge", "none", "pod", "service"] = Field(
+        default="host", validate_default=True)
     # Where disk workloads write: "volume" (native: a host directory; container: a bind-mounted
     # host directory; VM: a second virtio-blk disk) or "rootfs" (container: its layered
     # overlay rootfs; VM: its root disk). Same underlying host filesystem in every case.

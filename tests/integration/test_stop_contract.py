@@ -5,6 +5,8 @@ tests/unit/test_stop_contract.py.)"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,18 +26,35 @@ def test_stop_removes_everything_and_a_second_stop_does_nothing(
 
     cls = protocols.environments()[kind]
     env = cls()
-    avail = env.available()
-    if not avail.ok:
-        pytest.skip(f"{kind} cannot run here: {avail}")
-    network = "bridge" if "bridge" in cls.networks else cls.networks[0]
-    before = set(find_leaks())
-    inst = env.start(EnvSpec(name=f"stop-{kind}", kind=kind, image=image,
-                             workdir=tmp_path / kind, network=network, memory_mib=512))
+    with _cluster_for(kind):
+        avail = env.available()
+        if not avail.ok:
+            pytest.skip(f"{kind} cannot run here: {avail}")
+        network = "bridge" if "bridge" in cls.networks else cls.networks[0]
+        before = set(find_leaks())
+        inst = env.start(EnvSpec(name=f"stop-{kind}", kind=kind, image=image,
+                                 workdir=tmp_path / kind, network=network, memory_mib=512))
+        try:
+            assert inst.exec(["true"], 120).returncode == 0
+            inst.pause()  # a paused instance must stop as well as a running one
+        finally:
+            inst.stop()
+        inst.stop()  # idempotent: nothing to do, nothing raised
+        left = sorted(set(find_leaks()) - before)
+        assert left == [], left
+
+
+@contextlib.contextmanager
+def _cluster_for(kind: str) -> Iterator[None]:
+    """A pod needs the local Kubernetes: started for it where none runs (and built), stopped
+    after it."""
+    from isotax.host.kubernetes import cluster
+
+    if kind != "pod" or cluster.missing() or cluster.supervisor_pid() is not None:
+        yield
+        return
+    cluster.up()
     try:
-        assert inst.exec(["true"], 120).returncode == 0
-        inst.pause()  # a paused instance must stop as well as a running one
+        yield
     finally:
-        inst.stop()
-    inst.stop()  # idempotent: nothing to do, nothing raised
-    left = sorted(set(find_leaks()) - before)
-    assert left == [], left
+        assert cluster.down() == []

@@ -68,7 +68,7 @@ def test_a_kind_that_lacks_a_fact_is_named_with_it() -> None:
     said = undeclared_facts(Wrong)
     assert said[:4] == ["isolation: 'vm' is not a Isolation",
                         "options: 'accel' is not a ParamSpec",
-                        "networks: 'slirp' is not one of host, bridge, none",
+                        "networks: 'slirp' is not one of host, bridge, none, pod, service",
                         "storages: empty"]
     assert said[4].startswith("version_command(): ('qemu', '--version') is neither")
 

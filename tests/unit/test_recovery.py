@@ -214,3 +214,16 @@ def test_a_helper_that_outlives_its_owner_is_found_and_its_temp_files_are_its(
     tag = prefix.split("-")[2]
     if owners.mine():  # a process that may not write /run/isotax records nothing (nor makes)
         assert tag in next(x for x in owners.ledgers() if x.name == owners.mine()).marks
+
+
+def test_a_name_several_ledgers_mark_is_the_live_ones() -> None:
+    """The local cluster's names are fixed (itxcni0, itx-k8s): a killed supervisor's ledger
+    still marks them when the next `cluster up` marks them too; the live one owns them, so a
+    run's recovery keeps the running cluster's links."""
+    dead = owners.Ledger("1-1", 1, live=False, marks=("itxcni0", "itx-k8s"))
+    live = owners.Ledger("2-2", 2, live=True, marks=("itxcni0", "itx-k8s"))
+    link = Leftover("link itxcni0", [("ip", "link", "del", "itxcni0")], stage=Stage.LINK,
+                    names=("itxcni0",))
+    assert owner_of(link, [dead, live]).ledger is live
+    assert owner_of(link, [dead]).ledger is dead
+    assert owner_of(link, []).ledger is None

@@ -138,13 +138,16 @@ class NamespaceLoadGen:
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         f = inst.facts()
         kind, mode = f.kind, f.reach
-        if mode in ("host", "tap", "bridge", "published"):
+        if mode in ("host", "tap", "bridge", "published", "routed", "service"):
             self._admit_only_us("INPUT" if mode == "host" else "FORWARD", self.listen(inst),
                                 port, proto)
         if mode == "host":
             return self.veth.host_ip, port
-        if mode == "tap":
+        if mode in ("tap", "routed"):
             return inst.address, port
+        if mode == "service":
+            # kube-proxy translates the Service's address to the pod's (iptables DNAT).
+            return f.published, port
         if mode == "bridge":
             return self._map(inst.address, port, proto)
         if mode == "published":
@@ -200,6 +203,13 @@ def path_words(head: str, inst: Instance, bridge_front: str, tap_front: str) -> 
         return (f"{head} -> host {f.published} -> {kind}'s own port mapping (-p: "
                 f"iptables DNAT) -> bridge {f.bridge or '?'} -> veth -> {kind} "
                 "container netns")
+    if mode == "routed":
+        return (f"{head} -> {tap_front} -> {inst.address} -> bridge {f.bridge or '?'} -> veth "
+                f"-> {kind} netns ({f.runtime or '?'})")
+    if mode == "service":
+        return (f"{head} -> Service {f.published} (kube-proxy: iptables DNAT) -> "
+                f"{f.container_address} -> bridge {f.bridge or '?'} -> veth -> {kind} netns "
+                f"({f.runtime or '?'})")
     if mode == "tap":
         emulated = ", emulated" if f.emulated else ""
         return (f"{head} -> {tap_front} -> {f.display().get('network')} -> guest kernel "
@@ -215,7 +225,7 @@ def listen_address(inst: Instance, host_address: str) -> str:
     kind, mode = f.kind, f.reach
     if mode == "host":
         return host_address
-    own = f.container_address if mode == "published" else inst.address
+    own = f.container_address if mode in ("published", "service") else inst.address
     if not own:
         raise SanityError(f"{kind}: network {mode!r} gives the instance no address of its own "
                           "for a server to listen on; give it network = \"host\" or "

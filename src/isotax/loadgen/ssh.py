@@ -293,7 +293,7 @@ class SshLoadGen:
             self._unmap(port, proto)  # a host-network server gets its port back
             self._admit_only_us("INPUT", self.host_address, port, proto)
             return self.host_address, port
-        if mode in ("bridge", "tap"):
+        if mode in ("bridge", "tap", "routed"):
             try:
                 self._map(inst.address, port, proto)
             except NetworkError as e:
@@ -304,6 +304,10 @@ class SshLoadGen:
             raise NotApplicable(f"{kind} publishes its ports on an address of this host "
                                 "only, which a remote load generator cannot reach; remove "
                                 "publish = true from its options")
+        if mode == "service":
+            raise NotApplicable(f"{kind}: a Service's address exists only inside the cluster "
+                                "(kube-proxy's rules), which a remote load generator does "
+                                "not reach through this host; use network = \"pod\"")
         raise SanityError(f"load generator: {kind}: network {mode!r} cannot be reached from "
                           "the load generator; give it network = \"host\" or \"bridge\"")
 

@@ -54,7 +54,8 @@ class StopIncomplete(Exception):
 
 # The plan's words for an environment's network and storage; each kind declares the ones it can
 # do (Environment.networks, .storages).
-NETWORKS = ("host", "bridge", "none")
+# "pod" and "service": a Kubernetes pod on its CNI network, and behind a ClusterIP Service.
+NETWORKS = ("host", "bridge", "none", "pod", "service")
 STORAGES = ("volume", "rootfs")
 
 

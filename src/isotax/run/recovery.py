@@ -61,10 +61,11 @@ def owner_of(leftover: Leftover, ledgers: Sequence[owners.Ledger]) -> Owner:
             found = next((lg for lg in ledgers if lg.name == name), None)
             # A ledger that is gone was its owner's, and its owner ended: dead.
             return Owner(found or owners.Ledger(name, owners.pid_of(name), live=False))
-    for lg in ledgers:
-        if lg.owns(leftover.names):
-            return Owner(lg)
-    return Owner(None)
+    owning = [lg for lg in ledgers if lg.owns(leftover.names)]
+    # Names that several ledgers mark (the local cluster's fixed names: one ledger per `isotax
+    # cluster up`, a killed supervisor's among them) belong to the live one.
+    live = [lg for lg in owning if lg.live]
+    return Owner((live or owning)[0]) if owning else Owner(None)
 
 
 @dataclass

@@ -52,7 +52,6 @@ from isotax.host.network import (
 from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
-    NETWORKS,
     Availability,
     Completed,
     EnvSpec,
@@ -438,7 +437,7 @@ class OciEnvironment(EnvironmentBase):
     supports_numa: ClassVar[bool] = True
     # leak_finders: each kind its own (RuntimeLeftovers of its runtime).
     options: ClassVar[tuple[ParamSpec, ...]] = ()  # the plan's axes say it all
-    networks: ClassVar[tuple[str, ...]] = NETWORKS  # host, bridge + NAT, or an empty netns
+    networks: ClassVar[tuple[str, ...]] = ("host", "bridge", "none")  # + NAT, an empty netns
     storages: ClassVar[tuple[str, ...]] = STORAGES  # a bind-mounted volume, or an overlay root
 
     @classmethod

@@ -119,13 +119,20 @@ def _prepare_host() -> None:
     # bridges do, its value is saved, and the last of them (or the cluster) restores it.
     with exclusive(network.LOCK):
         network.enable_forwarding()
+    steps: list[list[str]] = []
     if not Path(f"/sys/class/net/{L.NODE_LINK}").exists():
-        for argv in (["ip", "link", "add", L.NODE_LINK, "type", "bridge"],
-                     ["ip", "addr", "add", f"{L.NODE_IP}/32", "dev", L.NODE_LINK],
-                     ["ip", "link", "set", L.NODE_LINK, "up"]):
-            done = command.run(argv, 30)
-            if done.returncode != 0:
-                raise ClusterError(f"{' '.join(argv)}: {done.stderr.strip()}")
+        steps += [["ip", "link", "add", L.NODE_LINK, "type", "bridge"],
+                  ["ip", "addr", "add", f"{L.NODE_IP}/32", "dev", L.NODE_LINK],
+                  ["ip", "link", "set", L.NODE_LINK, "up"]]
+    # The pods' bridge, made here rather than by the CNI plugin at the first pod: it is the
+    # cluster's, there from `up` to `down`, not a pod's (the plugin takes it as it finds it).
+    if not Path(f"/sys/class/net/{L.CNI_BRIDGE}").exists():
+        steps += [["ip", "link", "add", L.CNI_BRIDGE, "type", "bridge"],
+                  ["ip", "link", "set", L.CNI_BRIDGE, "up"]]
+    for argv in steps:
+        done = command.run(argv, 30)
+        if done.returncode != 0:
+            raise ClusterError(f"{' '.join(argv)}: {done.stderr.strip()}")
     # The kubelet checks its cgroupRoot in every v1 hierarchy (name=systemd included).
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         if hierarchy.name != "unified" and hierarchy.is_dir():

@@ -1,0 +1,1 @@
+"""Kubernetes environments: a pod of a RuntimeClass on a cluster (pod.py)."""

@@ -1,0 +1,98 @@
+"""Pods for real, on the cluster `isotax cluster up` starts: a pod of each RuntimeClass is
+what its class says (the identity check: gVisor's kernel in the gvisor pod, the host's in the
+runc pod), pauses and resumes through its cgroup, and serves a workload's clients on each of
+its networks (the pod's address, hostNetwork, a ClusterIP Service through kube-proxy), with
+nothing left once stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import ours, started
+
+from isotax.host.kubernetes import cluster, teardown
+from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen.local import NamespaceLoadGen
+from isotax.protocols import Instance, Isolation
+from isotax.run import identity
+from isotax.workloads.memcached import Memcached
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def kube() -> Iterator[None]:
+    """The local cluster: started for this module where none runs, and stopped after it."""
+    why = cluster.missing()
+    if why:
+        pytest.skip(why)
+    ours_to_stop = cluster.supervisor_pid() is None
+    if ours_to_stop:
+        if teardown.present():
+            pytest.skip("a cluster isotax started is left on this host (`isotax cluster down`)")
+        cluster.up()
+    yield
+    if ours_to_stop:
+        assert cluster.down() == []
+
+
+@pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])
+def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
+                                              tmp_path: Path, runtime_class: str) -> None:
+    from isotax.environments.kube.pod import Pod
+    from isotax.protocols import EnvSpec
+
+    # The gvisor pod with vcpus and memory_mib: Guaranteed; the runc pod without: Burstable.
+    sized = {"vcpus": 1, "memory_mib": 512} if runtime_class == "gvisor" else {}
+    inst = Pod().start(EnvSpec(name=f"test-pod-{runtime_class}", kind="pod", image=image,
+                               workdir=tmp_path, network="pod",
+                               options={"runtime_class": runtime_class}, **sized))
+    try:
+        f = inst.facts()
+        want = Isolation.SANDBOX if runtime_class == "gvisor" else Isolation.CONTAINER
+        assert identity.declared(f) is want
+        assert identity.mismatch(f, identity.probe(inst), identity.host_facts()) is None
+        assert f"{'Guaranteed' if sized else 'Burstable'} QoS" in f.words["pod"]
+        assert set(inst.milestones) >= {"create", "started", "first_instruction", "ready"}
+        assert inst.exec(["sh", "-c", "exit 3"], 30).returncode == 3
+        assert inst.exec(["no-such-program"], 30).returncode == 127
+        assert inst.exec(["sleep", "5"], 1).returncode == 124
+        assert inst.host_pids()  # the pod's cgroup holds its processes
+        inst.pause()
+        inst.resume()
+        assert inst.exec(["true"], 30).returncode == 0
+        assert inst.alive() == ""
+    finally:
+        inst.stop()
+    inst.stop()
+    assert ours(inst.namespace) == []  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module", params=["pod", "host", "service"])
+def pod(request: pytest.FixtureRequest, kube: None, image: ImageArtifacts,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
+    with started(f"test-pod-{request.param}", "pod", request.param, image,
+                 tmp_path_factory.mktemp(request.param)) as inst:
+        yield inst
+
+
+def test_a_server_in_the_pod_serves_the_load_generator(pod: Instance,
+                                                      loadgen: NamespaceLoadGen) -> None:
+    w = Memcached()
+    params = {**{p.name: p.default for p in Memcached.params}, "duration_s": 1,
+              "connections": 4}
+    w.prepare(pod, params, loadgen)
+    samples = {s.metric: s for s in w.run(pod, params, loadgen)}
+    rate = samples["requests_per_s"]
+    assert rate.value > 100
+    path = rate.labels["path"]
+    network = pod.facts().reach.value
+    print(f"pod {network}: {rate.value:.0f} req/s via {path}")
+    if network == "service":
+        assert "kube-proxy" in path and pod.facts().published in path
+    elif network == "routed":
+        assert pod.address in path and "itxcni0" in path
+    else:
+        assert "host network stack" in path

@@ -1,0 +1,89 @@
+"""The pod environment's pure parts: the pod and Service it asks for (Guaranteed QoS, the
+workload image never pulled, its RuntimeClass and network), the exec command line, and a
+pod's own words for where it is, read from real API responses (tests/data/kubernetes)."""
+
+from __future__ import annotations
+
+import json
+
+from support import DATA
+
+from isotax import protocols
+from isotax.environments.kube.pod import (
+    POD,
+    Pod,
+    exec_argv,
+    pod_manifest,
+    pod_words,
+    ready_ns,
+    runtime_isolation,
+    service_manifest,
+)
+from isotax.host.kubernetes import layout as L
+from isotax.protocols import Isolation, Port
+
+
+def _pod(**kw: object) -> dict:
+    args = {"namespace": "itx-pod-abc123", "image": "localhost/itx/workload:h",
+            "runtime_class": "gvisor", "network": "pod", "storage": "volume", "cpu": "2",
+            "memory_mib": 1024, "owner": "123-456"}
+    args.update(kw)
+    return pod_manifest(**args)  # type: ignore[arg-type]
+
+
+def test_the_pod_is_guaranteed_and_runs_the_workload_image_never_pulled() -> None:
+    p = _pod()
+    c = p["spec"]["containers"][0]
+    assert c["imagePullPolicy"] == "Never" and c["image"] == "localhost/itx/workload:h"
+    assert c["resources"]["requests"] == c["resources"]["limits"] == {
+        "cpu": "2", "memory": "1024Mi"}  # requests = limits: Guaranteed QoS
+    assert p["spec"]["runtimeClassName"] == "gvisor" and "hostNetwork" not in p["spec"]
+    assert c["command"] == ["/opt/isotax/bin/itx-ready", "--hold"]
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts == {"/tmp", "/mnt"}
+    assert p["metadata"]["labels"]["isotax"] == "1"
+    assert p["metadata"]["annotations"]["isotax.owner"] == "123-456"
+    burstable = _pod(guaranteed=False)["spec"]["containers"][0]["resources"]
+    assert burstable["limits"] == {"cpu": "2", "memory": "1024Mi"}
+    assert burstable["requests"] == {"cpu": "100m", "memory": "64Mi"}
+    host = _pod(network="host", storage="rootfs")
+    assert host["spec"]["hostNetwork"] is True
+    assert {m["mountPath"] for m in host["spec"]["containers"][0]["volumeMounts"]} == {"/tmp"}
+
+
+def test_the_service_carries_every_workload_port() -> None:
+    ports = [Port(41211, server="memcached"), Port(41111, ("tcp", "udp"), server="sockperf")]
+    s = service_manifest("itx-pod-abc123", ports)
+    assert s["spec"]["type"] == "ClusterIP" and s["spec"]["selector"] == {"app": POD}
+    assert [(p["port"], p["protocol"]) for p in s["spec"]["ports"]] == [
+        (41211, "TCP"), (41111, "TCP"), (41111, "UDP")]
+    assert len({p["name"] for p in s["spec"]["ports"]}) == 3
+    every = service_manifest("n", protocols.workload_ports())["spec"]["ports"]
+    assert {p["port"] for p in every} == {p.number for p in protocols.workload_ports()}
+
+
+def test_exec_runs_under_timeout_inside_the_pod() -> None:
+    argv = exec_argv("itx-pod-abc123", ["xz", "-2"], 9.2)
+    assert argv[:6] == ["exec", "-n", "itx-pod-abc123", POD, "-c", "workload"]
+    assert argv[6:] == ["--", "/usr/bin/timeout", "--kill-after=3", "10", "xz", "-2"]
+    assert ready_ns("ITX-READY 12345\n") == 12345 and ready_ns("nothing") is None
+
+
+def test_a_pods_own_words_for_where_it_is() -> None:
+    def words(name: str) -> str:
+        return pod_words(json.loads((DATA / "kubernetes" / name).read_text()))
+
+    assert words("pod-itx-missing-image.json").startswith(
+        'ErrImageNeverPull: Container image "localhost/itx/does-not-exist:1" is not present')
+    assert words("pod-itx-exit1.json").startswith("Error")
+    assert words("pod-itx-bad-handler.json") == "ContainerCreating"
+    assert words("pod-itx-gvisor.json") == "Running"
+
+
+def test_the_kind_declares_its_facts() -> None:
+    assert Pod.networks == ("pod", "host", "service")
+    assert {o.name for o in Pod.options} == {"runtime_class"}
+    assert next(o for o in Pod.options).choices == tuple(L.RUNTIME_CLASSES)
+    assert runtime_isolation("gvisor") is Isolation.SANDBOX
+    assert runtime_isolation("runc") is Isolation.CONTAINER
+    assert "pod" in protocols.environments()
