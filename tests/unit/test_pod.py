@@ -18,6 +18,7 @@ from isotax.environments.kube.pod import (
     ready_ns,
     runtime_isolation,
     service_manifest,
+    service_programmed,
 )
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import Isolation, Port
@@ -87,3 +88,11 @@ def test_the_kind_declares_its_facts() -> None:
     assert runtime_isolation("gvisor") is Isolation.SANDBOX
     assert runtime_isolation("runc") is Isolation.CONTAINER
     assert "pod" in protocols.environments()
+
+
+def test_a_service_is_ready_once_kube_proxy_programmed_it() -> None:
+    nat = (DATA / "kubernetes" / "iptables-save-nat.txt").read_text()
+    # The captured cluster's `kubernetes` Service and its one endpoint, the API server.
+    assert service_programmed(nat, L.SERVICE_FIRST_IP, L.NODE_IP)
+    assert not service_programmed(nat, L.SERVICE_FIRST_IP, "10.217.1.9")
+    assert not service_programmed(nat, "10.217.129.1", L.NODE_IP)

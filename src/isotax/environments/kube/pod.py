@@ -215,6 +215,7 @@ class PodInstance:
                 raise Unavailable(Availability.no(
                     f"the Service in front of pod {self.namespace}/{POD} has no address: "
                     f"{got.stderr.strip()[:200]}"))
+            self._wait_service(timeout=60)
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
         self.milestones = dict(sw.marks)
@@ -263,6 +264,20 @@ class PodInstance:
             time.sleep(0.05)
         raise Unavailable(Availability.no(f"pod {self.namespace}/{POD} not running after "
                                           f"{timeout:.0f} s: {pod_words(self._pod())}"))
+
+    def _wait_service(self, timeout: float) -> None:
+        """Until kube-proxy has put the pod behind the Service's address in the node's nat
+        table: before, a client's packets to it go nowhere (the endpoint follows the pod's
+        readiness, and kube-proxy syncs a moment later)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            nat = command.run(["iptables-save", "-t", "nat"], 30).stdout
+            if service_programmed(nat, self.cluster_ip, self.pod_ip):
+                return
+            time.sleep(0.1)
+        raise Unavailable(Availability.no(
+            f"kube-proxy did not put pod {self.namespace}/{POD} ({self.pod_ip}) behind its "
+            f"Service {self.cluster_ip} within {timeout:.0f} s"))
 
     def _wait_marker(self, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
@@ -407,6 +422,13 @@ def pod_words(pod: Mapping[str, Any]) -> str:
         if c.get("status") == "False" and c.get("message"):
             return f"{c.get('reason', '')}: {c['message']}".strip(": ")
     return status.get("phase", "no status")
+
+
+def service_programmed(nat: str, cluster_ip: str, pod_ip: str) -> bool:
+    """Whether `iptables-save -t nat` output has kube-proxy's rules for the Service address
+    and an endpoint at the pod's address. Pure."""
+    return (f"-d {cluster_ip}/32" in nat
+            and re.search(rf"--to-destination {re.escape(pod_ip)}:\d+", nat) is not None)
 
 
 def delete_namespace(namespace: str) -> None:
