@@ -5,6 +5,7 @@ plugins, so that none imports another's (the import contract in pyproject.toml).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from isotax.host import command
 
@@ -21,6 +22,22 @@ def parse_version(first_line: str) -> str:
     m = re.match(r"^\S+ version (\S+)", first_line.strip())
     return m.group(1) if m else first_line.strip()
 
+
+
+def under_timeout(argv: Sequence[str], timeout: float) -> list[str]:
+    """argv under coreutils' `timeout` inside a container: killing the client that exec'd it
+    (an engine's, kubectl) does not stop the program there, so the limit is enforced inside.
+    Its 124 is the same "timed out" as a host command's. Pure."""
+    return ["/usr/bin/timeout", "--kill-after=3", str(max(1, int(timeout + 0.999))), *argv]
+
+
+def timed_exit_status(returncode: int, stderr: str) -> int:
+    """The exit status of a program run under_timeout through a client: 127 where the client
+    says in its own words that the program is missing (the exec failed before `timeout`
+    ran), 124 for `timeout`'s KILL after its grace period (137). Pure."""
+    if returncode not in (0, 124, 127, 137) and exec_not_found(stderr):
+        return 127
+    return 124 if returncode == 137 else returncode
 
 
 def exec_not_found(stderr: str) -> bool:

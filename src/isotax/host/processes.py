@@ -93,13 +93,14 @@ def kill_and_reap(pid: int, wait_s: float = 5.0) -> None:
         return
     end = time.monotonic() + wait_s
     while time.monotonic() < end:
-        if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+        if not Path(f"/proc/{pid}").exists() or zombie(pid):
             return
         time.sleep(0.05)
     raise OSError(f"process {pid} still there {wait_s:.0f} s after SIGKILL")
 
 
-def _zombie(pid: int) -> bool:
+def zombie(pid: int) -> bool:
+    """Gone, or a zombie: no longer running."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

@@ -130,6 +130,15 @@ def need_loadgen(loadgen: LoadGen | None) -> LoadGen:
     return loadgen
 
 
+def require_runnable(inst: Instance, argv: Sequence[str]) -> None:
+    """A workload's server can run in the environment (its version command succeeds there);
+    else a SanityError with its exit status and words, and the fix."""
+    done = inst.exec(list(argv), 60)
+    if done.returncode != 0:
+        raise SanityError(f"{argv[0]} is not runnable in the environment ({done.returncode}): "
+                          f"{done.stderr.strip()[:200]} (rebuild the image: isotax image build)")
+
+
 def client_tool_version(lg: LoadGen, argv: tuple[str, ...],
                         parse: Callable[[str], str]) -> str:
     """The version of a client tool as the load generator has it (this host's for the local

@@ -42,7 +42,13 @@ from isotax.protocols import (
     ParamSpec,
     Port,
 )
-from isotax.workloads.base import BaseWorkload, client_tool_version, need_loadgen, register
+from isotax.workloads.base import (
+    BaseWorkload,
+    client_tool_version,
+    need_loadgen,
+    register,
+    require_runnable,
+)
 
 # An unusual port (the Debian service uses 11211), in the range of isotax's other servers.
 PORT = Port(41211, server="memcached")
@@ -132,11 +138,7 @@ class Memcached(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
-        done = inst.exec(["memcached", "-V"], 60)
-        if done.returncode != 0:
-            raise SanityError(f"memcached is not runnable in the environment "
-                              f"({done.returncode}): {done.stderr.strip()[:200]} "
-                              "(rebuild the image: isotax image build)")
+        require_runnable(inst, ["memcached", "-V"])
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         lg = need_loadgen(loadgen)

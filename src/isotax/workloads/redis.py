@@ -50,6 +50,7 @@ from isotax.workloads.base import (
     client_tool_version,
     need_loadgen,
     register,
+    require_runnable,
 )
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
@@ -133,11 +134,7 @@ class Redis(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
-        done = inst.exec(["redis-server", "--version"], 60)
-        if done.returncode != 0:
-            raise SanityError(f"redis-server is not runnable in the environment "
-                              f"({done.returncode}): {done.stderr.strip()[:200]} "
-                              "(rebuild the image: isotax image build)")
+        require_runnable(inst, ["redis-server", "--version"])
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         lg = need_loadgen(loadgen)

@@ -43,7 +43,7 @@ from isotax.protocols import (
     Port,
 )
 from isotax.workloads import redis
-from isotax.workloads.base import SERVER_SECRET, BaseWorkload, register
+from isotax.workloads.base import SERVER_SECRET, BaseWorkload, register, require_runnable
 
 READY_PROBES = ("instance", "exec", "redis")
 REDIS_PORT = redis.REDIS_PORT  # the redis probe's server is the redis workload's
@@ -143,10 +143,7 @@ class Startup(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         if params["ready"] == "redis":
-            done = inst.exec(["redis-server", "--version"], 60)
-            if done.returncode != 0:
-                raise SanityError("redis-server is not runnable in the environment "
-                                  "(rebuild the image: isotax image build)")
+            require_runnable(inst, ["redis-server", "--version"])
 
     def launch_and_measure(self, launcher: Launcher, params: Params,
                            loadgen: LoadGen | None) -> list[Sample]:

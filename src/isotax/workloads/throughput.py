@@ -25,7 +25,7 @@ from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
-from isotax.workloads.base import BaseWorkload, need_loadgen, register
+from isotax.workloads.base import BaseWorkload, need_loadgen, register, require_runnable
 from isotax.workloads.work import first
 
 
@@ -67,10 +67,7 @@ class Throughput(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
-        done = inst.exec(["iperf3", "--version"], 60)
-        if done.returncode != 0:
-            raise SanityError(f"iperf3 is not runnable in the environment ({done.returncode}):"
-                              f" {done.stderr.strip()[:200]}")
+        require_runnable(inst, ["iperf3", "--version"])
 
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         lg = need_loadgen(loadgen)

@@ -14,6 +14,7 @@ from isotax import protocols
 from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER, mem_total_bytes
 from isotax.environments.container_fs import SCRATCH, VOLUME_DIR
 from isotax.environments.engines.client import LABEL
+from isotax.environments.runtime_cli import under_timeout
 from isotax.host import owners
 from isotax.protocols import EnvSpec
 
@@ -153,9 +154,7 @@ def exec_argv(name: str, argv: Sequence[str], timeout: float) -> list[str]:
     inside the container: killing the engine's client does not stop an exec'd process there
     (neither engine forwards signals without a terminal), so the time limit has to be
     enforced inside. Its exit status 124 is the same "timed out" as run_host's."""
-    limit = max(1, int(timeout + 0.999))
-    return ["exec", *guest_env_flags(), "--workdir", "/", name,
-            "/usr/bin/timeout", "--kill-after=3", str(limit), *argv]
+    return ["exec", *guest_env_flags(), "--workdir", "/", name, *under_timeout(argv, timeout)]
 
 
 # -- logs -----------------------------------------------------------------------------------------

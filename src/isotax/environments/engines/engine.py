@@ -68,7 +68,7 @@ from isotax.environments.engines.commands import (
     ready_from_log,
     run_argv,
 )
-from isotax.environments.runtime_cli import exec_not_found
+from isotax.environments.runtime_cli import timed_exit_status
 from isotax.facts import reach_of
 from isotax.host.filesystems import host_storage
 from isotax.host.numa import placement_words
@@ -305,14 +305,10 @@ class EngineInstance:
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = self.cli.call(*exec_argv(self.name, argv, timeout), timeout=timeout + 15)
-        rc, out, err = p.returncode, p.stdout, p.stderr
         # `timeout` says 127 itself for a missing program; an engine's own words for it
         # (should the exec fail before `timeout` runs) mean the same.
-        if rc not in (0, 124, 127, 137) and exec_not_found(err):
-            rc = 127
-        if rc == 137:  # timeout's KILL after the grace period
-            rc = 124
-        return Completed(tuple(argv), rc, out, err, time.monotonic() - t0)
+        return Completed(tuple(argv), timed_exit_status(p.returncode, p.stderr), p.stdout,
+                         p.stderr, time.monotonic() - t0)
 
     @property
     def socket_stack(self) -> SocketStack:

@@ -51,7 +51,7 @@ from isotax.environments.base import (
     undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
-from isotax.environments.runtime_cli import exec_not_found
+from isotax.environments.runtime_cli import timed_exit_status, under_timeout
 from isotax.host import command, owners
 from isotax.host.kubernetes import cluster, images
 from isotax.host.kubernetes import layout as L
@@ -138,9 +138,8 @@ def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[st
 
 def exec_argv(namespace: str, argv: Sequence[str], timeout: float) -> list[str]:
     """`kubectl exec` arguments: the program under `timeout` inside the pod. Pure."""
-    limit = max(1, int(timeout + 0.999))
-    return ["exec", "-n", namespace, POD, "-c", CONTAINER, "--", "/usr/bin/timeout",
-            "--kill-after=3", str(limit), *argv]
+    return ["exec", "-n", namespace, POD, "-c", CONTAINER, "--",
+            *under_timeout(argv, timeout)]
 
 
 def ready_ns(log: str) -> int | None:
@@ -293,14 +292,10 @@ class PodInstance:
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = kubectl(*exec_argv(self.namespace, argv, timeout), timeout=timeout + 15)
-        rc = p.returncode
-        if rc not in (0, 124, 127, 137) and exec_not_found(p.stderr):
-            rc = 127
-        if rc == 137:  # timeout's KILL after the grace period
-            rc = 124
         # kubectl's own line for a non-zero exit is not the program's.
         err = re.sub(r"command terminated with exit code \d+\n?$", "", p.stderr)
-        return Completed(tuple(argv), rc, p.stdout, err, time.monotonic() - t0)
+        return Completed(tuple(argv), timed_exit_status(p.returncode, p.stderr), p.stdout, err,
+                         time.monotonic() - t0)
 
     @property
     def socket_stack(self) -> SocketStack:
@@ -369,8 +364,7 @@ class PodInstance:
         runtime pauses it as it does its own (runc freezes its cgroup; runsc stops the
         sandbox itself: a frozen cgroup under gVisor's systrap platform left its servers
         segfaulting after the thaw, measured here)."""
-        return command.run([str(L.binary("ctr")), "--address", str(L.CONTAINERD_SOCKET), "-n",
-                            "k8s.io", "tasks", verb, self.container_id], 60)
+        return command.run(L.ctr_argv("tasks", verb, self.container_id), 60)
 
     def pause(self) -> None:
         done = self._task("pause")

@@ -195,7 +195,6 @@ def serve(cpu_manager: str = "none") -> int:
 
 def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool]) -> None:
     by_name = {c.name: c for c in argvs()}
-    ctr = [str(L.binary("ctr")), "--address", str(L.CONTAINERD_SOCKET)]
 
     def start(name: str) -> subprocess.Popen[bytes]:
         if stop["now"]:
@@ -208,10 +207,10 @@ def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool])
         return p
 
     p = start("containerd")
-    _wait("containerd", _succeeds([*ctr, "version"]), 60, p)
-    for argv in ([*ctr, "-n", "k8s.io", "images", "import", "--all-platforms", str(L.PAUSE_TAR)],
-                 [*ctr, "-n", "k8s.io", "images", "label", L.PAUSE_IMAGE,
-                  "io.cri-containerd.pinned=pinned"]):
+    _wait("containerd", _succeeds(L.ctr_argv("version")), 60, p)
+    for argv in (L.ctr_argv("images", "import", "--all-platforms", str(L.PAUSE_TAR)),
+                 L.ctr_argv("images", "label", L.PAUSE_IMAGE,
+                            "io.cri-containerd.pinned=pinned")):
         done = command.run(argv, 120)
         if done.returncode != 0:
             raise ClusterError(f"the pause image: {done.stderr.strip()[-200:]}")

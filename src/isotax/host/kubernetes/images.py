@@ -22,12 +22,8 @@ def image_ref(image: ImageArtifacts) -> str:
     return f"{REPO}:{image.recipe_hash}"
 
 
-def _ctr(*args: str) -> list[str]:
-    return [str(L.binary("ctr")), "--address", str(L.CONTAINERD_SOCKET), "-n", "k8s.io", *args]
-
-
 def loaded(ref: str) -> bool:
-    return ref in command.run(_ctr("images", "ls", "-q"), 60).stdout.split()
+    return ref in command.run(L.ctr_argv("images", "ls", "-q"), 60).stdout.split()
 
 
 def load(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
@@ -41,7 +37,7 @@ def load(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
     t0 = time.monotonic()
     # ctr's words go to a file, not a pipe nobody reads while the archive streams in.
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(_ctr("images", "import", "--all-platforms", "-"),
+        proc = subprocess.Popen(L.ctr_argv("images", "import", "--all-platforms", "-"),
                                 stdin=subprocess.PIPE, stdout=err, stderr=err)
         assert proc.stdin is not None
         try:

@@ -57,3 +57,9 @@ RUNTIME_CLASSES = {"runc": "runc", "gvisor": "runsc"}
 
 def binary(name: str) -> Path:
     return BIN / name
+
+
+def ctr_argv(*args: str) -> list[str]:
+    """ctr on the cluster's containerd, in the namespace the kubelet's images and containers
+    live in (k8s.io)."""
+    return [str(binary("ctr")), "--address", str(CONTAINERD_SOCKET), "-n", "k8s.io", *args]

@@ -20,7 +20,7 @@ from isotax.host import command, network
 from isotax.host.cgroups import remove_cgroup_tree
 from isotax.host.kubernetes import layout as L
 from isotax.host.locks import exclusive
-from isotax.host.processes import cmdlines, read_cmdline
+from isotax.host.processes import cmdlines, read_cmdline, zombie
 from isotax.parsers import procfs
 
 CHAIN_PREFIXES = ("KUBE-", "CNI-")
@@ -54,7 +54,7 @@ def _stop(pids: Sequence[int], wait_s: float = 20.0) -> None:
         for pid in pids:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
-        if not any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in pids):
+        if all(zombie(p) for p in pids):
             return
         time.sleep(0.1)
     for pid in pids:
@@ -62,14 +62,6 @@ def _stop(pids: Sequence[int], wait_s: float = 20.0) -> None:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, 0)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2:].startswith("Z")
 
 
 def our_chains(save: str) -> list[str]:
