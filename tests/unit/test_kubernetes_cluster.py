@@ -14,7 +14,7 @@ from support import DATA
 
 from isotax.host.kubernetes import configs, pki, teardown
 from isotax.host.kubernetes import layout as L
-from isotax.host.kubernetes.components import argvs
+from isotax.host.kubernetes.components import argvs, node_argvs
 
 
 def test_components_start_in_order_from_isotax_binaries_on_private_addresses() -> None:
@@ -71,6 +71,41 @@ def test_kube_proxy_cni_and_runtime_classes() -> None:
     classes = json.loads(configs.runtime_classes())["items"]
     assert {c["metadata"]["name"]: c["handler"] for c in classes} == L.RUNTIME_CLASSES
     assert set(configs.files()) >= {"containerd.toml", "kubelet.json", "kube-proxy.json"}
+
+
+def test_the_second_node_is_its_own_in_a_network_namespace() -> None:
+    w = L.WORKER
+    # Nothing of the second node's shares a path, an address or a name with the first's.
+    for field in ("name", "ip", "pod_cidr", "bridge", "cgroup_root", "run", "etc"):
+        assert getattr(w, field) != getattr(L.LOCAL, field), field
+    assert str(w.containerd_socket).startswith(f"{w.run}/") and w.netns.startswith("itx")
+    assert all(n.startswith("itx") and len(n) <= 15 for n in (w.host_link, w.link, w.bridge))
+    comps = node_argvs(w)
+    assert [c.name for c in comps] == ["containerd", "kubelet", "kube-proxy"]
+    for c in comps:
+        # In the node's namespace only (not `ip netns exec`, which remounts /sys).
+        assert c.argv[:3] == ("nsenter", f"--net=/run/netns/{w.netns}", "--")
+        assert c.argv[3] == str(L.binary(c.name))
+    kubelet = next(c for c in comps if c.name == "kubelet").argv
+    assert f"--node-ip={w.ip}" in kubelet and f"--hostname-override={w.name}" in kubelet
+    assert f"--kubeconfig={w.kubeconfig}" in kubelet and w.kubeconfig != L.LOCAL.kubeconfig
+    files = configs.files("static", w)
+    assert "runtimeclasses.json" not in files  # the cluster's, applied with the first node
+    k = json.loads(files["kubelet.json"])
+    # Both kubelets see the same CPUs: only the first may hand out exclusive ones.
+    assert k["cpuManagerPolicy"] == "none" and k["cgroupRoot"] == f"/{w.cgroup_root}"
+    assert k["address"] == w.ip and k["containerRuntimeEndpoint"].endswith(
+        str(w.containerd_socket))
+    kp = json.loads(files["kube-proxy.json"])
+    assert kp["hostnameOverride"] == w.name and kp["nodePortAddresses"] == [f"{w.ip}/32"]
+    conf = tomllib.loads(files["containerd.toml"])
+    assert conf["root"].startswith(str(w.lib)) and conf["state"].startswith(str(w.run))
+    assert json.loads(files["cni/net.d/10-itx.conflist"])["plugins"][0]["ipam"]["ranges"] == \
+        [[{"subnet": w.pod_cidr}]]
+    assert f"system:node:{w.name}" == pki.CERTS[f"kubelet-{w.name}"][0]
+    assert L.node_layout(w.name) is w
+    with pytest.raises(KeyError):
+        L.node_layout("itx-node9")
 
 
 def test_certificates_serve_the_nodes_names_and_kubeconfigs_embed_them() -> None:

@@ -1,5 +1,6 @@
-"""`isotax cluster up | down | status`: the real single-node Kubernetes isotax starts on this
-host (isotax.host.kubernetes), built by `bash scripts/setup.sh --kubernetes`."""
+"""`isotax cluster up | down | status`: the real Kubernetes isotax starts on this host
+(isotax.host.kubernetes), built by `bash scripts/setup.sh --kubernetes`: one node, or two, the
+second in a network namespace with its own containerd and kubelet."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ def cluster() -> None:
               show_default=True,
               help="The kubelet's CPU manager policy: static gives Guaranteed pods with whole "
                    "CPUs cores of their own (CPU 0 kept for the system).")
-def cluster_up(cpu_manager: str) -> None:
+@click.option("--nodes", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: a second node, itx-node2, in a network namespace of this host with its "
+                   "own containerd, kubelet and kube-proxy (where a plan's [loadgen] node = "
+                   "\"itx-node2\" puts the load generator).")
+def cluster_up(cpu_manager: str, nodes: int) -> None:
     """Start the cluster: etcd, the API server, the controller manager, the scheduler, the
     kubelet on containerd, the CNI bridge and kube-proxy, with RuntimeClasses runc and
     gvisor. It runs until `isotax cluster down`."""
@@ -28,12 +33,13 @@ def cluster_up(cpu_manager: str) -> None:
     from isotax.host.kubernetes import layout
 
     try:
-        seconds = k.up(cpu_manager)
+        seconds = k.up(cpu_manager, nodes=nodes)
     except k.ClusterError as e:
         fail(str(e))
-    click.echo(f"cluster up in {seconds:.1f} s: Kubernetes {layout.K8S_VERSION}, node "
-               f"{layout.NODE} Ready, RuntimeClasses {', '.join(layout.RUNTIME_CLASSES)}; "
-               f"kubeconfig {layout.KUBECONFIG}")
+    names = ", ".join(n.name for n in layout.NODES[:nodes])
+    click.echo(f"cluster up in {seconds:.1f} s: Kubernetes {layout.K8S_VERSION}, "
+               f"node{'s' if nodes > 1 else ''} {names} Ready, RuntimeClasses "
+               f"{', '.join(layout.RUNTIME_CLASSES)}; kubeconfig {layout.KUBECONFIG}")
 
 
 @cluster.command("down")
@@ -70,8 +76,9 @@ def cluster_status() -> None:
 
 @cluster.command("serve", hidden=True)
 @click.option("--cpu-manager", type=click.Choice(["none", "static"]), default="none")
-def cluster_serve(cpu_manager: str) -> None:
+@click.option("--nodes", type=click.IntRange(1, 2), default=1)
+def cluster_serve(cpu_manager: str, nodes: int) -> None:
     """The supervisor `cluster up` starts (detached): runs the cluster until SIGTERM."""
     from isotax.host.kubernetes import cluster as k
 
-    sys.exit(k.serve(cpu_manager))
+    sys.exit(k.serve(cpu_manager, nodes))

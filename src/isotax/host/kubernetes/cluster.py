@@ -28,7 +28,7 @@ from pathlib import Path
 from isotax.host import command, network, owners
 from isotax.host.kubernetes import configs, pki, teardown
 from isotax.host.kubernetes import layout as L
-from isotax.host.kubernetes.components import argvs
+from isotax.host.kubernetes.components import Component, argvs, node_argvs
 from isotax.host.locks import exclusive
 from isotax.host.processes import read_cmdline
 from isotax.protocols import Completed
@@ -133,33 +133,72 @@ def _prepare_host() -> None:
         done = command.run(argv, 30)
         if done.returncode != 0:
             raise ClusterError(f"{' '.join(argv)}: {done.stderr.strip()}")
-    # The kubelet checks its cgroupRoot in every v1 hierarchy (name=systemd included).
+    _cgroup_root(L.CGROUP_ROOT)
+
+
+def _cgroup_root(name: str) -> None:
+    """A kubelet's cgroupRoot: it checks it in every v1 hierarchy (name=systemd included)."""
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
         if hierarchy.name != "unified" and hierarchy.is_dir():
-            (hierarchy / L.CGROUP_ROOT).mkdir(exist_ok=True)
+            (hierarchy / name).mkdir(exist_ok=True)
     cpuset = Path("/sys/fs/cgroup/cpuset")
-    if (cpuset / L.CGROUP_ROOT).is_dir():
+    if (cpuset / name).is_dir():
         for f in ("cpuset.cpus", "cpuset.mems"):
-            (cpuset / L.CGROUP_ROOT / f).write_text((cpuset / f).read_text())
+            (cpuset / name / f).write_text((cpuset / f).read_text())
 
 
-def _write_config(cpu_manager: str) -> None:
-    for rel, text in configs.files(cpu_manager).items():
-        path = L.ETC / rel
+def _prepare_worker(n: L.NodeLayout) -> None:
+    """The second node's network namespace, joined to the host by a routed veth pair: its
+    address on its end, the host's (the first node's address) as its gateway, the host's
+    routes to it and to its pods; forwarding on inside; its cgroup root."""
+    fresh = not Path(f"/run/netns/{n.netns}").exists()
+    steps = [["ip", "netns", "add", n.netns]] if fresh else []
+    inside = lambda *a: n.enter(list(a))  # noqa: E731
+    steps += [["ip", "link", "add", n.host_link, "type", "veth", "peer", "name", n.link,
+               "netns", n.netns],
+              ["ip", "link", "set", n.host_link, "up"],
+              inside("ip", "link", "set", "lo", "up"),
+              inside("ip", "addr", "add", f"{n.ip}/32", "dev", n.link),
+              inside("ip", "link", "set", n.link, "up"),
+              inside("ip", "route", "add", f"{L.NODE_IP}/32", "dev", n.link),
+              inside("ip", "route", "add", "default", "via", L.NODE_IP, "dev", n.link),
+              inside("sysctl", "-q", "-w", "net.ipv4.ip_forward=1"),
+              ["ip", "route", "add", f"{n.ip}/32", "dev", n.host_link, "src", L.NODE_IP],
+              ["ip", "route", "add", n.pod_cidr, "via", n.ip, "dev", n.host_link]]
+    for argv in steps:
+        done = command.run(argv, 30)
+        if done.returncode != 0:
+            raise ClusterError(f"node {n.name}: {' '.join(argv)}: {done.stderr.strip()}")
+    for spec in teardown.worker_forward_rules(n):
+        try:
+            network.add_tagged_rule("filter", "FORWARD", *spec, insert=True)
+        except network.NetworkError as e:
+            raise ClusterError(f"node {n.name}: {e}") from None
+    _cgroup_root(n.cgroup_root)
+
+
+def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL) -> None:
+    for rel, text in configs.files(cpu_manager, n).items():
+        path = n.etc / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         # kube-proxy exits when its config file changes: only what differs is rewritten.
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
-    pki.make()
-    pki.write_kubeconfigs()
+    if n is L.LOCAL:
+        pki.make()
+        pki.write_kubeconfigs()
 
 
-def serve(cpu_manager: str = "none") -> int:
-    """The supervisor: start the cluster, say so in layout.STATE, stay until SIGTERM or
-    SIGINT, then remove it all. Its exit status: 0 when everything was removed."""
+def serve(cpu_manager: str = "none", nodes: int = 1) -> int:
+    """The supervisor: start the cluster (`nodes` 2: with a second node, layout.WORKER), say
+    so in layout.STATE, stay until SIGTERM or SIGINT, then remove it all. Its exit status: 0
+    when everything was removed."""
     owners.claim()
     for name in (L.CGROUP_ROOT, L.CNI_BRIDGE, L.NODE_LINK, L.NODE):
         owners.mark(name)
+    if nodes > 1:
+        for name in (L.WORKER.name, L.WORKER.netns, L.WORKER.host_link, L.WORKER.cgroup_root):
+            owners.mark(name)
     stop = {"now": False}
 
     def on_signal(signum: int, frame: object) -> None:
@@ -176,6 +215,10 @@ def serve(cpu_manager: str = "none") -> int:
         _write_config(cpu_manager)
         L.LOGS.mkdir(parents=True, exist_ok=True)
         _start_all(procs, stop)
+        if nodes > 1:
+            _prepare_worker(L.WORKER)
+            _write_config(cpu_manager, L.WORKER)
+            _start_worker(L.WORKER, procs, stop)
         L.STATE.write_text(READY)
         while not stop["now"]:
             dead = [(n, p) for n, p in procs.items() if p.poll() is not None]
@@ -193,27 +236,70 @@ def serve(cpu_manager: str = "none") -> int:
     return 1 if problems else 0
 
 
+def _launch(c: Component, n: L.NodeLayout, procs: dict[str, subprocess.Popen[bytes]],
+            stop: dict[str, bool]) -> subprocess.Popen[bytes]:
+    """Start a component, its output in the node's log directory; recorded in procs under
+    its name (a second node's: prefixed with the node's)."""
+    if stop["now"]:
+        raise ClusterError("stopped while starting")
+    n.logs.mkdir(parents=True, exist_ok=True)
+    with open(n.logs / f"{c.name}.log", "ab") as log:
+        p = subprocess.Popen(c.argv, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=log, start_new_session=True,
+                             env={**os.environ, "PATH": f"{L.BIN}:{os.environ['PATH']}"})
+    procs[c.name if n is L.LOCAL else f"{n.name}/{c.name}"] = p
+    return p
+
+
+def _containerd_ready(n: L.NodeLayout, p: subprocess.Popen[bytes]) -> None:
+    """Wait for a node's containerd, then give it the pause image, pinned."""
+    _wait(f"containerd of {n.name}", _succeeds(L.ctr_argv("version", node=n)), 60, p)
+    for argv in (L.ctr_argv("images", "import", "--all-platforms", str(L.PAUSE_TAR), node=n),
+                 L.ctr_argv("images", "label", L.PAUSE_IMAGE,
+                            "io.cri-containerd.pinned=pinned", node=n)):
+        done = command.run(argv, 120)
+        if done.returncode != 0:
+            raise ClusterError(f"the pause image on {n.name}: {done.stderr.strip()[-200:]}")
+
+
+def _node_ready(n: L.NodeLayout, p: subprocess.Popen[bytes]) -> None:
+    _wait(f"the kubelet's node {n.name}", lambda: kubectl(
+        "get", "node", n.name, timeout=10).returncode == 0, 120, p)
+    _wait(f"the node {n.name} Ready", lambda: kubectl(
+        "get", "node", n.name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+        timeout=10).stdout.strip() == "True", 180, p)
+
+
+def _healthz(n: L.NodeLayout) -> Callable[[], bool]:
+    """Whether kube-proxy of node n answers on its healthz port (its namespace's loopback)."""
+    url = "http://127.0.0.1:10256/healthz"
+    if not n.netns:
+        return lambda: _http_ok(url)
+    probe = ("import sys, urllib.request\n"
+             f"try: sys.exit(0 if urllib.request.urlopen({url!r}, timeout=2).status == 200 "
+             "else 1)\nexcept OSError: sys.exit(1)")
+    return _succeeds(n.enter([sys.executable, "-c", probe]))
+
+
+def _start_worker(n: L.NodeLayout, procs: dict[str, subprocess.Popen[bytes]],
+                  stop: dict[str, bool]) -> None:
+    """The second node: its containerd, its kubelet (its node Ready), its kube-proxy."""
+    by_name = {c.name: c for c in node_argvs(n)}
+    for d in (n.lib, n.run):
+        d.mkdir(parents=True, exist_ok=True)
+    _containerd_ready(n, _launch(by_name["containerd"], n, procs, stop))
+    _node_ready(n, _launch(by_name["kubelet"], n, procs, stop))
+    p = _launch(by_name["kube-proxy"], n, procs, stop)
+    _wait(f"kube-proxy of {n.name}", _healthz(n), 60, p)
+
+
 def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool]) -> None:
     by_name = {c.name: c for c in argvs()}
 
     def start(name: str) -> subprocess.Popen[bytes]:
-        if stop["now"]:
-            raise ClusterError("stopped while starting")
-        with open(L.LOGS / f"{name}.log", "ab") as log:
-            p = subprocess.Popen(by_name[name].argv, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=log, start_new_session=True,
-                                 env={**os.environ, "PATH": f"{L.BIN}:{os.environ['PATH']}"})
-        procs[name] = p
-        return p
+        return _launch(by_name[name], L.LOCAL, procs, stop)
 
-    p = start("containerd")
-    _wait("containerd", _succeeds(L.ctr_argv("version")), 60, p)
-    for argv in (L.ctr_argv("images", "import", "--all-platforms", str(L.PAUSE_TAR)),
-                 L.ctr_argv("images", "label", L.PAUSE_IMAGE,
-                            "io.cri-containerd.pinned=pinned")):
-        done = command.run(argv, 120)
-        if done.returncode != 0:
-            raise ClusterError(f"the pause image: {done.stderr.strip()[-200:]}")
+    _containerd_ready(L.LOCAL, start("containerd"))
     p = start("etcd")
     _wait("etcd", lambda: _http_ok(f"{L.ETCD_CLIENT}/health"), 60, p)
     p = start("kube-apiserver")
@@ -222,25 +308,23 @@ def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool])
     start("kube-controller-manager")
     start("kube-scheduler")
     p = start("kubelet")
-    _wait("the kubelet's node", lambda: kubectl("get", "node", L.NODE, timeout=10).returncode
-          == 0, 120, p)
     done = kubectl("apply", "-f", str(L.ETC / "runtimeclasses.json"))
     if done.returncode != 0:
         raise ClusterError(f"the RuntimeClasses: {done.stderr.strip()[-200:]}")
-    _wait("the node Ready", lambda: kubectl(
-        "get", "node", L.NODE, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
-        timeout=10).stdout.strip() == "True", 180, p)
+    _node_ready(L.LOCAL, p)
     p = start("kube-proxy")
-    _wait("kube-proxy", lambda: _http_ok("http://127.0.0.1:10256/healthz"), 60, p)
+    _wait("kube-proxy", _healthz(L.LOCAL), 60, p)
     _wait("the default ServiceAccount", lambda: kubectl(
         "-n", "default", "get", "serviceaccount", "default", timeout=10).returncode == 0, 60, p)
 
 
 # -- the commands -----------------------------------------------------------------------------
 
-def up(cpu_manager: str = "none", timeout: float = 300) -> float:
-    """Start the cluster (its supervisor, detached); the seconds it took. ClusterError with
-    one line (and everything removed) when it cannot start."""
+def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1) -> float:
+    """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2); the seconds
+    it took. ClusterError with one line (and everything removed) when it cannot start."""
+    if nodes not in (1, 2):
+        raise ClusterError(f"--nodes {nodes}: the local cluster has 1 or 2 nodes")
     why = missing()
     if why:
         raise ClusterError(why)
@@ -259,7 +343,8 @@ def up(cpu_manager: str = "none", timeout: float = 300) -> float:
     log = L.RUN / "supervisor.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "isotax", *SERVE_WORDS, f"--cpu-manager={cpu_manager}"],
+            [sys.executable, "-m", "isotax", *SERVE_WORDS, f"--cpu-manager={cpu_manager}",
+             f"--nodes={nodes}"],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     deadline = time.monotonic() + timeout
     while True:

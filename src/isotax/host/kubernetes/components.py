@@ -65,3 +65,20 @@ def argvs() -> list[Component]:
         Component("kube-proxy", (str(b("kube-proxy")), f"--config={etc}/kube-proxy.json",
                                  "--v=1")),
     ]
+
+
+def node_argvs(n: L.NodeLayout) -> list[Component]:
+    """A second node's own processes (containerd, the kubelet, kube-proxy), each in the node's
+    network namespace and on its own files, in start order. Pure. They listen on the node's
+    address or its namespace's loopback, which only this host reaches."""
+    b = L.binary
+    return [Component(c.name, tuple(n.enter(list(c.argv)))) for c in (
+        Component("containerd", (str(b("containerd")), "--config",
+                                 str(n.etc / "containerd.toml"))),
+        Component("kubelet", (
+            str(b("kubelet")), f"--config={n.etc}/kubelet.json", f"--kubeconfig={n.kubeconfig}",
+            f"--root-dir={n.lib}/kubelet", f"--cert-dir={n.lib}/kubelet/pki",
+            f"--hostname-override={n.name}", f"--node-ip={n.ip}", "--v=1")),
+        Component("kube-proxy", (str(b("kube-proxy")), f"--config={n.etc}/kube-proxy.json",
+                                 "--v=1")),
+    )]

@@ -23,17 +23,17 @@ import json
 from isotax.host.kubernetes import layout as L
 
 
-def containerd_toml() -> str:
+def containerd_toml(n: L.NodeLayout = L.LOCAL) -> str:
     """containerd 2's config (version 3), with the runtimes the RuntimeClasses name."""
     return f"""version = 3
-root = "{L.LIB}/containerd"
-state = "{L.RUN}/containerd"
-temp = "{L.LIB}/containerd-tmp"
+root = "{n.lib}/containerd"
+state = "{n.run}/containerd"
+temp = "{n.lib}/containerd-tmp"
 
 [grpc]
-  address = "{L.CONTAINERD_SOCKET}"
+  address = "{n.containerd_socket}"
 [ttrpc]
-  address = "{L.CONTAINERD_SOCKET}.ttrpc"
+  address = "{n.containerd_socket}.ttrpc"
 [debug]
   address = ""
 [metrics]
@@ -41,9 +41,9 @@ temp = "{L.LIB}/containerd-tmp"
 
 [plugins]
   [plugins.'io.containerd.shim.v1.manager']
-    socket_dir = "{L.RUN}/s"
+    socket_dir = "{n.run}/s"
   [plugins.'io.containerd.internal.v1.opt']
-    path = "{L.LIB}/opt"
+    path = "{n.lib}/opt"
   [plugins.'io.containerd.nri.v1.nri']
     disable = true
   [plugins.'io.containerd.grpc.v1.cri']
@@ -64,46 +64,47 @@ temp = "{L.LIB}/containerd-tmp"
         runtime_type = "io.containerd.runc.v2"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "/usr/bin/runc"
-          Root = "{L.RUN}/runc"
+          Root = "{n.run}/runc"
           SystemdCgroup = false
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
         runtime_type = "io.containerd.runsc.v1"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
           TypeUrl = "io.containerd.runsc.v1.options"
-          ConfigPath = "{L.ETC}/runsc.toml"
+          ConfigPath = "{n.etc}/runsc.toml"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["{L.CNI_BIN}"]
-      conf_dir = "{L.ETC}/cni/net.d"
+      conf_dir = "{n.etc}/cni/net.d"
       max_conf_num = 1
 """
 
 
-def runsc_toml() -> str:
+def runsc_toml(n: L.NodeLayout = L.LOCAL) -> str:
     """gVisor's shim options: isotax's runsc, its root, and runsc's own flags (systrap)."""
     return f"""binary_name = "{L.RUNSC}"
-root = "{L.RUN}/runsc"
-log_path = "{L.LOGS}/runsc/%ID%/shim.log"
+root = "{n.run}/runsc"
+log_path = "{n.logs}/runsc/%ID%/shim.log"
 log_level = "info"
 [runsc_config]
   platform = "systrap"
-  debug-log = "{L.LOGS}/runsc/%ID%/"
+  debug-log = "{n.logs}/runsc/%ID%/"
 """
 
 
-def cni_conflist() -> str:
-    """One bridge, itxcni0, host-local addresses kept under isotax's state, portmap."""
+def cni_conflist(n: L.NodeLayout = L.LOCAL) -> str:
+    """One bridge per node (itxcni0 on the first), host-local addresses from the node's range
+    kept under isotax's state, portmap."""
     return json.dumps({
         "cniVersion": "1.0.0", "name": "itx-k8s",
         "plugins": [
-            {"type": "bridge", "bridge": L.CNI_BRIDGE, "isGateway": True, "ipMasq": False,
+            {"type": "bridge", "bridge": n.bridge, "isGateway": True, "ipMasq": False,
              "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": f"{L.LIB}/cni/networks",
-                      "ranges": [[{"subnet": L.POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+             "ipam": {"type": "host-local", "dataDir": f"{n.lib}/cni/networks",
+                      "ranges": [[{"subnet": n.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
         ]}, indent=1) + "\n"
 
 
-def kubelet_config(cpu_manager: str = "none") -> str:
+def kubelet_config(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL) -> str:
     """The KubeletConfiguration (YAML is a superset of JSON: written as JSON). cpu_manager
     "static" gives Guaranteed pods with whole CPUs exclusive cores, CPU 0 kept for the
     system."""
@@ -111,16 +112,16 @@ def kubelet_config(cpu_manager: str = "none") -> str:
         raise ValueError(f"cpu manager policy {cpu_manager!r}: use none or static")
     config: dict[str, object] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": L.NODE_IP, "port": 10250, "readOnlyPort": 0,
+        "address": n.ip, "port": 10250, "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": f"{L.PKI}/ca.crt"}},
         "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{L.CGROUP_ROOT}", "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{n.cgroup_root}", "failCgroupV1": False,
         "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{L.CONTAINERD_SOCKET}",
-        "imageServiceEndpoint": f"unix://{L.CONTAINERD_SOCKET}",
-        "podLogsDir": f"{L.LIB}/pod-logs", "staticPodPath": "",
+        "containerRuntimeEndpoint": f"unix://{n.containerd_socket}",
+        "imageServiceEndpoint": f"unix://{n.containerd_socket}",
+        "podLogsDir": f"{n.lib}/pod-logs", "staticPodPath": "",
         "clusterDomain": "cluster.local", "resolvConf": "/etc/resolv.conf",
         "cpuManagerPolicy": cpu_manager, "serializeImagePulls": False,
         # isotax imports its images (imagePullPolicy: Never): never collect them.
@@ -134,15 +135,16 @@ def kubelet_config(cpu_manager: str = "none") -> str:
     return json.dumps(config, indent=1) + "\n"
 
 
-def kube_proxy_config() -> str:
-    """kube-proxy in iptables mode, on the node's address; health and metrics on loopback."""
+def kube_proxy_config(n: L.NodeLayout = L.LOCAL) -> str:
+    """kube-proxy in iptables mode, on the node's address; health and metrics on loopback
+    (the node's own: a second node's is its network namespace's)."""
     return json.dumps({
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
         "mode": "iptables",
         "clientConnection": {"kubeconfig": f"{L.ETC}/kube-proxy.kubeconfig"},
-        "hostnameOverride": L.NODE, "bindAddress": L.NODE_IP,
+        "hostnameOverride": n.name, "bindAddress": n.ip,
         "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
-        "clusterCIDR": L.POD_CIDR, "nodePortAddresses": [f"{L.NODE_IP}/32"],
+        "clusterCIDR": n.pod_cidr, "nodePortAddresses": [f"{n.ip}/32"],
         "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
         # 0: leave the host's conntrack settings as they are.
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
@@ -158,15 +160,20 @@ def runtime_classes() -> str:
         for name, handler in L.RUNTIME_CLASSES.items()]}, indent=1) + "\n"
 
 
-def crictl_yaml() -> str:
-    return (f"runtime-endpoint: unix://{L.CONTAINERD_SOCKET}\n"
-            f"image-endpoint: unix://{L.CONTAINERD_SOCKET}\ntimeout: 30\n")
+def crictl_yaml(n: L.NodeLayout = L.LOCAL) -> str:
+    return (f"runtime-endpoint: unix://{n.containerd_socket}\n"
+            f"image-endpoint: unix://{n.containerd_socket}\ntimeout: 30\n")
 
 
-def files(cpu_manager: str = "none") -> dict[str, str]:
-    """Every file under layout.ETC, by its path there."""
-    return {"containerd.toml": containerd_toml(), "runsc.toml": runsc_toml(),
-            "cni/net.d/10-itx.conflist": cni_conflist(),
-            "kubelet.json": kubelet_config(cpu_manager),
-            "kube-proxy.json": kube_proxy_config(), "runtimeclasses.json": runtime_classes(),
-            "crictl.yaml": crictl_yaml()}
+def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL) -> dict[str, str]:
+    """Every file of a node under its etc (layout.ETC for the first), by its path there; the
+    cluster's own (the RuntimeClasses) with the first node's. A second node never gets the
+    static CPU manager: both kubelets see the same CPUs, and two static policies would hand
+    out the same core twice."""
+    out = {"containerd.toml": containerd_toml(n), "runsc.toml": runsc_toml(n),
+           "cni/net.d/10-itx.conflist": cni_conflist(n),
+           "kubelet.json": kubelet_config(cpu_manager if n is L.LOCAL else "none", n),
+           "kube-proxy.json": kube_proxy_config(n), "crictl.yaml": crictl_yaml(n)}
+    if n is L.LOCAL:
+        out["runtimeclasses.json"] = runtime_classes()
+    return out

@@ -6,6 +6,7 @@ so the leak finders see what is left of it."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 K8S_VERSION = "v1.37.2"  # what scripts/kubernetes-build.sh builds (and only it pins)
@@ -55,11 +56,70 @@ DEFAULT_DIRS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/va
 RUNTIME_CLASSES = {"runc": "runc", "gvisor": "runsc"}
 
 
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """One node's own parts: its name and address, its pods' range and bridge, its cgroup
+    root, and where its containerd, kubelet and configuration live. The first node is this
+    host itself; a second one (`isotax cluster up --nodes 2`) is a network namespace on it,
+    joined by a veth pair, with its own containerd, kubelet and kube-proxy: the studies'
+    second machine, inside the cluster."""
+
+    name: str
+    ip: str
+    pod_cidr: str
+    bridge: str  # the CNI bridge its pods are on
+    cgroup_root: str  # the kubelet's cgroupRoot, in every v1 hierarchy
+    lib: Path
+    run: Path
+    etc: Path
+    netns: str = ""  # "" for this host's own network namespace
+    host_link: str = ""  # the host's end of the veth pair to netns
+    link: str = ""  # its end in netns, holding ip
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.run / "containerd" / "containerd.sock"
+
+    @property
+    def logs(self) -> Path:
+        return self.lib / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The kubelet's: a client certificate of its own node (the Node authorizer's)."""
+        return ETC / ("kubelet.kubeconfig" if self is LOCAL else f"kubelet-{self.name}"
+                      ".kubeconfig")
+
+    def enter(self, argv: list[str]) -> list[str]:
+        """argv run in the node's network namespace (nsenter joins only it: `ip netns exec`
+        would also remount /sys, and runsc and the kubelet would lose the cgroup mounts)."""
+        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv] if self.netns \
+            else argv
+
+
+LOCAL = NodeLayout(NODE, NODE_IP, POD_CIDR, CNI_BRIDGE, CGROUP_ROOT, LIB, RUN, ETC)
+WORKER = NodeLayout("itx-node2", "10.217.0.2", "10.217.2.0/24", "itxcni1", "itx-k8s-n2",
+                    LIB / "node2", RUN / "node2", ETC / "node2", netns="itx-node2",
+                    host_link="itx-n2h", link="itx-n2c")
+NODES = (LOCAL, WORKER)
+
+
+def node_layout(name: str) -> NodeLayout:
+    """The node of that name; KeyError when the local cluster has none."""
+    for n in NODES:
+        if n.name == name:
+            return n
+    raise KeyError(name)
+
+
 def binary(name: str) -> Path:
     return BIN / name
 
 
-def ctr_argv(*args: str) -> list[str]:
-    """ctr on the cluster's containerd, in the namespace the kubelet's images and containers
-    live in (k8s.io)."""
-    return [str(binary("ctr")), "--address", str(CONTAINERD_SOCKET), "-n", "k8s.io", *args]
+def ctr_argv(*args: str, node: NodeLayout | None = None) -> list[str]:
+    """ctr on a node's containerd (the first node's by default), in the namespace the
+    kubelet's images and containers live in (k8s.io)."""
+    socket = (node or LOCAL).containerd_socket
+    return [str(binary("ctr")), "--address", str(socket), "-n", "k8s.io", *args]

@@ -24,10 +24,14 @@ CERTS: dict[str, tuple[str, str, str | None]] = {
     "controller-manager": ("system:kube-controller-manager", "", None),
     "scheduler": ("system:kube-scheduler", "", None),
     "kubelet": (f"system:node:{L.NODE}", "system:nodes", None),
+    # The second node's kubelet (`cluster up --nodes 2`): the Node authorizer lets a kubelet
+    # touch only its own node's objects, so each node has its own identity.
+    f"kubelet-{L.WORKER.name}": (f"system:node:{L.WORKER.name}", "system:nodes", None),
     "kube-proxy": ("system:kube-proxy", "", None),
 }
 # The components (and the admin) that talk to the API server with a kubeconfig.
-KUBECONFIGS = ("admin", "controller-manager", "scheduler", "kubelet", "kube-proxy")
+KUBECONFIGS = ("admin", "controller-manager", "scheduler", "kubelet",
+               f"kubelet-{L.WORKER.name}", "kube-proxy")
 
 
 def _openssl(*args: str) -> None:

@@ -31,7 +31,7 @@ def our_processes(component: str | None = None) -> list[int]:
     """PIDs of this cluster's processes: a component (its binary under layout.BIN), or, with
     None, every one of them and what runs for it (a shim or a runsc naming our socket or
     root)."""
-    marks = (str(L.CONTAINERD_SOCKET), str(L.RUN / "runsc"))
+    marks = tuple(m for n in L.NODES for m in (str(n.containerd_socket), str(n.run / "runsc")))
     out = []
     for pid, args in cmdlines(skip_self=True):
         if not args:
@@ -129,7 +129,7 @@ def _unmount(problems: list[str]) -> None:
             problems.append(f"mount {point}")
 
 
-def _links() -> None:
+def _links(problems: list[str]) -> None:
     names = os.listdir("/sys/class/net")
     for dev in names:
         master = Path(f"/sys/class/net/{dev}/master")
@@ -139,15 +139,34 @@ def _links() -> None:
     for dev in (L.CNI_BRIDGE, L.NODE_LINK):
         if dev in names:
             command.run(["ip", "link", "del", dev], 30)
+    w = L.WORKER
+    for spec in worker_forward_rules(w):
+        network.delete_tagged_rule(network.TaggedRule(
+            "filter", "FORWARD", (*spec, "-m", "comment", "--comment", network.COMMENT)))
+    # The second node's namespace: its veth pair, its bridge, its pods' links and its
+    # iptables rules go with it.
+    if Path(f"/run/netns/{w.netns}").exists():
+        done = command.run(["ip", "netns", "del", w.netns], 30)
+        if done.returncode != 0:
+            problems.append(f"netns {w.netns}: {done.stderr.strip()}")
+    if w.host_link in os.listdir("/sys/class/net"):
+        command.run(["ip", "link", "del", w.host_link], 30)
+
+
+def worker_forward_rules(n: L.NodeLayout) -> list[tuple[str, ...]]:
+    """The FORWARD accepts between the host and a second node (before a DROP policy, such as
+    dockerd's), as iptables arguments after `-I FORWARD`. Pure."""
+    return [("-i", n.host_link, "-j", "ACCEPT"), ("-o", n.host_link, "-j", "ACCEPT")]
 
 
 def _cgroups(problems: list[str]) -> None:
     for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        d = hierarchy / L.CGROUP_ROOT
-        try:
-            remove_cgroup_tree(d)
-        except OSError as e:
-            problems.append(f"cgroup {d}: {e.strerror}")
+        for n in L.NODES:
+            d = hierarchy / n.cgroup_root
+            try:
+                remove_cgroup_tree(d)
+            except OSError as e:
+                problems.append(f"cgroup {d}: {e.strerror}")
 
 
 def _dirs(recorded: dict[str, object], problems: list[str]) -> None:
@@ -176,11 +195,14 @@ def teardown() -> list[str]:
     problems: list[str] = []
     recorded = before()
     _stop(our_processes("kubelet"))
-    crictl, crictl_yaml = L.binary("crictl"), L.ETC / "crictl.yaml"
-    if L.CONTAINERD_SOCKET.exists() and crictl.exists() and crictl_yaml.exists():
-        # Every pod sandbox through the CRI: CNI DEL removes its veth, address and portmap
-        # rules, containerd its netns mount.
-        command.run([str(crictl), "--config", str(crictl_yaml), "rmp", "--all", "--force"], 120)
+    crictl = L.binary("crictl")
+    for n in L.NODES:
+        crictl_yaml = n.etc / "crictl.yaml"
+        if n.containerd_socket.exists() and crictl.exists() and crictl_yaml.exists():
+            # Every pod sandbox through the CRI: CNI DEL removes its veth, address and
+            # portmap rules, containerd its netns mount.
+            command.run([str(crictl), "--config", str(crictl_yaml), "rmp", "--all", "--force"],
+                        120)
     rest = our_processes()
     for name in ("kube-proxy", "containerd"):
         _stop(our_processes(name))
@@ -194,7 +216,7 @@ def teardown() -> list[str]:
     if recorded.get("chains") is False:
         _remove_chains(problems)
     _unmount(problems)
-    _links()
+    _links(problems)
     _cgroups(problems)
     with exclusive(network.LOCK):
         network.restore_forwarding(L.CNI_BRIDGE)
@@ -206,8 +228,10 @@ def teardown() -> list[str]:
 def present() -> list[str]:
     """What of the cluster is on this host, one short line each ([] when none)."""
     out = [f"directory {d}" for d in (L.LIB, L.RUN) if d.exists()]
-    out += [f"link {dev}" for dev in (L.CNI_BRIDGE, L.NODE_LINK)
+    out += [f"link {dev}" for dev in (L.CNI_BRIDGE, L.NODE_LINK, L.WORKER.host_link)
             if Path(f"/sys/class/net/{dev}").exists()]
+    if Path(f"/run/netns/{L.WORKER.netns}").exists():
+        out.append(f"network namespace {L.WORKER.netns}")
     out += [f"process {pid} ({' '.join(read_cmdline(pid))[:80]})" for pid in our_processes()]
     if before().get("chains") is False and host_has_chains():
         out.append("iptables KUBE-/CNI- chains")
