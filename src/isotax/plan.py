@@ -247,9 +247,12 @@ class TelemetrySettings(_Frozen):
 class LoadGenSettings(_Frozen):
     """[loadgen]: where the network workloads' clients run (isotax.loadgen). No host: a
     network namespace on this host (the default); host = "ssh://[user@]HOST[:PORT]": a second
-    machine over SSH, as the studies had."""
+    machine over SSH, as the studies had; node = "NODE": a pod on that Kubernetes node (the
+    second node of `isotax cluster up --nodes 2` is itx-node2), the second machine inside the
+    cluster."""
 
     host: str | None = None
+    node: str | None = Field(default=None, min_length=1, max_length=253)
     key_file: str | None = None
     known_hosts: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)  # overrides the URL's port
@@ -263,6 +266,13 @@ class LoadGenSettings(_Frozen):
         if v is not None:
             ssh_url_parts(v)  # raises ValueError naming the problem
         return v
+
+    @model_validator(mode="after")
+    def _one_place(self) -> LoadGenSettings:
+        if self.host is not None and self.node is not None:
+            raise ValueError("[loadgen] names both a host and a Kubernetes node; keep one "
+                             "(host for a machine over SSH, node for a pod on that node)")
+        return self
 
     @property
     def remote(self) -> bool:

@@ -83,8 +83,14 @@ def test_a_pods_own_words_for_where_it_is() -> None:
 
 def test_the_kind_declares_its_facts() -> None:
     assert Pod.networks == ("pod", "host", "service")
-    assert {o.name for o in Pod.options} == {"runtime_class"}
-    assert next(o for o in Pod.options).choices == tuple(L.RUNTIME_CLASSES)
+    opts = {o.name: o for o in Pod.options}
+    assert set(opts) == {"runtime_class", "node"}
+    assert opts["runtime_class"].choices == tuple(L.RUNTIME_CLASSES)
+    assert opts["node"].default == L.NODE and opts["node"].choices == (L.NODE, L.WORKER.name)
+    # The pod goes where the plan says, and nowhere else (the second node holds clients).
+    assert _pod(node=L.WORKER.name)["spec"]["nodeSelector"] == {
+        "kubernetes.io/hostname": L.WORKER.name}
+    assert _pod()["spec"]["nodeSelector"] == {"kubernetes.io/hostname": L.NODE}
     assert runtime_isolation("gvisor") is Isolation.SANDBOX
     assert runtime_isolation("runc") is Isolation.CONTAINER
     assert "pod" in protocols.environments()

@@ -214,8 +214,13 @@ def _measuring_turn(resume_id: str | None, beside: bool) -> ExitStack:
         console.print(f"recovery: {recovered.summary()}")
     for lo, why in recovered.failed:
         console.print(f"[red]recovery: could not remove {lo.what}: {why}[/]")
+    # One line per owner: a live cluster's supervisor alone owns a score of parts.
+    kept: dict[str, list[str]] = {}
     for lo, why in recovered.kept:
-        console.print(f"[dim]recovery: kept {lo.what}: {why}[/]")
+        kept.setdefault(why, []).append(lo.what)
+    for why, whats in kept.items() if len(kept) > 1 else ():  # one owner: the summary's
+        more = f" and {len(whats) - 1} more" if len(whats) > 1 else ""
+        console.print(f"[dim]recovery: kept {whats[0]}{more}: {why}[/]")
     return turn
 
 

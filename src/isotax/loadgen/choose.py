@@ -1,5 +1,6 @@
 """Which load generator a run gets: the plan's [loadgen] names a host reached over SSH
-(loadgen.ssh), or none, and the run gets a network namespace on this host (loadgen.local)."""
+(loadgen.ssh), or a Kubernetes node for a pod (loadgen.pod), or neither, and the run gets a
+network namespace on this host (loadgen.local)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from isotax import protocols
+from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import open_loadgen as open_local
+from isotax.loadgen.pod import PodLoadGen
 from isotax.loadgen.ssh import LoadGenRefused, SshLoadGen
 from isotax.plan import Plan
 from isotax.protocols import LoadGen
@@ -28,9 +31,18 @@ def client_versions(plan: Plan, image_versions: Mapping[str, str]) -> dict[str, 
 
 
 @contextlib.contextmanager
-def open_loadgen(plan: Plan, image_versions: Mapping[str, str]) -> Iterator[LoadGen]:
+def open_loadgen(plan: Plan, image: ImageArtifacts) -> Iterator[LoadGen]:
     """The run's load generator, up for the block and removed after it, whatever happens.
     LoadGenRefused (one line with the fix) when the plan's cannot serve the run."""
+    if plan.loadgen.node is not None:
+        pod = PodLoadGen(plan.loadgen.node, image)
+        try:
+            pod.up()
+            yield pod
+        finally:
+            pod.close()
+        return
+    image_versions = image.package_versions()
     if not plan.loadgen.remote:
         with open_local() as lg:
             yield lg

@@ -24,6 +24,7 @@ from isotax import protocols
 from isotax.host import command, owners
 from isotax.host.network import COMMENT, FORWARDING_LINKS, IP_FORWARD_SAVED
 from isotax.host.processes import cmdlines, kill_and_reap, process_leftover, thaw
+from isotax.loadgen.pod import leaked_namespaces as leaked_loadgen_pods
 from isotax.loadgen.ssh import leaked_connections
 from isotax.parsers import procfs
 from isotax.protocols import Leftover, Stage
@@ -214,7 +215,9 @@ def leaked_cluster() -> list[Leftover]:
     return [Leftover(f"Kubernetes cluster of a dead `isotax cluster` supervisor "
                      f"({'; '.join(left[:3])}{'; ...' if len(left) > 3 else ''})",
                      how="isotax cluster down", stage=Stage.CONTAINER,
-                     names=(kube.CGROUP_ROOT, kube.CNI_BRIDGE, kube.NODE_LINK),
+                     names=(kube.CGROUP_ROOT, kube.CNI_BRIDGE, kube.NODE_LINK,
+                            kube.WORKER.netns, kube.WORKER.host_link,
+                            kube.WORKER.cgroup_root),
                      removal=_remove_cluster)]
 
 
@@ -241,5 +244,6 @@ def find_leaks() -> list[Leftover]:
     clean."""
     found = (leaked_netns() + leaked_links() + leaked_iptables_rules() + leaked_mounts()
              + leaked_cgroups() + leaked_servers() + leaked_scratch() + leaked_sysctl()
-             + leaked_connections() + leaked_cluster() + environment_leaks())
+             + leaked_connections() + leaked_loadgen_pods() + leaked_cluster()
+             + environment_leaks())
     return found + leaked_owned_processes({x.pid for x in found if x.pid is not None})

@@ -281,7 +281,7 @@ class Runner(EnvironmentStarts):
         try:
             with self.clock.phase("loadgen"):
                 self.loadgen = stack.enter_context(
-                    open_loadgen(self.plan, self.image.package_versions()))
+                    open_loadgen(self.plan, self.image))
         except LoadGenRefused as e:
             self.refusal = f"refused: {e}"
             return RunStatus.REFUSED

@@ -213,9 +213,10 @@ def observed(inst: Instance, isolation: Isolation, loadgen: Any,
     cls = isolation.value
     group = inside_group(inst, cls)
     lg_group = getattr(loadgen, "cpu_group", None)
-    lg_netns = None
-    if loadgen is not None:
-
+    # The load generator's network namespace tells its clients' threads: a named one's
+    # (loadgen.local), or the one its pod's processes are in (loadgen.pod: netns_inode).
+    lg_netns = getattr(loadgen, "netns_inode", None)
+    if loadgen is not None and lg_netns is None:
         with contextlib.suppress(OSError, AttributeError):
             lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
     guest0, gloop = (open_guest(inst, settings.interval_s) if cls in GUEST_KINDS and read_guest

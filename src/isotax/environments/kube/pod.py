@@ -21,7 +21,8 @@ The plan's axes:
            less a margin (no tighter than the others), requests a token 100m CPU and 64 MiB
            (so every pod of the plan fits); its words say which.
   options  runtime_class: the pod's RuntimeClass (runc, gvisor: what `isotax cluster up`
-           registers).
+           registers); node: the node it runs on (itx-node1, this host's own, by default;
+           itx-node2 is the second node of `isotax cluster up --nodes 2`).
 
 Commands run through `kubectl exec` under coreutils' `timeout` inside (killing kubectl does not
 stop the process in the pod). The pod's own cgroup (the kubelet's, under /itx-k8s/kubepods)
@@ -83,8 +84,8 @@ TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
 REACH = {"pod": Reach.ROUTED, "host": Reach.HOST, "service": Reach.SERVICE}
 
 
-def kubectl(*args: str, timeout: float = 60) -> Completed:
-    return cluster.kubectl(*args, timeout=timeout)
+def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> Completed:
+    return cluster.kubectl(*args, timeout=timeout, input_text=input_text)
 
 
 def runtime_isolation(runtime_class: str) -> Isolation:
@@ -95,9 +96,9 @@ def runtime_isolation(runtime_class: str) -> Isolation:
 
 def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
                  storage: str, cpu: str, memory_mib: int, owner: str,
-                 guaranteed: bool = True) -> dict[str, Any]:
-    """The pod, as the API takes it: limits `cpu` and `memory_mib`, requests the same
-    (Guaranteed) or a token share (Burstable). Pure."""
+                 guaranteed: bool = True, node: str = L.NODE) -> dict[str, Any]:
+    """The pod, as the API takes it, on `node`: limits `cpu` and `memory_mib`, requests the
+    same (Guaranteed) or a token share (Burstable). Pure."""
     mounts = [{"name": "scratch", "mountPath": SCRATCH}]
     volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
     if storage == "volume":
@@ -109,6 +110,8 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
         "runtimeClassName": runtime_class, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        # The scheduler still checks that it fits: "no room" is its Unschedulable.
+        "nodeSelector": {"kubernetes.io/hostname": node},
         "containers": [{
             "name": CONTAINER, "image": image, "imagePullPolicy": "Never",
             "command": [READY_HELPER, "--hold"],
@@ -136,10 +139,30 @@ def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[st
             "spec": {"type": "ClusterIP", "selector": {"app": POD}, "ports": entries}}
 
 
-def exec_argv(namespace: str, argv: Sequence[str], timeout: float) -> list[str]:
+def exec_argv(namespace: str, argv: Sequence[str], timeout: float, pod: str = POD
+              ) -> list[str]:
     """`kubectl exec` arguments: the program under `timeout` inside the pod. Pure."""
-    return ["exec", "-n", namespace, POD, "-c", CONTAINER, "--",
+    return ["exec", "-n", namespace, pod, "-c", CONTAINER, "--",
             *under_timeout(argv, timeout)]
+
+
+def kubectl_failed(done: Completed) -> str:
+    """kubectl's own words where `kubectl exec` itself failed (the API server or the kubelet
+    unreachable, the pod gone), "" where it ran the program (whatever that returned) or
+    timed out. Pure."""
+    if done.returncode in (0, command.TIMED_OUT) or re.search(
+            r"command terminated with exit code \d+\s*$", done.stderr):
+        return ""
+    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+    return lines[-1][:240] if lines else f"kubectl exited {done.returncode}"
+
+
+def exec_completed(argv: Sequence[str], done: Completed, t0: float) -> Completed:
+    """What a program run by `kubectl exec` (exec_argv) did: its exit status and its own
+    words, without kubectl's line for a non-zero exit."""
+    err = re.sub(r"command terminated with exit code \d+\n?$", "", done.stderr)
+    return Completed(tuple(argv), timed_exit_status(done.returncode, done.stderr), done.stdout,
+                     err, time.monotonic() - t0)
 
 
 def ready_ns(log: str) -> int | None:
@@ -152,6 +175,7 @@ class PodInstance:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
         self.runtime_class = str(spec.options.get("runtime_class", "runc"))
+        self.layout = L.node_layout(str(spec.options.get("node", L.NODE)))
         self.tag = owners.new_tag(3)
         self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
         self.address = ""
@@ -175,7 +199,7 @@ class PodInstance:
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
         sw = Stopwatch()
-        self.image_ref, self.import_s = images.load(self.spec.image)
+        self.image_ref, self.import_s = images.load(self.spec.image, self.layout)
         self.cpu, self.memory_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
@@ -188,7 +212,7 @@ class PodInstance:
                                  runtime_class=self.runtime_class, network=self.spec.network,
                                  storage=self.spec.storage, cpu=self.cpu,
                                  memory_mib=self.memory_mib, owner=owners.mine(),
-                                 guaranteed=self.guaranteed))
+                                 guaranteed=self.guaranteed, node=self.layout.name))
         pod = self._wait_running(sw, timeout=120)
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]
@@ -203,7 +227,7 @@ class PodInstance:
         if stamp is not None and sw.t0 < stamp / 1e9 <= time.monotonic():
             sw.marks["first_instruction"] = stamp / 1e9 - sw.t0
         if self.spec.network == "host":
-            self.address = "127.0.0.1"
+            self.address = self.layout.ip if self.layout.netns else "127.0.0.1"
         else:
             self.address = self.pod_ip
         if self.spec.network == "service":
@@ -221,7 +245,7 @@ class PodInstance:
 
     def _resources(self) -> tuple[str, int]:
         """(CPUs, MiB) for requests and limits: the plan's, else the node's allocatable."""
-        got = kubectl("get", "node", L.NODE, "-o", "json")
+        got = kubectl("get", "node", self.layout.name, "-o", "json")
         alloc = json.loads(got.stdout)["status"]["allocatable"] if got.returncode == 0 else {}
         cpu = str(self.spec.vcpus) if self.spec.vcpus else str(alloc.get("cpu", "1"))
         if self.spec.memory_mib:
@@ -265,13 +289,16 @@ class PodInstance:
                                           f"{timeout:.0f} s: {pod_words(self._pod())}"))
 
     def _wait_service(self, timeout: float) -> None:
-        """Until kube-proxy has put the pod behind the Service's address in the node's nat
-        table: before, a client's packets to it go nowhere (the endpoint follows the pod's
-        readiness, and kube-proxy syncs a moment later)."""
+        """Until every node's kube-proxy has put the pod behind the Service's address in
+        its nat table (a client's node translates it; a second node's table is its
+        namespace's): before, a client's packets to it go nowhere (the endpoint follows the
+        pod's readiness, and kube-proxy syncs a moment later)."""
         deadline = time.monotonic() + timeout
+        nodes = [n for n in L.NODES if not n.netns or Path(f"/run/netns/{n.netns}").exists()]
         while time.monotonic() < deadline:
-            nat = command.run(["iptables-save", "-t", "nat"], 30).stdout
-            if service_programmed(nat, self.cluster_ip, self.pod_ip):
+            nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
+                    for n in nodes]
+            if all(service_programmed(nat, self.cluster_ip, self.pod_ip) for nat in nats):
                 return
             time.sleep(0.1)
         raise Unavailable(Availability.no(
@@ -292,10 +319,7 @@ class PodInstance:
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = kubectl(*exec_argv(self.namespace, argv, timeout), timeout=timeout + 15)
-        # kubectl's own line for a non-zero exit is not the program's.
-        err = re.sub(r"command terminated with exit code \d+\n?$", "", p.stderr)
-        return Completed(tuple(argv), timed_exit_status(p.returncode, p.stderr), p.stdout, err,
-                         time.monotonic() - t0)
+        return exec_completed(argv, p, t0)
 
     @property
     def socket_stack(self) -> SocketStack:
@@ -307,11 +331,13 @@ class PodInstance:
     def facts(self) -> Facts:
         iso = runtime_isolation(self.runtime_class)
         return Facts(
-            "pod", REACH[self.spec.network],
+            # hostNetwork on a second node: the node's own address, routed by this host.
+            "pod", Reach.ROUTED if self.spec.network == "host" and self.layout.netns
+            else REACH[self.spec.network],
             isolation=iso if iso is not Isolation.CONTAINER else None,
             runtime=f"RuntimeClass {self.runtime_class} "
                     f"({L.RUNTIME_CLASSES.get(self.runtime_class, '?')})",
-            bridge=L.CNI_BRIDGE if self.spec.network != "host" else "",
+            bridge=self.layout.bridge if self.spec.network != "host" else "",
             published=self.cluster_ip,
             container_address=self.pod_ip if self.spec.network == "service" else "",
             memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
@@ -319,13 +345,16 @@ class PodInstance:
 
     def _words(self) -> dict[str, str]:
         return {
-            "kubernetes": f"Kubernetes {L.K8S_VERSION}, node {self.node or '?'}",
+            "kubernetes": f"Kubernetes {L.K8S_VERSION}, node {self.node or '?'}"
+                          + (" (a network namespace of this host)" if self.layout.netns
+                             else ""),
             "pod": f"{self.namespace}/{POD} ({self.qos or '?'} QoS: " + (
                 f"requests = limits = {self.cpu} CPU, {self.memory_mib} MiB)" if self.guaranteed
                 else f"limits {self.cpu} CPU, {self.memory_mib} MiB, the node's size; requests "
                      f"{TOKEN_CPU} CPU, {TOKEN_MEMORY_MIB} MiB: the plan sets no vcpus and "
                      "memory_mib)"),
-            "network": {"pod": f"pod network: {self.pod_ip} on {L.CNI_BRIDGE} (CNI bridge)",
+            "network": {"pod": f"pod network: {self.pod_ip} on {self.layout.bridge} (CNI "
+                               "bridge)",
                         "host": "hostNetwork: the node's own stack",
                         "service": f"ClusterIP Service {self.cluster_ip} (kube-proxy, "
                                    f"iptables) in front of {self.pod_ip}"}[self.spec.network],
@@ -338,13 +367,8 @@ class PodInstance:
         }
 
     def _cgroup(self, hierarchy: str) -> Path | None:
-        """The pod's cgroup in a v1 hierarchy (the kubelet's, under its cgroup root)."""
-        base = Path("/sys/fs/cgroup") / hierarchy / L.CGROUP_ROOT / "kubepods"
-        for qos in ("", "burstable", "besteffort"):
-            d = base / qos / f"pod{self.uid}"
-            if self.uid and d.is_dir():
-                return d
-        return None
+        """The pod's cgroup in a v1 hierarchy (its node's kubelet's, under its cgroup root)."""
+        return L.pod_cgroup(self.layout, hierarchy, self.uid)
 
     def host_pids(self) -> Sequence[int]:
         d = self._cgroup("memory")
@@ -364,7 +388,7 @@ class PodInstance:
         runtime pauses it as it does its own (runc freezes its cgroup; runsc stops the
         sandbox itself: a frozen cgroup under gVisor's systrap platform left its servers
         segfaulting after the thaw, measured here)."""
-        return command.run(L.ctr_argv("tasks", verb, self.container_id), 60)
+        return command.run(L.ctr_argv("tasks", verb, self.container_id, node=self.layout), 60)
 
     def pause(self) -> None:
         done = self._task("pause")
@@ -456,6 +480,8 @@ class Pod(EnvironmentBase):
     options: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("runtime_class", str, "runc", "the pod's RuntimeClass",
                   choices=tuple(L.RUNTIME_CLASSES)),
+        ParamSpec("node", str, L.NODE, "the node the pod runs on (itx-node2: the second node "
+                  "of `isotax cluster up --nodes 2`)", choices=tuple(n.name for n in L.NODES)),
     )
     networks: ClassVar[tuple[str, ...]] = ("pod", "host", "service")
     storages: ClassVar[tuple[str, ...]] = ("volume", "rootfs")

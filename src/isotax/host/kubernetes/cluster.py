@@ -76,9 +76,9 @@ def state() -> str:
         return ""
 
 
-def kubectl(*args: str, timeout: float = 60) -> Completed:
+def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> Completed:
     return command.run([str(L.binary("kubectl")), f"--kubeconfig={L.KUBECONFIG}", *args],
-                       timeout)
+                       timeout, input=input_text)
 
 
 # -- the supervisor ---------------------------------------------------------------------------
@@ -154,8 +154,9 @@ def _prepare_worker(n: L.NodeLayout) -> None:
     fresh = not Path(f"/run/netns/{n.netns}").exists()
     steps = [["ip", "netns", "add", n.netns]] if fresh else []
     inside = lambda *a: n.enter(list(a))  # noqa: E731
-    steps += [["ip", "link", "add", n.host_link, "type", "veth", "peer", "name", n.link,
-               "netns", n.netns],
+    mtu = str(_uplink_mtu())  # as every link isotax makes
+    steps += [["ip", "link", "add", n.host_link, "mtu", mtu, "type", "veth", "peer", "name",
+               n.link, "mtu", mtu, "netns", n.netns],
               ["ip", "link", "set", n.host_link, "up"],
               inside("ip", "link", "set", "lo", "up"),
               inside("ip", "addr", "add", f"{n.ip}/32", "dev", n.link),
@@ -177,8 +178,13 @@ def _prepare_worker(n: L.NodeLayout) -> None:
     _cgroup_root(n.cgroup_root)
 
 
+def _uplink_mtu() -> int:
+    with network.IPRoute() as ipr:
+        return network.uplink_mtu(ipr)
+
+
 def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL) -> None:
-    for rel, text in configs.files(cpu_manager, n).items():
+    for rel, text in configs.files(cpu_manager, n, _uplink_mtu()).items():
         path = n.etc / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         # kube-proxy exits when its config file changes: only what differs is rewritten.

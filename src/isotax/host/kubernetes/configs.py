@@ -90,14 +90,15 @@ log_level = "info"
 """
 
 
-def cni_conflist(n: L.NodeLayout = L.LOCAL) -> str:
+def cni_conflist(n: L.NodeLayout = L.LOCAL, mtu: int = 1500) -> str:
     """One bridge per node (itxcni0 on the first), host-local addresses from the node's range
-    kept under isotax's state, portmap."""
+    kept under isotax's state, portmap. The pods' links get `mtu`: the host uplink's, as every
+    link isotax makes (so a pod and native carry the same packet sizes)."""
     return json.dumps({
         "cniVersion": "1.0.0", "name": "itx-k8s",
         "plugins": [
             {"type": "bridge", "bridge": n.bridge, "isGateway": True, "ipMasq": False,
-             "hairpinMode": True,
+             "hairpinMode": True, "mtu": mtu,
              "ipam": {"type": "host-local", "dataDir": f"{n.lib}/cni/networks",
                       "ranges": [[{"subnet": n.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}},
@@ -165,13 +166,14 @@ def crictl_yaml(n: L.NodeLayout = L.LOCAL) -> str:
             f"image-endpoint: unix://{n.containerd_socket}\ntimeout: 30\n")
 
 
-def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL) -> dict[str, str]:
+def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL, mtu: int = 1500
+          ) -> dict[str, str]:
     """Every file of a node under its etc (layout.ETC for the first), by its path there; the
     cluster's own (the RuntimeClasses) with the first node's. A second node never gets the
     static CPU manager: both kubelets see the same CPUs, and two static policies would hand
     out the same core twice."""
     out = {"containerd.toml": containerd_toml(n), "runsc.toml": runsc_toml(n),
-           "cni/net.d/10-itx.conflist": cni_conflist(n),
+           "cni/net.d/10-itx.conflist": cni_conflist(n, mtu),
            "kubelet.json": kubelet_config(cpu_manager if n is L.LOCAL else "none", n),
            "kube-proxy.json": kube_proxy_config(n), "crictl.yaml": crictl_yaml(n)}
     if n is L.LOCAL:

@@ -22,22 +22,24 @@ def image_ref(image: ImageArtifacts) -> str:
     return f"{REPO}:{image.recipe_hash}"
 
 
-def loaded(ref: str) -> bool:
-    return ref in command.run(L.ctr_argv("images", "ls", "-q"), 60).stdout.split()
+def loaded(ref: str, node: L.NodeLayout = L.LOCAL) -> bool:
+    return ref in command.run(L.ctr_argv("images", "ls", "-q", node=node), 60).stdout.split()
 
 
-def load(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
-    """The image in the cluster's containerd: (its reference, seconds the import took; 0 when
-    it was there). RuntimeError with ctr's words when the import fails."""
+def load(image: ImageArtifacts, node: L.NodeLayout = L.LOCAL, timeout: float = 900
+         ) -> tuple[str, float]:
+    """The image in a node's containerd: (its reference, seconds the import took; 0 when it
+    was there). RuntimeError with ctr's words when the import fails."""
     ref = image_ref(image)
-    if loaded(ref):
+    if loaded(ref, node):
         return ref, 0.0
     if not image.tar.exists():
         raise RuntimeError(f"image tar {image.tar} is missing (rebuild: isotax image build)")
     t0 = time.monotonic()
     # ctr's words go to a file, not a pipe nobody reads while the archive streams in.
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(L.ctr_argv("images", "import", "--all-platforms", "-"),
+        proc = subprocess.Popen(L.ctr_argv("images", "import", "--all-platforms", "-",
+                                           node=node),
                                 stdin=subprocess.PIPE, stdout=err, stderr=err)
         assert proc.stdin is not None
         try:
@@ -51,6 +53,6 @@ def load(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
             raise
         err.seek(0)
         words = err.read().decode(errors="replace").strip()[-300:]
-    if proc.returncode != 0 or not loaded(ref):
+    if proc.returncode != 0 or not loaded(ref, node):
         raise RuntimeError(f"ctr images import of {ref} failed ({proc.returncode}): {words}")
     return ref, time.monotonic() - t0

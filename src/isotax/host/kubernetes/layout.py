@@ -123,3 +123,14 @@ def ctr_argv(*args: str, node: NodeLayout | None = None) -> list[str]:
     kubelet's images and containers live in (k8s.io)."""
     socket = (node or LOCAL).containerd_socket
     return [str(binary("ctr")), "--address", str(socket), "-n", "k8s.io", *args]
+
+
+def pod_cgroup(n: NodeLayout, hierarchy: str, uid: str) -> Path | None:
+    """A pod's cgroup in a v1 hierarchy: the node's kubelet's, under its cgroup root, in its
+    QoS class's group; None when it is not there."""
+    base = Path("/sys/fs/cgroup") / hierarchy / n.cgroup_root / "kubepods"
+    for qos in ("", "burstable", "besteffort"):
+        d = base / qos / f"pod{uid}"
+        if uid and d.is_dir():
+            return d
+    return None

@@ -1,0 +1,298 @@
+"""The load generator as a pod on another Kubernetes node: the studies' second machine, inside
+the cluster. The plan's `[loadgen] node = "itx-node2"` puts the clients in a pod there (the
+second node of `isotax cluster up --nodes 2`: a network namespace of this host with its own
+containerd, kubelet and kube-proxy), so a pod environment is measured as a client in the
+cluster reaches it: from another node's pod, over that node's CNI bridge and the link
+between the nodes, and through that node's kube-proxy for a Service.
+
+The pod runs the workload image (loaded into that node's containerd): its clients are the
+image's, the same versions as the servers', by construction. It is one pod of RuntimeClass
+runc in a namespace of its own (itx-lg-<tag>, labelled isotax), removed at close. Clients
+run through `kubectl exec` under coreutils' `timeout` inside the pod, so none outlives its
+cell. Its CPU comes from its pod's cgroup on this host (the node's kubelet's).
+
+What it reaches, from its pod's address:
+- native, a container or a pod on this host's network: the first node's address (where its
+  packets arrive), only the load generator admitted to the port (iptables INPUT);
+- a pod on the pod network, a hostNetwork pod of the second node, a VM on its tap: the
+  instance's own address, routed (FORWARD admits only the load generator);
+- a Service: its ClusterIP, which the load generator's own node translates (its kube-proxy),
+  as it does for any client pod;
+- a container behind an engine's or isotax's port mapping: not applicable (a mapping is on
+  an address of this host for clients outside the cluster; give it network = "host").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER
+from isotax.environments.kube.pod import (
+    CONTAINER,
+    delete_namespace,
+    exec_argv,
+    exec_completed,
+    kubectl,
+    kubectl_failed,
+    pod_words,
+)
+from isotax.host import owners
+from isotax.host.kubernetes import cluster, images
+from isotax.host.kubernetes import layout as L
+from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
+from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen.local import listen_address, network_of, path_words
+from isotax.loadgen.ssh import LoadGenRefused
+from isotax.model import NotApplicable, SanityError
+from isotax.parsers import procfs
+from isotax.protocols import Completed, Instance, Leftover, Reach, Stage
+from isotax.telemetry.cpuacct import usage_s
+
+POD = "itx-loadgen"
+NAMESPACE_PREFIX = "itx-lg-"
+SCRATCH = "/tmp"
+
+
+def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str) -> dict[str, Any]:
+    """The load generator's pod on `node`: runc, the pod network, the image's clients, no
+    limits (a client held back by a limit would measure the limit), a token request so it
+    always fits. Pure."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": POD, "namespace": namespace,
+                     "labels": {"isotax": "1", "app": POD},
+                     "annotations": {"isotax.owner": owner}},
+        "spec": {
+            "runtimeClassName": "runc", "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{
+                "name": CONTAINER, "image": image, "imagePullPolicy": "Never",
+                "command": [READY_HELPER, "--hold"],
+                "env": [{"name": k, "value": v} for k, v in GUEST_ENV.items()],
+                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
+        },
+    }
+
+
+class PodCpu:
+    """The clients' CPU: the load generator pod's cgroup on this host (its node's kubelet's),
+    read around each run (telemetry)."""
+
+    def __init__(self, node: L.NodeLayout, uid: str) -> None:
+        self.node, self.uid = node, uid
+        self.source = f"cgroup CPU accounting of the load generator's pod (node {node.name})"
+
+    def usage_s(self) -> float:
+        d = L.pod_cgroup(self.node, "cpuacct", self.uid)
+        if d is None:
+            raise OSError(f"the load generator pod's cgroup (uid {self.uid}) is gone")
+        return usage_s(d)
+
+
+class PodLoadGen:
+    """The LoadGen protocol (isotax.protocols.LoadGen) on a pod of another node."""
+
+    def __init__(self, node: str, image: ImageArtifacts) -> None:
+        self.node_name = node
+        self.image = image
+        self.where = f"a pod on Kubernetes node {node}"
+        self.tag = ""
+        self.namespace = ""
+        self.node: L.NodeLayout | None = None
+        self.address = ""  # the load generator pod's
+        self.image_ref = ""
+        self.cpu_group: PodCpu | None = None
+        # The inode of the pod's network namespace: telemetry tells the clients' threads by it.
+        self.netns_inode: int | None = None
+        # (chain, address, port, proto) -> the REJECT rule that admits only the load generator
+        self._admitted: dict[tuple[str, str, int, str], TaggedRule] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def up(self) -> None:
+        """The pod, Running on its node. LoadGenRefused (one line, the fix) where the node
+        cannot hold it."""
+        if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
+            raise LoadGenRefused(f"the plan puts its load generator on Kubernetes node "
+                                 f"{self.node_name}, but no cluster runs here: isotax cluster "
+                                 "up --nodes 2")
+        try:
+            self.node = L.node_layout(self.node_name)
+        except KeyError:
+            raise LoadGenRefused(
+                f"[loadgen] node {self.node_name!r}: the local cluster's nodes are "
+                f"{', '.join(n.name for n in L.NODES)}") from None
+        ready = kubectl("get", "node", self.node_name, "-o",
+                        "jsonpath={.status.conditions[?(@.type=='Ready')].status}", timeout=20)
+        if ready.stdout.strip() != "True":
+            raise LoadGenRefused(
+                f"Kubernetes node {self.node_name} is not in the cluster or not Ready "
+                f"({(ready.stderr.strip() or ready.stdout.strip() or 'not Ready')[:150]}): "
+                "start the cluster with it: isotax cluster down; isotax cluster up --nodes 2")
+        self.tag = owners.new_tag(3)
+        self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
+        try:
+            self.image_ref, _ = images.load(self.image, self.node)
+        except RuntimeError as e:
+            raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
+        for obj in ({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": self.namespace, "labels": {"isotax": "1"}}},
+                    loadgen_manifest(namespace=self.namespace, image=self.image_ref,
+                                     node=self.node_name, owner=owners.mine())):
+            done = kubectl("apply", "-f", "-", input_text=json.dumps(obj))
+            if done.returncode != 0:
+                raise LoadGenRefused(f"load generator on {self.node_name}: kubectl apply of "
+                                     f"its {obj['kind']}: {done.stderr.strip()[-200:]}")
+        pod = self._wait_running(120)
+        self.address = pod["status"].get("podIP", "")
+        self.cpu_group = PodCpu(self.node, pod["metadata"]["uid"])
+        self.netns_inode = pod_netns_inode(self.node, pod["metadata"]["uid"])
+
+    def _wait_running(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        pod: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            got = kubectl("get", "pod", "-n", self.namespace, POD, "-o", "json", timeout=30)
+            pod = json.loads(got.stdout) if got.returncode == 0 else {}
+            phase = pod.get("status", {}).get("phase", "")
+            if phase == "Running":
+                log = kubectl("logs", "-n", self.namespace, POD, "-c", CONTAINER, timeout=20)
+                if READY_MARKER in log.stdout:
+                    return pod
+            elif phase in ("Failed", "Succeeded") or any(
+                    w in pod_words(pod) for w in ("ErrImageNeverPull", "Unschedulable",
+                                                  "CreateContainerError")):
+                raise LoadGenRefused(f"load generator pod {self.namespace}/{POD} on "
+                                     f"{self.node_name}: {pod_words(pod)}")
+            time.sleep(0.1)
+        raise LoadGenRefused(f"load generator pod {self.namespace}/{POD} not running on "
+                             f"{self.node_name} after {timeout:.0f} s: {pod_words(pod)}")
+
+    def close(self) -> None:
+        """Remove the admission rules and the namespace. Idempotent; never raises."""
+        for rule in self._admitted.values():
+            delete_tagged_rule(rule)
+        self._admitted.clear()
+        if self.namespace:
+            with contextlib.suppress(RuntimeError):
+                delete_namespace(self.namespace)
+            self.namespace = ""
+        self.cpu_group = None
+
+    # -- the protocol ------------------------------------------------------------------
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        t0 = time.monotonic()
+        done = kubectl(*exec_argv(self.namespace, argv, timeout, pod=POD),
+                       timeout=timeout + 15)
+        why = kubectl_failed(done)
+        if why:
+            # kubectl, not the client, failed: the cell fails with its reason.
+            raise SanityError(f"load generator pod {self.namespace}/{POD}: {why} "
+                              f"(running {argv[0]})")
+        return exec_completed(argv, done, t0)
+
+    def target(self, inst: Instance, port: int, proto: str = "tcp") -> tuple[str, int]:
+        if proto not in ("tcp", "udp"):
+            raise ValueError(f"protocol {proto!r}: use tcp or udp")
+        kind, mode = network_of(inst)
+        f = inst.facts()
+        if mode == "host":
+            self._admit_only_us("INPUT", L.NODE_IP, port, proto)
+            return L.NODE_IP, port
+        if mode in ("routed", "tap"):
+            self._admit_only_us("FORWARD", inst.address, port, proto)
+            return inst.address, port
+        if mode == "service":
+            # The load generator's own node translates the Service's address (its
+            # kube-proxy); this host forwards to the pod's.
+            self._admit_only_us("FORWARD", f.container_address, port, proto)
+            return f.published, port
+        raise NotApplicable(f"{kind}: network {mode!r} is a port mapping on an address of "
+                            "this host for clients outside the cluster, which a load "
+                            f"generator pod on {self.node_name} does not use; give it "
+                            "network = \"host\"")
+
+    def listen(self, inst: Instance) -> str:
+        return listen_address(inst, L.NODE_IP)
+
+    def _admit_only_us(self, chain: str, address: str, port: int, proto: str) -> None:
+        """Only the load generator reaches the server: a packet for its port from any other
+        address is rejected (INPUT on this host's stack, FORWARD for an address behind it).
+        Inserted first, tagged isotax, removed at close."""
+        key = (chain, address, port, proto)
+        if key in self._admitted:
+            return
+        try:
+            self._admitted[key] = add_tagged_rule(
+                "filter", chain, "-d", address, "-p", proto, "--dport", str(port), "!", "-s",
+                self.address, "-j", "REJECT", insert=True)
+        except NetworkError as e:
+            raise SanityError(f"load generator: {e}") from e
+
+    def path(self, inst: Instance) -> str:
+        n = self.node
+        me = f"loadgen pod {self.namespace}/{POD} ({self.address}) on {self.node_name}"
+        link = (f"CNI bridge {n.bridge if n else '?'} -> veth {n.host_link if n else '?'} "
+                f"(node link) -> {L.NODE_IP}")
+        f = inst.facts()
+        if f.reach is Reach.SERVICE:
+            # The Service's address is translated on the client's node, before the link.
+            return (f"{me} -> Service {f.published} ({self.node_name}'s kube-proxy: iptables "
+                    f"DNAT) -> {link} (host routing) -> {f.container_address} -> bridge "
+                    f"{f.bridge or '?'} -> veth -> {f.kind} netns ({f.runtime or '?'})")
+        return path_words(f"{me} -> {link}", inst, "no port mapping", "host routing")
+
+    def describe(self) -> Mapping[str, str]:
+        return {"kind": "pod", "where": self.where, "node": self.node_name,
+                "namespace": self.namespace, "client_address": self.address,
+                "host_address": L.NODE_IP, "image": self.image_ref}
+
+    @contextlib.contextmanager
+    def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:
+        done = self.exec(["mktemp", f"{SCRATCH}/{prefix}XXXXXX{suffix}"], 30)
+        path = done.stdout.strip()
+        if done.returncode != 0 or not path.startswith(f"{SCRATCH}/"):
+            raise SanityError(f"load generator pod {self.namespace}/{POD}: mktemp failed: "
+                              f"{done.stderr.strip()[-200:]}")
+        try:
+            yield path
+        finally:
+            with contextlib.suppress(SanityError):
+                self.exec(["rm", "-f", path], 30)
+
+    def read_text(self, path: str) -> str:
+        done = self.exec(["cat", path], 120)
+        if done.returncode != 0:
+            raise SanityError(f"load generator pod {self.namespace}/{POD}: cannot read "
+                              f"{shlex.quote(path)}: {done.stderr.strip()[-200:]}")
+        return done.stdout
+
+
+def pod_netns_inode(node: L.NodeLayout, uid: str) -> int | None:
+    """The inode of the network namespace a pod's processes are in (its pause container's,
+    which they share); None where none can be read."""
+    d = L.pod_cgroup(node, "cpuacct", uid)
+    for procs in sorted(d.rglob("cgroup.procs")) if d is not None else []:
+        for pid in procfs.parse_pids(procs.read_text()):
+            with contextlib.suppress(OSError):
+                return os.stat(f"/proc/{pid}/ns/net").st_ino
+    return None
+
+
+def leaked_namespaces() -> list[Leftover]:
+    """Load generator namespaces still in the local cluster (their tag names their owner)."""
+    if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
+        return []
+    got = kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
+    names = [n.removeprefix("namespace/") for n in got.stdout.split()]
+    return [Leftover(f"Kubernetes namespace {n} (a load generator pod)",
+                     [(str(L.binary("kubectl")), f"--kubeconfig={L.KUBECONFIG}", "delete",
+                       "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
+            for n in names if n.startswith(NAMESPACE_PREFIX)]
