@@ -120,6 +120,28 @@ def started(name: str, kind: str, network: str, image: ImageArtifacts,
         inst.stop()
 
 
+@contextlib.contextmanager
+def local_cluster(nodes: int = 1) -> Iterator[None]:
+    """The local Kubernetes (isotax.host.kubernetes) for a test: the running one, or one
+    started for the block and stopped after it (nothing of it left); skips, with the reason,
+    where it is not built or a dead one's parts are left."""
+    from isotax.host.kubernetes import cluster, teardown
+
+    why = cluster.missing()
+    if why:
+        pytest.skip(why)
+    if cluster.supervisor_pid() is not None:
+        yield
+        return
+    if teardown.present():
+        pytest.skip("a cluster isotax started is left on this host (`isotax cluster down`)")
+    cluster.up(nodes=nodes)
+    try:
+        yield
+    finally:
+        assert cluster.down() == []
+
+
 def running_in(inst: Instance, program: str) -> int:
     """Live (not zombie) processes named program inside inst."""
     done = inst.exec(["sh", "-c", 'cat /proc/[0-9]*/stat 2>/dev/null | awk \'{print $2, $3}\' '

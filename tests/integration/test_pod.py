@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import ours, started
+from support import local_cluster, ours, started
 
-from isotax.host.kubernetes import cluster, teardown
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
 from isotax.protocols import Instance, Isolation
@@ -25,17 +24,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def kube() -> Iterator[None]:
     """The local cluster: started for this module where none runs, and stopped after it."""
-    why = cluster.missing()
-    if why:
-        pytest.skip(why)
-    ours_to_stop = cluster.supervisor_pid() is None
-    if ours_to_stop:
-        if teardown.present():
-            pytest.skip("a cluster isotax started is left on this host (`isotax cluster down`)")
-        cluster.up()
-    yield
-    if ours_to_stop:
-        assert cluster.down() == []
+    with local_cluster():
+        yield
 
 
 @pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])

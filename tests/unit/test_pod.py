@@ -19,6 +19,7 @@ from isotax.environments.kube.pod import (
     runtime_isolation,
     service_manifest,
     service_programmed,
+    task_status,
 )
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import Isolation, Port
@@ -102,3 +103,24 @@ def test_a_service_is_ready_once_kube_proxy_programmed_it() -> None:
     assert service_programmed(nat, L.SERVICE_FIRST_IP, L.NODE_IP)
     assert not service_programmed(nat, L.SERVICE_FIRST_IP, "10.217.1.9")
     assert not service_programmed(nat, "10.217.129.1", L.NODE_IP)
+
+
+def test_the_nodes_containerd_says_whether_the_container_still_has_processes() -> None:
+    paused = (DATA / "kubernetes" / "ctr-tasks-ls-paused.txt").read_text()
+    killed = (DATA / "kubernetes" / "ctr-tasks-ls-killed.txt").read_text()
+    cid = "482542651ce2b9547ae14a2fbeb1c9d1a6bad52d9333ccaedb22df38f484f6da"
+    assert task_status(paused, cid) == "PAUSED"
+    assert task_status(paused, cid[:12]) == ""  # whole ids only
+    assert task_status(killed, cid) == ""  # SIGKILLed init: the task is gone at once
+    pause = "e9a17a4fdbd7da77baea3d72e783bc7aab82aae0864fdc7a0af20b1b1303e7f6"
+    assert task_status(killed, pause) == "RUNNING"
+
+
+def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
+    from isotax.environments.kube.pod import kubectl_failed
+    from isotax.protocols import Completed
+
+    refused = (DATA / "kubernetes" / "kubectl-exec-api-refused.txt").read_text()
+    exit3 = (DATA / "kubernetes" / "kubectl-exec-exit-3.txt").read_text()
+    assert "was refused" in kubectl_failed(Completed(("kubectl",), 1, "", refused, 0.1))
+    assert kubectl_failed(Completed(("kubectl",), 3, "", exit3, 0.1)) == ""

@@ -110,6 +110,12 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
             started = time.monotonic()
             _write_report(store, run_id, results_dir / run_id)
             _store_report_time(store, run_id, time.monotonic() - started)
+    if runner.lost:
+        done = len(store.done_cells(run_id))
+        click.echo(f"isotax: {runner.lost}; run {run_id} stopped, its {done} committed "
+                   f"cell{'' if done == 1 else 's'} kept: once it answers again, "
+                   f"`isotax run --resume {run_id}` finishes it", err=True)
+        sys.exit(1)
     if status == RunStatus.INTERRUPTED:
         sys.exit(130)
     if status != RunStatus.COMPLETE:

@@ -35,11 +35,13 @@ from typing import Any
 from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER
 from isotax.environments.kube.pod import (
     CONTAINER,
+    api_unreachable,
     delete_namespace,
     exec_argv,
     exec_completed,
     kubectl,
     kubectl_failed,
+    lost,
     pod_words,
 )
 from isotax.host import owners
@@ -192,6 +194,8 @@ class PodLoadGen:
         done = kubectl(*exec_argv(self.namespace, argv, timeout, pod=POD),
                        timeout=timeout + 15)
         why = kubectl_failed(done)
+        if why and (down := api_unreachable()):
+            raise lost(down)
         if why:
             # kubectl, not the client, failed: the cell fails with its reason.
             raise SanityError(f"load generator pod {self.namespace}/{POD}: {why} "

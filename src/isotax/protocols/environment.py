@@ -97,6 +97,13 @@ class ExecError(Exception):
     pass
 
 
+class PlatformLost(Exception):
+    """What every instance of a kind stands on stopped answering (a cluster's API server):
+    no cell can run and no instance restart until it is back. The run stops there, its
+    committed cells kept, and `isotax run --resume` finishes it once it answers again. The
+    message is one line naming what is lost and why."""
+
+
 class Instance(Protocol):
     """One running environment."""
 

@@ -39,6 +39,7 @@ from isotax.protocols import (
     Isolation,
     LaunchingWorkload,
     LoadGen,
+    PlatformLost,
     StopIncomplete,
     Unavailable,
 )
@@ -89,6 +90,7 @@ class Runner(EnvironmentStarts):
         self.lives = Restarts(plan.restarts, [])
         self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
+        self.lost = ""  # what stopped the run (protocols.PlatformLost), in one line
         # Other runs measuring on this host while a cell ran (run.measuring), from the store
         # on --resume.
         self.overlap = Overlap()
@@ -247,6 +249,12 @@ class Runner(EnvironmentStarts):
                 os._exit(1)
             status = RunStatus.INTERRUPTED
             self.log(f"[yellow]interrupted: resume with `isotax run --resume {run_id}`[/]")
+        except PlatformLost as e:
+            # Nothing can run or restart until it is back: stop, keep what is committed.
+            status = RunStatus.INTERRUPTED
+            self.lost = str(e)
+            self.log(f"[red]{e}: the run stops; resume it with `isotax run --resume {run_id}` "
+                     "once it answers again[/]")
         except DiskFull:
             status = RunStatus.INTERRUPTED  # resumable once space is freed; the caller says how
             raise
@@ -417,6 +425,8 @@ class Runner(EnvironmentStarts):
         inst = self.started[key.environment].instance
         try:
             out = self._run_cell(key)
+        except PlatformLost:
+            raise
         except Exception as e:
             if not _why_dead(inst):
                 raise
@@ -504,8 +514,11 @@ class Runner(EnvironmentStarts):
 
 
 def _why_dead(inst: Instance) -> str:
-    """Instance.alive(), for the runner: a check that itself breaks says nothing."""
+    """Instance.alive(), for the runner: a check that itself breaks says nothing (but a lost
+    platform stops the run)."""
     try:
         return inst.alive()
+    except PlatformLost:
+        raise
     except Exception:
         return ""

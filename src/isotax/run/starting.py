@@ -24,6 +24,7 @@ from isotax.protocols import (
     Instance,
     Isolation,
     LoadGen,
+    PlatformLost,
     Unavailable,
 )
 from isotax.run import identity
@@ -156,6 +157,8 @@ class EnvironmentStarts:
             return env.start(spec)
         except Unavailable as e:
             return f"unavailable: {e.availability}"
+        except PlatformLost:
+            raise  # the run stops: no environment of the kind can start now
         except Exception as e:
             # One environment that fails to start must not cost the others their results;
             # start() removes what it made before raising.

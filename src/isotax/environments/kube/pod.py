@@ -66,6 +66,7 @@ from isotax.protocols import (
     Isolation,
     Leftover,
     ParamSpec,
+    PlatformLost,
     Reach,
     SocketStack,
     Stage,
@@ -155,6 +156,30 @@ def kubectl_failed(done: Completed) -> str:
         return ""
     lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
     return lines[-1][:240] if lines else f"kubectl exited {done.returncode}"
+
+
+def api_unreachable() -> str:
+    """kubectl's words when the cluster's API server does not answer (its /readyz), "" when
+    it does."""
+    done = kubectl("get", "--raw", "/readyz", "--request-timeout=10s", timeout=20)
+    if done.returncode == 0:
+        return ""
+    return kubectl_failed(done) or f"/readyz: {done.stdout.strip()[-200:]}"
+
+
+def lost(why: str) -> PlatformLost:
+    return PlatformLost(f"the Kubernetes API server (https://{L.NODE_IP}:{L.APISERVER_PORT}) "
+                        f"does not answer: {why}")
+
+
+def task_status(ctr_tasks_ls: str, container_id: str) -> str:
+    """A container's task status in `ctr tasks ls` output (RUNNING, PAUSED, STOPPED, ...);
+    "" when it has no task (its processes are gone). Pure."""
+    for line in ctr_tasks_ls.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == container_id:
+            return parts[2]
+    return ""
 
 
 def exec_completed(argv: Sequence[str], done: Completed, t0: float) -> Completed:
@@ -258,6 +283,8 @@ class PodInstance:
         path = self.spec.workdir / f"{obj['kind'].lower()}.json"
         path.write_text(json.dumps(obj))
         done = kubectl("apply", "-f", str(path))
+        if done.returncode != 0 and (down := api_unreachable()):
+            raise lost(down)
         if done.returncode != 0:
             raise Unavailable(Availability.no(
                 f"kubectl apply of the {obj['kind']} failed: {done.stderr.strip()[-300:]}",
@@ -319,6 +346,8 @@ class PodInstance:
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = kubectl(*exec_argv(self.namespace, argv, timeout), timeout=timeout + 15)
+        if kubectl_failed(p) and (down := api_unreachable()):
+            raise lost(down)
         return exec_completed(argv, p, t0)
 
     @property
@@ -407,8 +436,18 @@ class PodInstance:
             return "the pod was deleted"
         if cluster.supervisor_pid() is None:
             return "the cluster is down (its supervisor is gone)"
+        if self.container_id:
+            # The node's containerd knows at once (the kubelet tells the API a moment later).
+            tasks = command.run(L.ctr_argv("tasks", "ls", node=self.layout), 30)
+            status = task_status(tasks.stdout, self.container_id)
+            if tasks.returncode == 0 and status in ("", "STOPPED"):
+                return (f"pod {self.namespace}/{POD}: its container "
+                        f"{self.container_id[:12]} has no process left on {self.layout.name} "
+                        f"(containerd: {status or 'no task'})")
         pod = self._pod()
         if not pod:
+            if down := api_unreachable():
+                raise lost(down)
             return f"pod {self.namespace}/{POD} is gone"
         phase = pod.get("status", {}).get("phase", "")
         return "" if phase == "Running" else f"the pod is {phase or '?'}: {pod_words(pod)}"
