@@ -70,6 +70,9 @@ class Facts:
     accelerator: str = ""  # a VM's: "kvm" or "tcg"
     accelerator_reason: str = ""  # why that accelerator (a KVM probe boot's outcome)
     hugepages: str = "none"  # how its memory is backed by huge pages, where it says
+    # Where it runs when that is not this host ("node w3 of the cluster of ~/.kube/config"):
+    # native, on this host, is then no baseline for it.
+    elsewhere: str = ""
     words: Mapping[str, str] = field(default_factory=dict)
 
     def display(self) -> dict[str, str]:
@@ -83,7 +86,7 @@ class Facts:
                  "published": self.published, "container_address": self.container_address,
                  "accelerator": self.accelerator,
                  "emulated": ("yes" if self.emulated else "no") if self.accelerator else "",
-                 "accelerator_reason": self.accelerator_reason}
+                 "accelerator_reason": self.accelerator_reason, "elsewhere": self.elsewhere}
         for key, value in typed.items():
             if value and key not in out:
                 out[key] = value
@@ -98,7 +101,8 @@ class Facts:
                 "memory_limit_mib": self.memory_limit_mib,
                 "guest_memory_mib": self.guest_memory_mib, "vcpus": self.vcpus,
                 "emulated": self.emulated, "accelerator": self.accelerator,
-                "accelerator_reason": self.accelerator_reason, "hugepages": self.hugepages}
+                "accelerator_reason": self.accelerator_reason, "hugepages": self.hugepages,
+                "elsewhere": self.elsewhere}
 
 
 def stored_description(facts: Facts) -> dict[str, Any]:
@@ -134,7 +138,8 @@ def _from_version_1(raw: Mapping[str, Any]) -> Facts:
         guest_memory_mib=_int(raw.get("guest_memory_mib")), vcpus=_int(raw.get("vcpus")),
         emulated=bool(raw.get("emulated")), accelerator=str(raw.get("accelerator") or ""),
         accelerator_reason=str(raw.get("accelerator_reason") or ""),
-        hugepages=str(raw.get("hugepages") or "none"))
+        hugepages=str(raw.get("hugepages") or "none"),
+        elsewhere=str(raw.get("elsewhere") or ""))
 
 
 def _from_words(d: Mapping[str, Any]) -> Facts:

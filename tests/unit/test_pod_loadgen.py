@@ -65,3 +65,59 @@ def test_the_plan_puts_its_load_generator_on_a_node() -> None:
     with pytest.raises(PlanError) as e:
         parse_plan(PLAN.format(loadgen='node = "itx-node2"\nhost = "ssh://lg.example"'))
     assert "keep one" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_foreign_clusters_pods_are_checked_against_the_images_packages() -> None:
+    from isotax.environments.kube.pod import image_differs
+
+    want = {"iperf3": "3.12-1+deb12u1", "xz-utils": "5.4.1-1"}
+    same = "iperf3 3.12-1+deb12u1\nxz-utils 5.4.1-1\n"
+    assert image_differs(want, same) == []
+    assert image_differs(want, "iperf3 3.16-1\nxz-utils 5.4.1-1\n") == [
+        "iperf3 3.16-1 (the image has 3.12-1+deb12u1)"]
+    assert image_differs(want, "xz-utils 5.4.1-1\n") == [
+        "iperf3 missing (the image has 3.12-1+deb12u1)"]
+
+
+def test_a_services_endpoint_is_ready_for_the_pod() -> None:
+    from isotax.environments.kube.pod import endpoint_ready
+
+    slices = {"items": [{"endpoints": [
+        {"addresses": ["10.217.1.7"], "conditions": {"ready": False}},
+        {"addresses": ["10.217.1.8"], "conditions": {"ready": True}}]}]}
+    assert endpoint_ready(slices, "10.217.1.8")
+    assert not endpoint_ready(slices, "10.217.1.7") and not endpoint_ready({}, "10.217.1.8")
+
+
+def test_a_runtime_class_handler_says_what_the_pod_is_and_quantities_read() -> None:
+    from isotax.environments.kube.pod import _kib, handler_isolation
+    from isotax.protocols import Isolation
+
+    assert handler_isolation("runsc") is Isolation.SANDBOX
+    assert handler_isolation("kata-qemu") is Isolation.VM
+    assert handler_isolation("runc") is handler_isolation("crun") is Isolation.CONTAINER
+    assert _kib("24115920Ki") == 24115920 and _kib("32Gi") == 32 << 20
+    assert _kib("1048576") == 1024 and _kib("lots") == 0
+
+
+def test_the_runs_cluster_is_the_local_one_unless_a_kubeconfig_is_given(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from isotax.host.kubernetes import layout as L
+    from isotax.host.kubernetes import target
+
+    monkeypatch.delenv(target.KUBECONFIG_VAR, raising=False)
+    assert target.current() == target.Target(L.KUBECONFIG)
+    with pytest.raises(ValueError, match="no such file"):
+        target.choose(str(Path(str(tmp_path)) / "none"), "r")
+    k = Path(str(tmp_path)) / "k"
+    k.write_text("{}")
+    target.choose(str(k), "registry/w:1")
+    try:
+        t = target.current()
+        assert not t.local and t.kubeconfig == k and t.pod_image == "registry/w:1"
+        assert str(k) in t.words()
+    finally:
+        target.choose(None, None)
+    assert target.current().local

@@ -67,6 +67,25 @@ def image_build() -> None:
     click.echo(f"{art.recipe_hash} {art.root}")
 
 
+@image.command("oci-archive")
+@click.argument("out", type=click.Path(dir_okay=False, writable=True))
+@click.option("--ref", metavar="NAME:TAG", help="The image's name in the archive "
+              "(default isotax/workload:<recipe hash>).")
+def image_oci_archive(out: str, ref: str | None) -> None:
+    """Write the workload image as an OCI archive to OUT, for a registry that a cluster's
+    nodes pull from (`skopeo copy oci-archive:OUT docker://REGISTRY/isotax-workload:TAG`);
+    then `isotax run --kubeconfig K --pod-image REGISTRY/isotax-workload:TAG` runs its pods
+    on the same bits as every other environment."""
+    from isotax.image import oci_archive
+
+    art = _image()
+    name = ref or f"isotax/workload:{art.recipe_hash}"
+    with open(out, "wb") as f:
+        digest = oci_archive.write(art.tar, name, f, {"isotax": "1",
+                                                      "isotax.recipe": art.recipe_hash})
+    click.echo(f"{out}: {name} (layer {digest[:19]}, {Path(out).stat().st_size >> 20} MiB)")
+
+
 @image.command("show")
 def image_show() -> None:
     """Show the cached images."""

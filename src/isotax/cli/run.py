@@ -61,10 +61,19 @@ if TYPE_CHECKING:
               help="The run's wall time, e.g. 60m or 1h: the rounds added after the fixed "
                    "ones spend it where they decide most (sets [verdicts] deadline_s and "
                    "raises max_repetitions with it).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), metavar="PATH",
+              help="Run the plan's pods on the cluster this kubeconfig names, through its API "
+                   "alone (not the local `isotax cluster up` one); needs --pod-image. A "
+                   "resumed run keeps the one it started with.")
+@click.option("--pod-image", metavar="REF",
+              help="With --kubeconfig: the workload image's reference where the cluster's "
+                   "nodes pull from (`isotax image oci-archive FILE` writes it; push FILE "
+                   "there). Each pod's packages are checked against the image's.")
 # The run's id given by `isotax fleet run`, which follows each host's run by it in the store.
 @click.option("--run-id", "given_id", hidden=True)
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
-        force: bool, beside: bool, budget: str | None, given_id: str | None) -> None:
+        force: bool, beside: bool, budget: str | None, kubeconfig: str | None,
+        pod_image: str | None, given_id: str | None) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers, contrasts) and write
     its report.
 
@@ -90,12 +99,15 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     # Room for the results, before anything is written or started (exit 2 if there is none).
     _check_run_space(p, results_dir, len(store.done_cells(run_id)) if store else 0,
                      not no_report)
-    turn = _measuring_turn(resume_id, beside)
+    kube = _kubernetes_target(store, resume_id, kubeconfig, pod_image)
+    turn = _measuring_turn(resume_id, beside)  # its recovery sweeps the run's cluster too
     if store is None:
         store = _open_store(results_dir, create=True)
     image = _image()
     if not run_id:
         run_id = _create_run(store, p, text, given_id, budget)
+    if kube:
+        store.put_run_meta(run_id, "kubernetes", kube)
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
     owners.claim(run_id, beside)  # `isotax runs` shows it live, with its PID
     with _full_disk_ends_run(store, p, run_id, results_dir, not no_report), \
@@ -120,6 +132,28 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
         sys.exit(130)
     if status != RunStatus.COMPLETE:
         sys.exit(1)
+
+
+def _kubernetes_target(store: Store | None, resume_id: str | None, kubeconfig: str | None,
+                       pod_image: str | None) -> dict[str, str]:
+    """Set the run's Kubernetes cluster (host.kubernetes.target): --kubeconfig's, or the one a
+    resumed run started with; {} for the local one. What to record with the run."""
+    from isotax.host.kubernetes import target
+
+    if kubeconfig is None and store is not None and resume_id:
+        stored = store.run_meta(resume_id).get("kubernetes") or {}
+        kubeconfig, pod_image = stored.get("kubeconfig"), pod_image or stored.get("pod_image")
+    if kubeconfig is None:
+        if pod_image:
+            fail("--pod-image goes with --kubeconfig: the local cluster's nodes get the image "
+                 "from this host")
+        target.choose(None, None)
+        return {}
+    try:
+        target.choose(kubeconfig, pod_image)
+    except ValueError as e:
+        fail(str(e))
+    return {"kubeconfig": str(target.current().kubeconfig), "pod_image": pod_image or ""}
 
 
 def _check_run_args(plan: str | None, resume_id: str | None, given_id: str | None) -> None:

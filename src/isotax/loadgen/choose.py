@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from isotax import protocols
+from isotax.host.kubernetes import target
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import open_loadgen as open_local
 from isotax.loadgen.pod import PodLoadGen
@@ -34,6 +35,10 @@ def client_versions(plan: Plan, image_versions: Mapping[str, str]) -> dict[str, 
 def open_loadgen(plan: Plan, image: ImageArtifacts) -> Iterator[LoadGen]:
     """The run's load generator, up for the block and removed after it, whatever happens.
     LoadGenRefused (one line with the fix) when the plan's cannot serve the run."""
+    if not target.current().local and plan.loadgen.node is None:
+        raise LoadGenRefused(f"the pods run on {target.current().words()}, where a load "
+                             "generator on this host may reach none of them: put it in the "
+                             "cluster, [loadgen] node = \"NODE\"")
     if plan.loadgen.node is not None:
         pod = PodLoadGen(plan.loadgen.node, image)
         try:

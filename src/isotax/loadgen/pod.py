@@ -35,17 +35,20 @@ from typing import Any
 from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER
 from isotax.environments.kube.pod import (
     CONTAINER,
+    HOPELESS,
     api_unreachable,
     delete_namespace,
     exec_argv,
     exec_completed,
+    foreign_access,
     kubectl,
     kubectl_failed,
     lost,
+    namespaces_left,
     pod_words,
 )
 from isotax.host import owners
-from isotax.host.kubernetes import cluster, images
+from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
 from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
 from isotax.image.artifacts import ImageArtifacts
@@ -53,7 +56,7 @@ from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import procfs
-from isotax.protocols import Completed, Instance, Leftover, Reach, Stage
+from isotax.protocols import Completed, Instance, Leftover, Reach
 from isotax.telemetry.cpuacct import usage_s
 
 POD = "itx-loadgen"
@@ -61,7 +64,8 @@ NAMESPACE_PREFIX = "itx-lg-"
 SCRATCH = "/tmp"
 
 
-def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str) -> dict[str, Any]:
+def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
+                     pull: str = "Never") -> dict[str, Any]:
     """The load generator's pod on `node`: runc, the pod network, the image's clients, no
     limits (a client held back by a limit would measure the limit), a token request so it
     always fits. Pure."""
@@ -76,7 +80,7 @@ def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str) -> di
             "automountServiceAccountToken": False,
             "nodeSelector": {"kubernetes.io/hostname": node},
             "containers": [{
-                "name": CONTAINER, "image": image, "imagePullPolicy": "Never",
+                "name": CONTAINER, "image": image, "imagePullPolicy": pull,
                 "command": [READY_HELPER, "--hold"],
                 "env": [{"name": k, "value": v} for k, v in GUEST_ENV.items()],
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
@@ -121,41 +125,57 @@ class PodLoadGen:
     def up(self) -> None:
         """The pod, Running on its node. LoadGenRefused (one line, the fix) where the node
         cannot hold it."""
-        if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
+        t = target.current()
+        if not t.local:
+            access = foreign_access(t)
+            if not access.ok:
+                raise LoadGenRefused(f"load generator pod: {access}")
+            if not t.pod_image:
+                raise LoadGenRefused(f"a load generator pod on {t.words()} needs the workload "
+                                     "image where its nodes pull from: give it with "
+                                     "--pod-image (`isotax image oci-archive` writes it)")
+        elif cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
             raise LoadGenRefused(f"the plan puts its load generator on Kubernetes node "
                                  f"{self.node_name}, but no cluster runs here: isotax cluster "
                                  "up --nodes 2")
-        try:
-            self.node = L.node_layout(self.node_name)
-        except KeyError:
-            raise LoadGenRefused(
-                f"[loadgen] node {self.node_name!r}: the local cluster's nodes are "
-                f"{', '.join(n.name for n in L.NODES)}") from None
+        else:
+            try:
+                self.node = L.node_layout(self.node_name)
+            except KeyError:
+                raise LoadGenRefused(
+                    f"[loadgen] node {self.node_name!r}: the local cluster's nodes are "
+                    f"{', '.join(n.name for n in L.NODES)}") from None
         ready = kubectl("get", "node", self.node_name, "-o",
                         "jsonpath={.status.conditions[?(@.type=='Ready')].status}", timeout=20)
         if ready.stdout.strip() != "True":
             raise LoadGenRefused(
                 f"Kubernetes node {self.node_name} is not in the cluster or not Ready "
                 f"({(ready.stderr.strip() or ready.stdout.strip() or 'not Ready')[:150]}): "
-                "start the cluster with it: isotax cluster down; isotax cluster up --nodes 2")
+                + ("start the cluster with it: isotax cluster down; isotax cluster up --nodes 2"
+                   if t.local else "name a Ready node of the cluster as [loadgen] node"))
         self.tag = owners.new_tag(3)
         self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
-        try:
-            self.image_ref, _ = images.load(self.image, self.node)
-        except RuntimeError as e:
-            raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
+        if self.node is None:
+            self.image_ref = t.pod_image
+        else:
+            try:
+                self.image_ref, _ = images.load(self.image, self.node)
+            except RuntimeError as e:
+                raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
         for obj in ({"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": self.namespace, "labels": {"isotax": "1"}}},
                     loadgen_manifest(namespace=self.namespace, image=self.image_ref,
-                                     node=self.node_name, owner=owners.mine())):
+                                     node=self.node_name, owner=owners.mine(),
+                                     pull="Never" if self.node else "IfNotPresent")):
             done = kubectl("apply", "-f", "-", input_text=json.dumps(obj))
             if done.returncode != 0:
                 raise LoadGenRefused(f"load generator on {self.node_name}: kubectl apply of "
                                      f"its {obj['kind']}: {done.stderr.strip()[-200:]}")
         pod = self._wait_running(120)
         self.address = pod["status"].get("podIP", "")
-        self.cpu_group = PodCpu(self.node, pod["metadata"]["uid"])
-        self.netns_inode = pod_netns_inode(self.node, pod["metadata"]["uid"])
+        if self.node is not None:  # a node of this host's: its cgroups and netns are here
+            self.cpu_group = PodCpu(self.node, pod["metadata"]["uid"])
+            self.netns_inode = pod_netns_inode(self.node, pod["metadata"]["uid"])
 
     def _wait_running(self, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -169,8 +189,7 @@ class PodLoadGen:
                 if READY_MARKER in log.stdout:
                     return pod
             elif phase in ("Failed", "Succeeded") or any(
-                    w in pod_words(pod) for w in ("ErrImageNeverPull", "Unschedulable",
-                                                  "CreateContainerError")):
+                    w in pod_words(pod) for w in HOPELESS):
                 raise LoadGenRefused(f"load generator pod {self.namespace}/{POD} on "
                                      f"{self.node_name}: {pod_words(pod)}")
             time.sleep(0.1)
@@ -209,7 +228,7 @@ class PodLoadGen:
         f = inst.facts()
         if mode == "host":
             self._admit_only_us("INPUT", L.NODE_IP, port, proto)
-            return L.NODE_IP, port
+            return self._host_address(inst), port
         if mode in ("routed", "tap"):
             self._admit_only_us("FORWARD", inst.address, port, proto)
             return inst.address, port
@@ -224,14 +243,20 @@ class PodLoadGen:
                             "network = \"host\"")
 
     def listen(self, inst: Instance) -> str:
-        return listen_address(inst, L.NODE_IP)
+        return listen_address(inst, self._host_address(inst))
+
+    def _host_address(self, inst: Instance) -> str:
+        """Where a server on its node's own stack is reached: the local cluster's first node,
+        this host; a foreign cluster's node, its address (the pod's hostIP)."""
+        return L.NODE_IP if self.node is not None else inst.address
 
     def _admit_only_us(self, chain: str, address: str, port: int, proto: str) -> None:
         """Only the load generator reaches the server: a packet for its port from any other
         address is rejected (INPUT on this host's stack, FORWARD for an address behind it).
-        Inserted first, tagged isotax, removed at close."""
+        Inserted first, tagged isotax, removed at close. Not on a foreign cluster's nodes,
+        which isotax does not reach (its pods' own network policies hold there)."""
         key = (chain, address, port, proto)
-        if key in self._admitted:
+        if key in self._admitted or self.node is None:
             return
         try:
             self._admitted[key] = add_tagged_rule(
@@ -243,8 +268,8 @@ class PodLoadGen:
     def path(self, inst: Instance) -> str:
         n = self.node
         me = f"loadgen pod {self.namespace}/{POD} ({self.address}) on {self.node_name}"
-        link = (f"CNI bridge {n.bridge if n else '?'} -> veth {n.host_link if n else '?'} "
-                f"(node link) -> {L.NODE_IP}")
+        link = (f"CNI bridge {n.bridge} -> veth {n.host_link} (node link) -> {L.NODE_IP}"
+                if n else "the cluster's network")
         f = inst.facts()
         if f.reach is Reach.SERVICE:
             # The Service's address is translated on the client's node, before the link.
@@ -291,12 +316,5 @@ def pod_netns_inode(node: L.NodeLayout, uid: str) -> int | None:
 
 
 def leaked_namespaces() -> list[Leftover]:
-    """Load generator namespaces still in the local cluster (their tag names their owner)."""
-    if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
-        return []
-    got = kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
-    names = [n.removeprefix("namespace/") for n in got.stdout.split()]
-    return [Leftover(f"Kubernetes namespace {n} (a load generator pod)",
-                     [(str(L.binary("kubectl")), f"--kubeconfig={L.KUBECONFIG}", "delete",
-                       "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
-            for n in names if n.startswith(NAMESPACE_PREFIX)]
+    """Load generator namespaces still in the run's cluster (their tag names their owner)."""
+    return namespaces_left(NAMESPACE_PREFIX, " (a load generator pod)")

@@ -323,6 +323,16 @@ class Runner(EnvironmentStarts):
                             + "; ".join(self.mislabelled) + "); fix its kind or runtime in "
                             "the plan, or the host's runtime setup")
             return RunStatus.REFUSED
+        base = self.started.get(self.plan.baseline)
+        if base is not None and self.isolation.get(self.plan.baseline) is Isolation.HOST:
+            away = [(n, f) for n, st in self.started.items()
+                    if (f := st.instance.facts()).elsewhere]
+            if away:
+                name, f = away[0]
+                self.refusal = (f"refused: {name} runs on {f.elsewhere}, not on this host, "
+                                f"where the baseline {self.plan.baseline!r} runs; name one of "
+                                "the pods as the plan's baseline (baseline = \"NAME\")")
+                return RunStatus.REFUSED
         unequal = parity.all_problems(self.described, self.plan.baseline)
         for p in unequal:
             self.log(f"[yellow]parity: {p}[/]")

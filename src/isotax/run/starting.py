@@ -118,6 +118,12 @@ class EnvironmentStarts:
         host = self.host_identity
         try:
             shown = identity.probe(inst)
+            # A pod on a node that is not this host is compared with that node's kernel and
+            # boot (its Node object's), not with this host's.
+            node = getattr(inst, "node_identity", None)
+            if node:
+                host = identity.Evidence(boot_id=node[1], pidns="", release=node[0],
+                                         version=shown.version, dmesg="", cgroup="")
         except (ValueError, ExecError) as e:
             self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
             self.mislabelled.append(f"{name}: could not show what it is ({e})")

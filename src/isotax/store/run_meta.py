@@ -57,14 +57,27 @@ class LoadGenMeta(_Part):
     rtt_avg_ms: str = ""
     tools: str = ""
     installed: str = ""
+    # A load generator pod's (loadgen.pod): its node, namespace and image.
+    node: str = ""
+    namespace: str = ""
+    image: str = ""
 
     def listed(self) -> list[tuple[str, str]]:
-        """The SSH machine's facts and link that it has, as (name, value), in order."""
-        names = ("destination", "hostname", "os", "kernel", "cpu_model", "cpus",
-                 "mem_total_kib", "client_address", "host_address", "uplink", "speed_mbit_s",
-                 "mtu", "remote_mtu", "offloads", "rtt_floor_ms", "rtt_avg_ms", "tools",
-                 "installed")
+        """The SSH machine's (or the pod's) facts and link that it has, as (name, value), in
+        order."""
+        names = ("destination", "hostname", "node", "namespace", "image", "os", "kernel",
+                 "cpu_model", "cpus", "mem_total_kib", "client_address", "host_address",
+                 "uplink", "speed_mbit_s", "mtu", "remote_mtu", "offloads", "rtt_floor_ms",
+                 "rtt_avg_ms", "tools", "installed")
         return [(n, getattr(self, n)) for n in names if getattr(self, n)]
+
+
+class KubernetesMeta(_Part):
+    """The cluster a run's pods ran on when it was not the local one (isotax run
+    --kubeconfig): a resumed run goes back to it."""
+
+    kubeconfig: str
+    pod_image: str = ""
 
 
 class VersionsMeta(_Part):
@@ -149,6 +162,7 @@ SCHEMA: dict[str, Any] = {
     "concurrent": dict[str, ConcurrentRun],  # run id -> what measured beside this one
     "fingerprint_forced": list[str],  # host differences a --resume --force mixed in
     "loadgen": LoadGenMeta,
+    "kubernetes": KubernetesMeta,
     "phases": Phases,
     "reach": ReachMeta,
     "sequential": SequentialMeta,

@@ -54,7 +54,7 @@ from isotax.environments.base import (
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.runtime_cli import timed_exit_status, under_timeout
 from isotax.host import command, owners
-from isotax.host.kubernetes import cluster, images
+from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
 from isotax.parsers import procfs
 from isotax.protocols import (
@@ -83,23 +83,37 @@ MEMORY_MARGIN_MIB = 512  # left to the node's own processes where the plan sets 
 # reserves for it, small enough that every pod of a plan fits on the node at once.
 TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
 REACH = {"pod": Reach.ROUTED, "host": Reach.HOST, "service": Reach.SERVICE}
+# A waiting pod's reasons that waiting will not mend: it fails now, in its own words.
+HOPELESS = ("ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+            "RuntimeClass", "Unschedulable", "CreateContainerError")
 
 
 def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> Completed:
-    return cluster.kubectl(*args, timeout=timeout, input_text=input_text)
+    """kubectl on the run's cluster (host.kubernetes.target: the local one, or --kubeconfig's)."""
+    return target.current().kubectl(*args, timeout=timeout, input_text=input_text)
+
+
+def handler_isolation(handler: str) -> Isolation:
+    """What a pod whose RuntimeClass has this containerd handler is: runsc (gVisor) a sandbox,
+    Kata's a VM, anything else (runc, crun) a container. Pure."""
+    if handler == "runsc":
+        return Isolation.SANDBOX
+    return Isolation.VM if handler.startswith("kata") else Isolation.CONTAINER
 
 
 def runtime_isolation(runtime_class: str) -> Isolation:
-    """What a pod of the RuntimeClass is: gVisor's handler a sandbox, runc a container."""
-    return Isolation.SANDBOX if L.RUNTIME_CLASSES.get(runtime_class) == "runsc" \
-        else Isolation.CONTAINER
+    """What a pod of one of the local cluster's RuntimeClasses is."""
+    return handler_isolation(L.RUNTIME_CLASSES.get(runtime_class, runtime_class))
 
 
 def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
                  storage: str, cpu: str, memory_mib: int, owner: str,
-                 guaranteed: bool = True, node: str = L.NODE) -> dict[str, Any]:
-    """The pod, as the API takes it, on `node`: limits `cpu` and `memory_mib`, requests the
-    same (Guaranteed) or a token share (Burstable). Pure."""
+                 guaranteed: bool = True, node: str = L.NODE, pull: str = "Never"
+                 ) -> dict[str, Any]:
+    """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
+    and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable). The local
+    cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
+    ("IfNotPresent"). Pure."""
     mounts = [{"name": "scratch", "mountPath": SCRATCH}]
     volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
     if storage == "volume":
@@ -111,16 +125,17 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
         "runtimeClassName": runtime_class, "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
         "automountServiceAccountToken": False,
-        # The scheduler still checks that it fits: "no room" is its Unschedulable.
-        "nodeSelector": {"kubernetes.io/hostname": node},
         "containers": [{
-            "name": CONTAINER, "image": image, "imagePullPolicy": "Never",
+            "name": CONTAINER, "image": image, "imagePullPolicy": pull,
             "command": [READY_HELPER, "--hold"],
             "env": [{"name": k, "value": v} for k, v in {**GUEST_ENV, "TMPDIR": SCRATCH}.items()],
             "resources": {"requests": requests, "limits": limits},
             "volumeMounts": mounts}],
         "volumes": volumes,
     }
+    if node:
+        # The scheduler still checks that it fits: "no room" is its Unschedulable.
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
     if network == "host":
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
@@ -168,8 +183,25 @@ def api_unreachable() -> str:
 
 
 def lost(why: str) -> PlatformLost:
-    return PlatformLost(f"the Kubernetes API server (https://{L.NODE_IP}:{L.APISERVER_PORT}) "
-                        f"does not answer: {why}")
+    return PlatformLost(f"the Kubernetes API server of {target.current().words()} does not "
+                        f"answer: {why}")
+
+
+def image_differs(want: Mapping[str, str], dpkg_query: str) -> list[str]:
+    """The packages whose version inside a pod (`dpkg-query -W` output, "name version" per
+    line) differs from the workload image's, in words; [] when the bits are the same. Pure."""
+    have = dict(line.split(None, 1) for line in dpkg_query.splitlines() if " " in line.strip())
+    return [f"{name} {have.get(name, 'missing')} (the image has {version})"
+            for name, version in sorted(want.items()) if have.get(name, "").strip() != version]
+
+
+def endpoint_ready(slices: Mapping[str, Any], pod_ip: str) -> bool:
+    """Whether an EndpointSliceList has the pod's address as a ready endpoint. Pure."""
+    for item in slices.get("items", []) or []:
+        for ep in item.get("endpoints", []) or []:
+            if pod_ip in ep.get("addresses", []) and (ep.get("conditions") or {}).get("ready"):
+                return True
+    return False
 
 
 def task_status(ctr_tasks_ls: str, container_id: str) -> str:
@@ -200,7 +232,24 @@ class PodInstance:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
         self.runtime_class = str(spec.options.get("runtime_class", "runc"))
-        self.layout = L.node_layout(str(spec.options.get("node", L.NODE)))
+        self.target = target.current()
+        node = str(spec.options.get("node", ""))
+        # The local cluster's nodes are this host's (the first by default); a foreign one's
+        # node is the scheduler's choice where the plan names none.
+        self.layout: L.NodeLayout | None = None
+        if self.target.local:
+            try:
+                self.layout = L.node_layout(node or L.NODE)
+            except KeyError:
+                raise Unavailable(Availability.no(
+                    f"node {node!r}: the local cluster's nodes are "
+                    f"{', '.join(n.name for n in L.NODES)}")) from None
+        self.node_wanted = self.layout.name if self.layout else node
+        self.handler = L.RUNTIME_CLASSES.get(self.runtime_class, "")
+        self.elsewhere = ""  # the node, where it is not this host
+        # (kernel release, boot id) of the pod's node, where it is not this host: what the
+        # identity check compares a container with.
+        self.node_identity: tuple[str, str] | None = None
         self.tag = owners.new_tag(3)
         self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
         self.address = ""
@@ -224,7 +273,10 @@ class PodInstance:
     # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
         sw = Stopwatch()
-        self.image_ref, self.import_s = images.load(self.spec.image, self.layout)
+        if self.layout is not None:
+            self.image_ref, self.import_s = images.load(self.spec.image, self.layout)
+        else:
+            self.image_ref = self._foreign_checks()
         self.cpu, self.memory_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
@@ -237,7 +289,8 @@ class PodInstance:
                                  runtime_class=self.runtime_class, network=self.spec.network,
                                  storage=self.spec.storage, cpu=self.cpu,
                                  memory_mib=self.memory_mib, owner=owners.mine(),
-                                 guaranteed=self.guaranteed, node=self.layout.name))
+                                 guaranteed=self.guaranteed, node=self.node_wanted,
+                                 pull="Never" if self.layout else "IfNotPresent"))
         pod = self._wait_running(sw, timeout=120)
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]
@@ -246,13 +299,16 @@ class PodInstance:
         self.node = pod["spec"].get("nodeName", "")
         self.qos = pod["status"].get("qosClass", "")
         self.pod_ip = pod["status"].get("podIP", "")
+        host_ip = pod["status"].get("hostIP", "")
+        if self.layout is None:
+            self._know_the_node(host_ip)
         stamp = self._wait_marker(timeout=60)
         seen = sw.mark("ready")
         sw.marks["first_instruction"] = seen
         if stamp is not None and sw.t0 < stamp / 1e9 <= time.monotonic():
             sw.marks["first_instruction"] = stamp / 1e9 - sw.t0
         if self.spec.network == "host":
-            self.address = self.layout.ip if self.layout.netns else "127.0.0.1"
+            self.address = "127.0.0.1" if self.layout is L.LOCAL else host_ip
         else:
             self.address = self.pod_ip
         if self.spec.network == "service":
@@ -266,16 +322,72 @@ class PodInstance:
             self._wait_service(timeout=60)
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
+        if self.layout is None:
+            self._same_bits()
         self.milestones = dict(sw.marks)
+
+    # -- a cluster isotax did not start (--kubeconfig) ----------------------------------------
+    def _foreign_checks(self) -> str:
+        """The pod image and the RuntimeClass a foreign cluster must have; the image's
+        reference there. Unavailable, in one line with the fix, otherwise."""
+        if not self.target.pod_image:
+            raise Unavailable(Availability.no(
+                f"pods on {self.target.words()} need the workload image where its nodes pull "
+                "from", "`isotax image oci-archive FILE`, push FILE to a registry (skopeo copy "
+                "oci-archive:FILE docker://REGISTRY/isotax-workload:TAG), then isotax run "
+                "--pod-image REGISTRY/isotax-workload:TAG"))
+        got = kubectl("get", "runtimeclass", self.runtime_class, "-o", "json", timeout=30)
+        if got.returncode != 0:
+            if down := api_unreachable():
+                raise lost(down)
+            have = kubectl("get", "runtimeclass", "-o", "name", timeout=30).stdout.split()
+            raise Unavailable(Availability.no(
+                f"{self.target.words()} has no RuntimeClass {self.runtime_class!r} (it has: "
+                f"{', '.join(h.removeprefix('runtimeclass.node.k8s.io/') for h in have) or 'none'}"
+                ")", "name one of those as runtime_class in the plan"))
+        self.handler = str(json.loads(got.stdout).get("handler", ""))
+        return self.target.pod_image
+
+    def _know_the_node(self, host_ip: str) -> None:
+        """Whether the pod's node is this host (native is then on the same node), and that
+        node's kernel and boot, for the identity check."""
+        if host_ip and host_ip in local_addresses():
+            return
+        got = kubectl("get", "node", self.node, "-o", "json", timeout=30)
+        info = json.loads(got.stdout).get("status", {}).get("nodeInfo", {}) \
+            if got.returncode == 0 else {}
+        self.node_identity = (str(info.get("kernelVersion", "")), str(info.get("bootID", "")))
+        self.elsewhere = f"node {self.node} ({host_ip}) of {self.target.words()}"
+
+    def _same_bits(self) -> None:
+        """The pod's packages are the workload image's, version for version (the image was
+        pushed from it); Unavailable naming those that differ otherwise."""
+        want = dict(self.spec.image.package_versions())
+        done = self.exec(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *want], 60)
+        differ = image_differs(want, done.stdout)
+        if differ:
+            raise Unavailable(Availability.no(
+                f"pod image {self.image_ref} is not isotax's workload image "
+                f"{self.spec.image.recipe_hash}: {'; '.join(differ[:3])}",
+                "push this host's image (`isotax image oci-archive FILE`) and give its "
+                "reference to --pod-image"))
 
     def _resources(self) -> tuple[str, int]:
         """(CPUs, MiB) for requests and limits: the plan's, else the node's allocatable."""
-        got = kubectl("get", "node", self.layout.name, "-o", "json")
-        alloc = json.loads(got.stdout)["status"]["allocatable"] if got.returncode == 0 else {}
+        # The node's allocatable (a foreign cluster's scheduler picks the node: its nodes'
+        # smallest, so the pod fits wherever it goes).
+        if self.node_wanted:
+            got = kubectl("get", "node", self.node_wanted, "-o", "json")
+            items = [json.loads(got.stdout)] if got.returncode == 0 else []
+        else:
+            got = kubectl("get", "nodes", "-o", "json")
+            items = json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
+        allocs = [i.get("status", {}).get("allocatable", {}) for i in items]
+        alloc = min(allocs, key=lambda a: _kib(a.get("memory", "0Ki"))) if allocs else {}
         cpu = str(self.spec.vcpus) if self.spec.vcpus else str(alloc.get("cpu", "1"))
         if self.spec.memory_mib:
             return cpu, self.spec.memory_mib
-        kib = int(re.sub(r"Ki$", "", str(alloc.get("memory", "1048576Ki"))))
+        kib = _kib(str(alloc.get("memory", "1048576Ki")))
         return cpu, max(256, kib // 1024 - MEMORY_MARGIN_MIB)
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
@@ -288,7 +400,7 @@ class PodInstance:
         if done.returncode != 0:
             raise Unavailable(Availability.no(
                 f"kubectl apply of the {obj['kind']} failed: {done.stderr.strip()[-300:]}",
-                f"try `kubectl --kubeconfig {L.KUBECONFIG} apply -f {path}`"))
+                f"try `kubectl --kubeconfig {self.target.kubeconfig} apply -f {path}`"))
 
     def _pod(self) -> dict[str, Any]:
         got = kubectl("get", "pod", "-n", self.namespace, POD, "-o", "json", timeout=30)
@@ -308,8 +420,7 @@ class PodInstance:
                                                   f"before it ran: {pod_words(pod)}"))
             waiting = pod_words(pod)
             # What waiting will not mend: fail now, in the pod's own words.
-            if any(w in waiting for w in ("ErrImageNeverPull", "RuntimeClass",
-                                          "Unschedulable", "CreateContainerError")):
+            if any(w in waiting for w in HOPELESS):
                 raise Unavailable(Availability.no(f"pod {self.namespace}/{POD}: {waiting}"))
             time.sleep(0.05)
         raise Unavailable(Availability.no(f"pod {self.namespace}/{POD} not running after "
@@ -323,10 +434,19 @@ class PodInstance:
         deadline = time.monotonic() + timeout
         nodes = [n for n in L.NODES if not n.netns or Path(f"/run/netns/{n.netns}").exists()]
         while time.monotonic() < deadline:
-            nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
-                    for n in nodes]
-            if all(service_programmed(nat, self.cluster_ip, self.pod_ip) for nat in nats):
-                return
+            if self.layout is None:
+                # A foreign cluster's nodes are out of reach: its endpoint ready, and a
+                # moment for the proxies' sync.
+                got = kubectl("get", "endpointslices", "-n", self.namespace, "-l",
+                              f"kubernetes.io/service-name={POD}", "-o", "json", timeout=30)
+                if got.returncode == 0 and endpoint_ready(json.loads(got.stdout), self.pod_ip):
+                    time.sleep(2)
+                    return
+            else:
+                nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
+                        for n in nodes]
+                if all(service_programmed(nat, self.cluster_ip, self.pod_ip) for nat in nats):
+                    return
             time.sleep(0.1)
         raise Unavailable(Availability.no(
             f"kube-proxy did not put pod {self.namespace}/{POD} ({self.pod_ip}) behind its "
@@ -352,21 +472,21 @@ class PodInstance:
 
     @property
     def socket_stack(self) -> SocketStack:
-        if runtime_isolation(self.runtime_class) is Isolation.SANDBOX:
+        if handler_isolation(self.handler) is Isolation.SANDBOX:
             return SocketStack.GVISOR_HOSTINET if self.spec.network == "host" \
                 else SocketStack.GVISOR_NETSTACK
         return SocketStack.LINUX
 
     def facts(self) -> Facts:
-        iso = runtime_isolation(self.runtime_class)
+        iso = handler_isolation(self.handler)
         return Facts(
-            # hostNetwork on a second node: the node's own address, routed by this host.
-            "pod", Reach.ROUTED if self.spec.network == "host" and self.layout.netns
+            # hostNetwork on a node other than this host: the node's own address, routed.
+            "pod", Reach.ROUTED if self.spec.network == "host" and self.layout is not L.LOCAL
             else REACH[self.spec.network],
             isolation=iso if iso is not Isolation.CONTAINER else None,
-            runtime=f"RuntimeClass {self.runtime_class} "
-                    f"({L.RUNTIME_CLASSES.get(self.runtime_class, '?')})",
-            bridge=self.layout.bridge if self.spec.network != "host" else "",
+            runtime=f"RuntimeClass {self.runtime_class} ({self.handler or '?'})",
+            bridge=self.layout.bridge if self.layout and self.spec.network != "host" else "",
+            elsewhere=self.elsewhere,
             published=self.cluster_ip,
             container_address=self.pod_ip if self.spec.network == "service" else "",
             memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
@@ -374,30 +494,34 @@ class PodInstance:
 
     def _words(self) -> dict[str, str]:
         return {
-            "kubernetes": f"Kubernetes {L.K8S_VERSION}, node {self.node or '?'}"
-                          + (" (a network namespace of this host)" if self.layout.netns
-                             else ""),
+            "kubernetes": (f"Kubernetes {L.K8S_VERSION}, node {self.node or '?'}"
+                           + (" (a network namespace of this host)"
+                              if self.layout and self.layout.netns else ""))
+            if self.layout else f"node {self.node or '?'} of {self.target.words()}",
             "pod": f"{self.namespace}/{POD} ({self.qos or '?'} QoS: " + (
                 f"requests = limits = {self.cpu} CPU, {self.memory_mib} MiB)" if self.guaranteed
                 else f"limits {self.cpu} CPU, {self.memory_mib} MiB, the node's size; requests "
                      f"{TOKEN_CPU} CPU, {TOKEN_MEMORY_MIB} MiB: the plan sets no vcpus and "
                      "memory_mib)"),
-            "network": {"pod": f"pod network: {self.pod_ip} on {self.layout.bridge} (CNI "
-                               "bridge)",
+            "network": {"pod": f"pod network: {self.pod_ip} on " + (
+                f"{self.layout.bridge} (CNI bridge)" if self.layout else "the cluster's network"),
                         "host": "hostNetwork: the node's own stack",
                         "service": f"ClusterIP Service {self.cluster_ip} (kube-proxy, "
                                    f"iptables) in front of {self.pod_ip}"}[self.spec.network],
             "address": self.address,
             "rootfs": f"image {self.image_ref} in containerd (overlayfs), writable; "
-                      f"{SCRATCH} an emptyDir in memory",
+                      f"{SCRATCH} an emptyDir in memory"
+                      + ("" if self.layout else "; not paused between cells (the node's "
+                         "runtime is out of isotax's reach)"),
             "storage": f"an emptyDir at {VOLUME_DIR}" if self.spec.storage == "volume"
             else f"the container's writable layer, data in {ROOTFS_DATA_DIR}",
             "pid1": f"{READY_HELPER} --hold",
         }
 
     def _cgroup(self, hierarchy: str) -> Path | None:
-        """The pod's cgroup in a v1 hierarchy (its node's kubelet's, under its cgroup root)."""
-        return L.pod_cgroup(self.layout, hierarchy, self.uid)
+        """The pod's cgroup in a v1 hierarchy (its node's kubelet's, under its cgroup root);
+        None on a foreign cluster."""
+        return L.pod_cgroup(self.layout, hierarchy, self.uid) if self.layout else None
 
     def host_pids(self) -> Sequence[int]:
         d = self._cgroup("memory")
@@ -420,12 +544,16 @@ class PodInstance:
         return command.run(L.ctr_argv("tasks", verb, self.container_id, node=self.layout), 60)
 
     def pause(self) -> None:
+        if self.layout is None:
+            return  # a foreign node's runtime is out of reach (its words say so)
         done = self._task("pause")
         if done.returncode != 0:
             raise RuntimeError(f"pod {self.namespace}/{POD}: ctr tasks pause: "
                                f"{done.stderr.strip()[:200]}")
 
     def resume(self) -> None:
+        if self.layout is None:
+            return
         done = self._task("resume")
         if done.returncode != 0 and "not paused" not in done.stderr:
             raise RuntimeError(f"pod {self.namespace}/{POD}: ctr tasks resume: "
@@ -434,9 +562,9 @@ class PodInstance:
     def alive(self) -> str:
         if self._stopped:
             return "the pod was deleted"
-        if cluster.supervisor_pid() is None:
+        if self.target.local and cluster.supervisor_pid() is None:
             return "the cluster is down (its supervisor is gone)"
-        if self.container_id:
+        if self.container_id and self.layout is not None:
             # The node's containerd knows at once (the kubelet tells the API a moment later).
             tasks = command.run(L.ctr_argv("tasks", "ls", node=self.layout), 30)
             status = task_status(tasks.stdout, self.container_id)
@@ -460,10 +588,27 @@ class PodInstance:
         self._stopped = True
         out = Removals(f"pod {self.namespace}/{POD}")
         if self._created:
-            if self.container_id:
+            if self.container_id and self.layout is not None:
                 self._task("resume")  # a paused container cannot stop
             out.attempt(f"namespace {self.namespace}", lambda: delete_namespace(self.namespace))
         out.done()
+
+
+def _kib(quantity: str) -> int:
+    """KiB of a Kubernetes memory quantity as the API reports allocatable ("24115920Ki",
+    "32Gi", "33554432"). Pure."""
+    m = re.fullmatch(r"(\d+)([KMGT]i)?", quantity.strip())
+    if not m:
+        return 0
+    scale = {"Ki": 1, "Mi": 1 << 10, "Gi": 1 << 20, "Ti": 1 << 30}
+    return int(m.group(1)) * scale[m.group(2)] if m.group(2) else int(m.group(1)) // 1024
+
+
+def local_addresses() -> set[str]:
+    """This host's IPv4 addresses (its own network namespace's)."""
+    out = command.run(["ip", "-o", "-4", "addr", "show"], 10).stdout
+    return {f.split("/")[0] for line in out.splitlines()
+            for f in line.split()[3:4]}
 
 
 def pod_words(pod: Mapping[str, Any]) -> str:
@@ -495,32 +640,68 @@ def delete_namespace(namespace: str) -> None:
         raise RuntimeError(f"kubectl delete namespace {namespace}: {done.stderr.strip()[:200]}")
 
 
-def leaked_namespaces() -> list[Leftover]:
-    """isotax's pod namespaces still in the local cluster (their tag names their owner)."""
-    if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
+def namespaces_left(prefix: str, what: str) -> list[Leftover]:
+    """isotax's namespaces of `prefix` still in the run's cluster (the local one while it
+    runs, or --kubeconfig's): their tag names their owner, so a resumed run's recovery removes
+    those a dead run could not (its API server gone)."""
+    t = target.current()
+    if t.local and (cluster.supervisor_pid() is None or cluster.state() != cluster.READY):
         return []
-    got = kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
+    got = t.kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
     names = [n.removeprefix("namespace/") for n in got.stdout.split()]
-    return [Leftover(f"Kubernetes namespace {n}", [(str(L.binary("kubectl")),
-                                                   f"--kubeconfig={L.KUBECONFIG}", "delete",
-                                                   "namespace", n, "--wait=true")],
-                     stage=Stage.CONTAINER, names=(n,))
-            for n in names if n.startswith(NAMESPACE_PREFIX)]
+    return [Leftover(f"Kubernetes namespace {n}{what}",
+                     [(str(L.binary("kubectl")), f"--kubeconfig={t.kubeconfig}", "delete",
+                       "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
+            for n in names if n.startswith(prefix)]
+
+
+def leaked_namespaces() -> list[Leftover]:
+    return namespaces_left(NAMESPACE_PREFIX, "")
+
+
+# What isotax does on a cluster it did not start: its own namespaces, pods and Services in
+# them, and commands in its pods.
+FOREIGN_VERBS = (("create", "namespaces"), ("delete", "namespaces"), ("create", "pods"),
+                 ("create", "services"), ("create", "pods/exec"), ("get", "nodes"))
+
+
+def foreign_access(t: target.Target) -> Availability:
+    """Whether the account of t's kubeconfig can reach its API server and do what isotax does
+    there, in one line naming what it cannot."""
+    if not L.binary("kubectl").exists():
+        return Availability.no(f"kubectl {L.K8S_VERSION} is not built here",
+                               "bash scripts/setup.sh --kubernetes")
+    version = t.kubectl("version", "-o", "json", "--request-timeout=15s", timeout=30)
+    if version.returncode != 0 or "serverVersion" not in version.stdout:
+        return Availability.no(f"{t.words()} cannot be reached: "
+                               f"{kubectl_failed(version) or version.stderr.strip()[-200:]}",
+                               "check the kubeconfig's server and credentials")
+    denied = [f"{verb} {what}" for verb, what in FOREIGN_VERBS
+              if t.kubectl("auth", "can-i", verb, what, timeout=30).stdout.strip() != "yes"]
+    if denied:
+        return Availability.no(f"the account of {t.kubeconfig} may not {', '.join(denied)}",
+                               "use an account that can (a namespace admin's does not reach "
+                               "nodes; isotax needs to read them)")
+    return Availability.yes()
 
 
 @register
 class Pod(EnvironmentBase):
     kind: ClassVar[str] = "pod"
     description: ClassVar[str] = ("a Kubernetes pod of a RuntimeClass (runc, gvisor) on the "
-                                  "cluster `isotax cluster up` starts here")
+                                  "cluster `isotax cluster up` starts here, or on the one "
+                                  "`isotax run --kubeconfig` names")
     isolation: ClassVar[Isolation] = Isolation.CONTAINER  # gvisor's RuntimeClass: a sandbox
     supports_numa: ClassVar[bool] = False
     leak_finders: ClassVar[tuple[Any, ...]] = (leaked_namespaces,)
     options: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec("runtime_class", str, "runc", "the pod's RuntimeClass",
-                  choices=tuple(L.RUNTIME_CLASSES)),
-        ParamSpec("node", str, L.NODE, "the node the pod runs on (itx-node2: the second node "
-                  "of `isotax cluster up --nodes 2`)", choices=tuple(n.name for n in L.NODES)),
+        # No choices: a cluster --kubeconfig names has RuntimeClasses and nodes of its own
+        # (checked when the pod starts).
+        ParamSpec("runtime_class", str, "runc", "the pod's RuntimeClass (the local cluster "
+                  f"has {', '.join(L.RUNTIME_CLASSES)})"),
+        ParamSpec("node", str, "", f"the node the pod runs on (the local cluster: {L.NODE}, "
+                  f"this host, by default; {L.WORKER.name}, the second node of `isotax "
+                  "cluster up --nodes 2`; a foreign one: the scheduler's choice)"),
     )
     networks: ClassVar[tuple[str, ...]] = ("pod", "host", "service")
     storages: ClassVar[tuple[str, ...]] = ("volume", "rootfs")
@@ -530,6 +711,9 @@ class Pod(EnvironmentBase):
         return VersionCommand("kubelet", (str(L.binary("kubelet")), "--version"))
 
     def available(self) -> Availability:
+        t = target.current()
+        if not t.local:
+            return foreign_access(t)
         why = cluster.missing()
         if why:
             return Availability.no(why)
