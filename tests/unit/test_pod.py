@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from support import DATA
 
 from isotax import protocols
@@ -131,3 +132,14 @@ def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
     exit3 = (DATA / "kubernetes" / "kubectl-exec-exit-3.txt").read_text()
     assert "was refused" in kubectl_failed(Completed(("kubectl",), 1, "", refused, 0.1))
     assert kubectl_failed(Completed(("kubectl",), 3, "", exit3, 0.1)) == ""
+
+
+def test_a_namespace_names_the_run_that_made_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from isotax.environments.kube.pod import namespace_manifest
+    from isotax.host import owners
+
+    monkeypatch.setattr(owners, "my_run", lambda: "20261127-124909-k8s foreign/x")
+    meta = namespace_manifest("itx-pod-abc123")["metadata"]
+    assert meta["labels"] == {"isotax": "1", "isotax.run": "20261127-124909-k8s-foreign-x"}
+    monkeypatch.setattr(owners, "my_run", lambda: "")
+    assert namespace_manifest("itx-pod-abc123")["metadata"]["labels"] == {"isotax": "1"}

@@ -68,6 +68,7 @@ class _Mine:
         self.pid = 0
         self.tag = ""  # temp_prefix's, once drawn (in the process tag_pid)
         self.tag_pid = 0
+        self.run_id = ""  # the run this process names itself by ("" for none)
 
 
 _mine = _Mine()
@@ -102,6 +103,7 @@ def _write_header(run_id: str, beside: bool) -> None:
     assert f is not None
     f.seek(0)
     lines = f.read().splitlines()[1:]
+    _mine.run_id = run_id
     header = {"pid": _mine.pid, "run_id": run_id, "beside": beside,
               "argv": " ".join(sys.argv)[:300], "since": time.time()}
     f.seek(0)
@@ -148,6 +150,11 @@ def release() -> None:
     _mine.file.close()
     _mine.file, _mine.name = None, ""
     os.environ.pop(ENV_VAR, None)
+
+
+def my_run() -> str:
+    """The run this process claimed its ledger for, "" for none."""
+    return _mine.run_id if _mine.pid == os.getpid() else ""
 
 
 def mine() -> str:

@@ -44,6 +44,7 @@ from isotax.environments.kube.pod import (
     kubectl,
     kubectl_failed,
     lost,
+    namespace_manifest,
     namespaces_left,
     pod_words,
 )
@@ -162,8 +163,7 @@ class PodLoadGen:
                 self.image_ref, _ = images.load(self.image, self.node)
             except RuntimeError as e:
                 raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
-        for obj in ({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": self.namespace, "labels": {"isotax": "1"}}},
+        for obj in (namespace_manifest(self.namespace),
                     loadgen_manifest(namespace=self.namespace, image=self.image_ref,
                                      node=self.node_name, owner=owners.mine(),
                                      pull="Never" if self.node else "IfNotPresent")):

@@ -146,6 +146,18 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
             "spec": spec}
 
 
+def namespace_manifest(name: str) -> dict[str, Any]:
+    """A namespace of isotax's, labelled isotax and with the run that made it (where the
+    process names one), so a cluster's owner sees whose it is."""
+    labels = {"isotax": "1"}
+    run = re.sub(r"[^A-Za-z0-9_.-]", "-", owners.my_run())[:63].strip("-_.")
+    if run:
+        labels["isotax.run"] = run
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels,
+                         "annotations": {"isotax.owner": owners.mine()}}}
+
+
 def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[str, Any]:
     """A ClusterIP Service with every workload port (each protocol) in front of the pod. Pure."""
     entries = [{"name": f"p{p.number}-{proto}", "port": p.number, "targetPort": p.number,
@@ -280,8 +292,7 @@ class PodInstance:
         self.cpu, self.memory_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
-        self._apply({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": self.namespace, "labels": {"isotax": "1"}}})
+        self._apply(namespace_manifest(self.namespace))
         if self.spec.network == "service":
             self._apply(service_manifest(self.namespace, protocols.workload_ports()))
         sw.mark("create")
