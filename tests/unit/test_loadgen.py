@@ -7,6 +7,7 @@ import pytest
 
 from isotax.facts import Facts, Reach, stored_facts
 from isotax.loadgen.local import NamespaceLoadGen, network_of
+from isotax.protocols import Completed
 from isotax.run.leaks import is_our_server
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.throughput import Throughput
@@ -82,3 +83,27 @@ def test_servers_are_started_on_that_address_with_the_runs_secret() -> None:
     assert "--bind-address=10.213.0.2" in mysql.server_argv("/r", {
         "buffer_pool_mib": 32, "flush_log_at_trx_commit": 1}, "10.213.0.2")
     assert len(SERVER_SECRET) >= 24 and mysql.PASSWORD == SERVER_SECRET
+
+
+class _Cpus:
+    """An instance that says which CPUs it may use, as /proc/self/status does."""
+
+    def __init__(self, allowed: str) -> None:
+        self.allowed = allowed
+
+    def exec(self, argv: object, timeout: float) -> Completed:
+        return Completed(("grep",), 0, f"Cpus_allowed_list:\t{self.allowed}\n", "", 0.01)
+
+
+def test_placements_pin_to_the_cpus_the_environment_may_use() -> None:
+    from isotax.loadgen.local import pinning
+    from isotax.model import NotApplicable
+
+    assert pinning(_Cpus("0-1"), "same-cpu") == (["taskset", "-c", "0"], ["taskset", "-c", "0"])
+    assert pinning(_Cpus("0-1"), "split") == (["taskset", "-c", "0"], ["taskset", "-c", "1"])
+    # A static CPU manager's exclusive core: CPU 1 alone, which CPU 0 pinning would miss.
+    assert pinning(_Cpus("1"), "same-cpu") == (["taskset", "-c", "1"], ["taskset", "-c", "1"])
+    assert pinning(_Cpus("2,5-6"), "split") == (["taskset", "-c", "2"], ["taskset", "-c", "6"])
+    with pytest.raises(NotApplicable, match="may use 1"):
+        pinning(_Cpus("1"), "split")
+    assert pinning(_Cpus("1"), "free") == ([], [])

@@ -38,7 +38,8 @@ def test_good_plan_expands_sweeps_over_defaults() -> None:
     assert plan.repetitions == 3 and plan.baseline == "native"
 
 
-@pytest.mark.parametrize("name", ["quick", "full", "layers", "contrasts", "kubernetes"])
+@pytest.mark.parametrize("name", ["quick", "full", "layers", "contrasts", "kubernetes",
+                                  "kubernetes-2node"])
 def test_builtin_plans_are_valid(name: str) -> None:
     plan, text = load_plan(name)
     assert plan.name == name and text.strip()

@@ -33,6 +33,7 @@ from isotax.environments.base import GUEST_PATH
 from isotax.host import command, owners
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
+from isotax.parsers import procfs
 from isotax.protocols import Completed, ExecError, Instance, Isolation, Reach, isolation_of
 from isotax.telemetry.cpuacct import CpuGroup
 from isotax.telemetry.footprint import process_parents, with_descendants
@@ -432,22 +433,26 @@ PLACEMENTS = ("free", "same-cpu", "split")
 
 
 def pinning(inst: Instance, placement: str) -> tuple[list[str], list[str]]:
-    """(client prefix, server prefix) argv wrappers for a placement. CPU numbers inside a VM
-    are the guest's vCPUs; in a container the cpuset always includes CPU 0."""
+    """(client prefix, server prefix) argv wrappers for a placement, on the CPUs the
+    environment may use (its Cpus_allowed_list: a VM's vCPUs, a container's cpuset, which a
+    static CPU manager may make CPU 1 alone): same-cpu puts both on its first, split the
+    client on its first and the server on its last."""
     if placement == "free":
         return [], []
+    if placement not in ("same-cpu", "split"):
+        raise ValueError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
+    done = inst.exec(["grep", "^Cpus_allowed_list:", "/proc/self/status"], 30)
+    try:
+        cpus = procfs.parse_cpulist(done.stdout.partition(":")[2].strip())
+    except ValueError:
+        cpus = []
+    if not cpus:
+        raise SanityError(f"the CPUs the environment may use: {done.stderr.strip()[:100]}")
+    first = str(cpus[0])
     if placement == "same-cpu":
-        return ["taskset", "-c", "0"], ["taskset", "-c", "0"]
-    if placement == "split":
-        done = inst.exec(["nproc"], 30)
-        try:
-            last = int(done.stdout.strip()) - 1
-        except ValueError:
-            raise SanityError(f"nproc in the environment: {done.stderr.strip()[:100]}") \
-                from None
-        if last < 1:
-            # The server would share CPU 0 with the client: that is same-cpu, mislabelled.
-            raise NotApplicable(f"placement split needs 2 CPUs in the environment, it has "
-                                f"{last + 1}; use placement same-cpu, or give it vcpus >= 2")
-        return ["taskset", "-c", "0"], ["taskset", "-c", str(last)]
-    raise ValueError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
+        return ["taskset", "-c", first], ["taskset", "-c", first]
+    if len(cpus) < 2:
+        # The server would share the client's CPU: that is same-cpu, mislabelled.
+        raise NotApplicable(f"placement split needs 2 CPUs in the environment, it may use "
+                            f"{len(cpus)}; use placement same-cpu, or give it vcpus >= 2")
+    return ["taskset", "-c", first], ["taskset", "-c", str(cpus[-1])]

@@ -271,6 +271,12 @@ class PodLoadGen:
         link = (f"CNI bridge {n.bridge} -> veth {n.host_link} (node link) -> {L.NODE_IP}"
                 if n else "the cluster's network")
         f = inst.facts()
+        if n is None:
+            # A foreign cluster: its network between the pods is its own (its CNI).
+            via = (f"Service {f.published} (its node's kube-proxy) -> {f.container_address}"
+                   if f.reach is Reach.SERVICE else inst.address)
+            return (f"{me} -> the cluster's network -> {via} -> {f.kind} "
+                    f"({f.runtime or '?'}; {f.elsewhere or 'on this host'})")
         if f.reach is Reach.SERVICE:
             # The Service's address is translated on the client's node, before the link.
             return (f"{me} -> Service {f.published} ({self.node_name}'s kube-proxy: iptables "

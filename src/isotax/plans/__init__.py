@@ -1,2 +1,2 @@
 """The built-in plans (TOML files read with importlib.resources): quick, full, layers,
-contrasts."""
+contrasts, kubernetes, kubernetes-2node."""

@@ -259,6 +259,7 @@ class PodInstance:
         self.node_wanted = self.layout.name if self.layout else node
         self.handler = L.RUNTIME_CLASSES.get(self.runtime_class, "")
         self.elsewhere = ""  # the node, where it is not this host
+        self.cpus_words = ""  # the CPUs its processes may use (a static CPU manager's cores)
         # (kernel release, boot id) of the pod's node, where it is not this host: what the
         # identity check compares a container with.
         self.node_identity: tuple[str, str] | None = None
@@ -335,6 +336,7 @@ class PodInstance:
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
         if self.layout is None:
             self._same_bits()
+        self.cpus_words = self._read_cpus()
         self.milestones = dict(sw.marks)
 
     # -- a cluster isotax did not start (--kubeconfig) ----------------------------------------
@@ -527,7 +529,31 @@ class PodInstance:
             "storage": f"an emptyDir at {VOLUME_DIR}" if self.spec.storage == "volume"
             else f"the container's writable layer, data in {ROOTFS_DATA_DIR}",
             "pid1": f"{READY_HELPER} --hold",
+            **({"cpus": self.cpus_words} if self.cpus_words else {}),
         }
+
+    def _read_cpus(self) -> str:
+        """The CPUs the pod's host processes may run on, and the node's CPU manager policy,
+        in words: what the static policy's exclusive cores are, seen from the host (for
+        gVisor the Sentry's own processes, which the policy does not pin)."""
+        if self.layout is None:
+            return ""
+        allowed: dict[str, list[str]] = {}
+        for pid in self.host_pids():
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                name = Path(f"/proc/{pid}/comm").read_text().strip()
+                m = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M)
+                if m:
+                    allowed.setdefault(m.group(1), []).append(name)
+        try:
+            conf = json.loads((self.layout.etc / "kubelet.json").read_text())
+            policy = str(conf.get("cpuManagerPolicy", "none"))
+        except (OSError, ValueError):
+            policy = "?"
+        where = "; ".join(f"{', '.join(sorted(set(names)))} on CPUs {cpus}"
+                          for cpus, names in sorted(allowed.items()))
+        return f"CPU manager {policy}: {where or 'no process seen'}"
 
     def _cgroup(self, hierarchy: str) -> Path | None:
         """The pod's cgroup in a v1 hierarchy (its node's kubelet's, under its cgroup root);
