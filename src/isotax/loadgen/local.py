@@ -441,7 +441,9 @@ def pinning(inst: Instance, placement: str) -> tuple[list[str], list[str]]:
         return [], []
     if placement not in ("same-cpu", "split"):
         raise ValueError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
-    done = inst.exec(["grep", "^Cpus_allowed_list:", "/proc/self/status"], 30)
+    # gVisor's /proc/self/status has no Cpus_allowed_list: its CPUs are then 0..nproc-1.
+    done = inst.exec(["sh", "-c", "grep '^Cpus_allowed_list:' /proc/self/status || echo "
+                      "\"Cpus_allowed_list: 0-$(($(nproc) - 1))\""], 30)
     try:
         cpus = procfs.parse_cpulist(done.stdout.partition(":")[2].strip())
     except ValueError:
