@@ -55,6 +55,12 @@ def test_the_kubelet_on_cgroup_v1_and_its_cpu_manager() -> None:
     assert k["cpuManagerPolicy"] == "none" and "reservedSystemCPUs" not in k
     static = json.loads(configs.kubelet_config("static"))
     assert static["cpuManagerPolicy"] == "static" and static["reservedSystemCPUs"] == "0"
+    # One NUMA node (this host): no topology policy; several: a pod's cores on one node.
+    assert "topologyManagerPolicy" not in static
+    numa = json.loads(configs.kubelet_config("static", numa_nodes=2))
+    assert numa["topologyManagerPolicy"] == "single-numa-node"
+    assert "topologyManagerPolicy" not in json.loads(configs.kubelet_config("none",
+                                                                            numa_nodes=2))
     with pytest.raises(ValueError, match="use none or static"):
         configs.kubelet_config("dynamic")
 

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from isotax.host import command, network, owners
+from isotax.host import command, network, numa, owners
 from isotax.host.kubernetes import configs, pki, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes.components import Component, argvs, node_argvs
@@ -184,7 +184,8 @@ def _uplink_mtu() -> int:
 
 
 def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL) -> None:
-    for rel, text in configs.files(cpu_manager, n, _uplink_mtu()).items():
+    for rel, text in configs.files(cpu_manager, n, _uplink_mtu(),
+                                   max(1, len(numa.nodes()))).items():
         path = n.etc / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         # kube-proxy exits when its config file changes: only what differs is rewritten.
