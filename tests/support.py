@@ -167,6 +167,22 @@ def ran(plan_text: str, image: ImageArtifacts, tmp_path: Path,
         store.close()
 
 
+def committed_cells(db: Path) -> list[tuple[int, str, str]]:
+    """(id, ident, status) of every cell a run's SQLite store at db committed, in order; []
+    before the store or its tables exist (a run in another process still starting)."""
+    import sqlite3
+
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT id, ident, status FROM cells ORDER BY id").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+
+
 def snapshot(root: Path, rels: list[str]) -> dict[str, bytes | None]:
     """The bytes of each file under root (None where there is none), to compare before/after."""
     return {r: (root / r).read_bytes() if (root / r).exists() else None for r in rels}

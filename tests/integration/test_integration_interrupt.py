@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import requires_root_and
+from support import committed_cells, requires_root_and
 
 pytestmark = [
     pytest.mark.integration,
@@ -45,18 +45,6 @@ params = { corpus_mib = 1, threads = 1 }
 """
 
 
-def _cells(db: Path) -> list[tuple[int, str]]:
-    if not db.exists():
-        return []
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT id, ident FROM cells ORDER BY id").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
-
-
 def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
     from isotax.run.leaks import find_leaks
 
@@ -70,7 +58,7 @@ def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
         p = subprocess.Popen([*cmd, str(plan)], stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True)
         deadline = time.monotonic() + 600
-        while len(_cells(db)) < 3 and p.poll() is None and time.monotonic() < deadline:
+        while len(committed_cells(db)) < 3 and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert p.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
         os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
@@ -79,7 +67,7 @@ def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
     assert rc == 130, out[-2000:]
     assert "--resume" in out
     assert set(find_leaks()) <= before, "Ctrl-C left resources behind"
-    first = _cells(db)
+    first = [(i, ident) for i, ident, _ in committed_cells(db)]
     assert 3 <= len(first) < 9
     con = sqlite3.connect(db)
     run_id, status = con.execute("SELECT id, status FROM runs").fetchone()
@@ -89,7 +77,7 @@ def test_ctrl_c_tears_down_and_resume_finishes(tmp_path: Path) -> None:
     done = subprocess.run([*cmd, "--resume", run_id], capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    after = _cells(db)
+    after = [(i, ident) for i, ident, _ in committed_cells(db)]
     assert len(after) == 9 and len({ident for _, ident in after}) == 9
     assert after[: len(first)] == first  # committed cells kept, none repeated
     assert set(find_leaks()) <= before

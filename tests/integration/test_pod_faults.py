@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from support import local_cluster, ran
+from support import committed_cells, local_cluster, ran
 
 from isotax import protocols
 from isotax.host.kubernetes import cluster
@@ -89,8 +89,9 @@ def _init_of(inst: Instance) -> int:
     raise AssertionError(f"no itx-ready among {inst.host_pids()}")
 
 
-KILL_PLAN = """
-name = "itx-pod-kill"
+# native and one pod on the pod network, 3 repetitions of one workload.
+PLAN_OF = """
+name = "{name}"
 seed = 2
 repetitions = 3
 warmups = 0
@@ -104,8 +105,9 @@ name = "pod"
 kind = "pod"
 network = "pod"
 [[workloads]]
-name = "test-pod-kill"
+{workload}
 """
+KILL_PLAN = PLAN_OF.format(name="itx-pod-kill", workload='name = "test-pod-kill"')
 
 
 def test_a_pod_killed_mid_cell_fails_that_cell_and_is_restarted(
@@ -127,39 +129,11 @@ def test_a_pod_killed_mid_cell_fails_that_cell_and_is_restarted(
 
 # -- the API server unreachable, and Ctrl-C: the CLI in its own process -----------------------
 
-PLAN = """
-name = "itx-pod-faults"
-seed = 2
-repetitions = 3
-warmups = 0
-timeout_s = 120
-parity = "flag"
-[[environments]]
-name = "native"
-kind = "native"
-[[environments]]
-name = "pod"
-kind = "pod"
-network = "pod"
-[[workloads]]
-name = "compress"
-params = { corpus_mib = 1, threads = 1 }
-"""
+PLAN = PLAN_OF.format(name="itx-pod-faults",
+                      workload='name = "compress"\nparams = { corpus_mib = 1, threads = 1 }')
 REFUSE_API = ("INPUT", "-d", L.NODE_IP, "-p", "tcp", "--dport", str(L.APISERVER_PORT), "-j",
               "REJECT", "--reject-with", "tcp-reset", "-m", "comment", "--comment",
               "isotax test: the API server unreachable")
-
-
-def _cells(db: Path) -> list[tuple[int, str, str]]:
-    if not db.exists():
-        return []
-    con = sqlite3.connect(db)
-    try:
-        return con.execute("SELECT id, ident, status FROM cells ORDER BY id").fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
 
 
 def _first_part(tmp_path: Path, until: int, then: object) -> tuple[int, str, str]:
@@ -173,7 +147,7 @@ def _first_part(tmp_path: Path, until: int, then: object) -> tuple[int, str, str
     with (tmp_path / "first.log").open("w") as log:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 300
-        while len(_cells(db)) < until and p.poll() is None and time.monotonic() < deadline:
+        while len(committed_cells(db)) < until and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert p.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
         then(p)  # type: ignore[operator]
@@ -221,7 +195,7 @@ def test_the_api_server_unreachable_stops_the_run_and_resume_completes_it(
     assert "the Kubernetes API server" in last and "does not answer" in last, last
     assert f"isotax run --resume {run_id}" in last and "committed" in last, last
     db = tmp_path / "results" / "isotax.db"
-    first = _cells(db)
+    first = committed_cells(db)
     assert 2 <= len(first) < 6
     con = sqlite3.connect(db)
     (status,) = con.execute("SELECT status FROM runs").fetchone()
@@ -230,7 +204,7 @@ def test_the_api_server_unreachable_stops_the_run_and_resume_completes_it(
     assert _api_answers(), "the API server did not answer again after the rule went"
     done = _resume(tmp_path, run_id)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-    after = _cells(db)
+    after = committed_cells(db)
     assert len(after) == 6 and all(s == "ok" for _, _, s in after[len(first):])
     assert after[: len(first)] == first  # committed cells kept, none repeated
     # The first attempt's namespaces (its API server gone, it could not delete them) were
@@ -245,5 +219,5 @@ def test_ctrl_c_removes_the_runs_namespaces(kube: None, image: ImageArtifacts,
     assert _namespaces() == []
     done = _resume(tmp_path, run_id)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-    assert len(_cells(tmp_path / "results" / "isotax.db")) == 6
+    assert len(committed_cells(tmp_path / "results" / "isotax.db")) == 6
     assert _namespaces() == []

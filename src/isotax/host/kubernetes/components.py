@@ -19,8 +19,9 @@ def argvs() -> list[Component]:
     the node's own address (layout.NODE_IP on itx-node0), never on a wildcard."""
     etc, pki, b = L.ETC, L.PKI, L.binary
     kube = lambda n: str(etc / f"{n}.kubeconfig")  # noqa: E731
+    own = {c.name: c for c in _node_own(L.LOCAL)}
     return [
-        Component("containerd", (str(b("containerd")), "--config", str(etc / "containerd.toml"))),
+        own["containerd"],
         Component("etcd", (
             str(b("etcd")), "--name", "itx-etcd", "--data-dir", str(L.LIB / "etcd"),
             "--listen-client-urls", L.ETCD_CLIENT, "--advertise-client-urls", L.ETCD_CLIENT,
@@ -56,23 +57,17 @@ def argvs() -> list[Component]:
             f"--kubeconfig={kube('scheduler')}",
             f"--authentication-kubeconfig={kube('scheduler')}",
             f"--authorization-kubeconfig={kube('scheduler')}", "--leader-elect=false")),
-        Component("kubelet", (
-            str(b("kubelet")), f"--config={etc}/kubelet.json", f"--kubeconfig={kube('kubelet')}",
-            f"--root-dir={L.LIB}/kubelet", f"--cert-dir={L.LIB}/kubelet/pki",
-            f"--hostname-override={L.NODE}", f"--node-ip={L.NODE_IP}", "--v=1")),
+        own["kubelet"],
         # Only once the node is registered: kube-proxy exits when its node's addresses change
         # (none -> NODE_IP), which they do when the kubelet registers it.
-        Component("kube-proxy", (str(b("kube-proxy")), f"--config={etc}/kube-proxy.json",
-                                 "--v=1")),
+        own["kube-proxy"],
     ]
 
 
-def node_argvs(n: L.NodeLayout) -> list[Component]:
-    """A second node's own processes (containerd, the kubelet, kube-proxy), each in the node's
-    network namespace and on its own files, in start order. Pure. They listen on the node's
-    address or its namespace's loopback, which only this host reaches."""
+def _node_own(n: L.NodeLayout) -> tuple[Component, ...]:
+    """A node's own processes (containerd, the kubelet, kube-proxy) on its own files. Pure."""
     b = L.binary
-    return [Component(c.name, tuple(n.enter(list(c.argv)))) for c in (
+    return (
         Component("containerd", (str(b("containerd")), "--config",
                                  str(n.etc / "containerd.toml"))),
         Component("kubelet", (
@@ -81,4 +76,11 @@ def node_argvs(n: L.NodeLayout) -> list[Component]:
             f"--hostname-override={n.name}", f"--node-ip={n.ip}", "--v=1")),
         Component("kube-proxy", (str(b("kube-proxy")), f"--config={n.etc}/kube-proxy.json",
                                  "--v=1")),
-    )]
+    )
+
+
+def node_argvs(n: L.NodeLayout) -> list[Component]:
+    """A second node's own processes, each in the node's network namespace, in start order.
+    Pure. They listen on the node's address or its namespace's loopback, which only this host
+    reaches."""
+    return [Component(c.name, tuple(n.enter(list(c.argv)))) for c in _node_own(n)]
