@@ -268,8 +268,9 @@ class PodLoadGen:
     def path(self, inst: Instance) -> str:
         n = self.node
         me = f"loadgen pod {self.namespace}/{POD} ({self.address}) on {self.node_name}"
-        link = (f"CNI bridge {n.bridge} -> veth {n.host_link} (node link) -> {L.NODE_IP}"
-                if n else "the cluster's network")
+        link = ("the cluster's network" if n is None
+                else f"CNI bridge {n.bridge} -> veth {n.host_link} (node link) -> {L.NODE_IP}"
+                if n.host_link else f"CNI bridge {n.bridge} -> this host ({L.NODE_IP})")
         f = inst.facts()
         if n is None:
             # A foreign cluster: its network between the pods is its own (its CNI).
