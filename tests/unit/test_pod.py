@@ -10,17 +10,19 @@ import pytest
 from support import DATA
 
 from isotax import protocols
+from isotax.environments.kube.api import (
+    exec_argv,
+    pod_words,
+    ready_ns,
+    service_programmed,
+    task_status,
+)
 from isotax.environments.kube.pod import (
     POD,
     Pod,
-    exec_argv,
     pod_manifest,
-    pod_words,
-    ready_ns,
     runtime_isolation,
     service_manifest,
-    service_programmed,
-    task_status,
 )
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import Isolation, Port
@@ -66,7 +68,7 @@ def test_the_service_carries_every_workload_port() -> None:
 
 
 def test_exec_runs_under_timeout_inside_the_pod() -> None:
-    argv = exec_argv("itx-pod-abc123", ["xz", "-2"], 9.2)
+    argv = exec_argv("itx-pod-abc123", ["xz", "-2"], 9.2, POD)
     assert argv[:6] == ["exec", "-n", "itx-pod-abc123", POD, "-c", "workload"]
     assert argv[6:] == ["--", "/usr/bin/timeout", "--kill-after=3", "10", "xz", "-2"]
     assert ready_ns("ITX-READY 12345\n") == 12345 and ready_ns("nothing") is None
@@ -125,7 +127,7 @@ def test_the_nodes_containerd_says_whether_the_container_still_has_processes() -
 
 
 def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
-    from isotax.environments.kube.pod import kubectl_failed
+    from isotax.environments.kube.api import kubectl_failed
     from isotax.protocols import Completed
 
     refused = (DATA / "kubernetes" / "kubectl-exec-api-refused.txt").read_text()
@@ -135,7 +137,7 @@ def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
 
 
 def test_a_namespace_names_the_run_that_made_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from isotax.environments.kube.pod import namespace_manifest
+    from isotax.environments.kube.api import namespace_manifest
     from isotax.host import owners
 
     monkeypatch.setattr(owners, "my_run", lambda: "20261127-124909-k8s foreign/x")

@@ -3,7 +3,7 @@ hybrid host, cgroup v1 hierarchies beside a cgroup2 mounted at /sys/fs/cgroup/un
 controllers (this development VM's layout). isotax's crun (environments.oci) and the engines'
 crun (dockerd, podman) then run with that mount detached in a private mount namespace. A fact
 of the host, shared by those plugins, so none imports another for it. Also the removal of a
-cgroup tree an instance made (nspawn's, a private dockerd's)."""
+cgroup tree an instance made (nspawn's, a private dockerd's), and the processes in one."""
 
 from __future__ import annotations
 
@@ -48,3 +48,13 @@ def remove_cgroup_tree(d: Path) -> None:
         with contextlib.suppress(OSError):
             sub.rmdir()
     d.rmdir()
+
+
+def tree_pids(d: Path) -> list[int]:
+    """Every process in the cgroup at d and its sub-groups, sorted; [] where none can be read
+    (a group that went meanwhile)."""
+    pids: set[int] = set()
+    for procs in sorted(d.rglob("cgroup.procs")):
+        with contextlib.suppress(OSError, ValueError):
+            pids.update(procfs.parse_pids(procs.read_text()))
+    return sorted(pids)

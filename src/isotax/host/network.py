@@ -162,6 +162,20 @@ def add_tagged_rule(table: str, chain: str, *spec: str, insert: bool = False) ->
     return TaggedRule(table, chain, full)
 
 
+def admit_only(admitted: dict[tuple[str, str, int, str], TaggedRule], source: str, chain: str,
+               address: str, port: int, proto: str) -> None:
+    """Reject what arrives for address:port/proto from anywhere but source: a REJECT rule
+    inserted first in the filter table's chain (INPUT for a server on the host's own stack,
+    FORWARD, after any DNAT, for one behind it), tagged isotax; once per (chain, address,
+    port, proto), recorded in admitted for its owner to delete. NetworkError when iptables
+    refuses it."""
+    key = (chain, address, port, proto)
+    if key not in admitted:
+        admitted[key] = add_tagged_rule("filter", chain, "-d", address, "-p", proto, "--dport",
+                                        str(port), "!", "-s", source, "-j", "REJECT",
+                                        insert=True)
+
+
 def delete_tagged_rule(rule: TaggedRule) -> str | None:
     """Delete a rule add_tagged_rule made; an error's words, or None (gone already is fine)."""
     p = iptables("-t", rule.table, "-D", rule.chain, *rule.spec)

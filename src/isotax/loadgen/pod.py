@@ -32,10 +32,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from isotax.environments.base import GUEST_ENV, READY_HELPER, READY_MARKER
-from isotax.environments.kube.pod import (
+from isotax.environments.base import GUEST_ENV, READY_HELPER
+from isotax.environments.kube.api import (
     CONTAINER,
-    HOPELESS,
     api_unreachable,
     delete_namespace,
     exec_argv,
@@ -46,18 +45,19 @@ from isotax.environments.kube.pod import (
     lost,
     namespace_manifest,
     namespaces_left,
-    pod_words,
+    wait_marker,
+    wait_running,
 )
 from isotax.host import owners
+from isotax.host.cgroups import tree_pids
 from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
-from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
+from isotax.host.network import NetworkError, TaggedRule, admit_only, delete_tagged_rule
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import NotApplicable, SanityError
-from isotax.parsers import procfs
-from isotax.protocols import Completed, Instance, Leftover, Reach
+from isotax.protocols import Completed, Instance, Leftover, Reach, Unavailable
 from isotax.telemetry.cpuacct import usage_s
 
 POD = "itx-loadgen"
@@ -178,23 +178,14 @@ class PodLoadGen:
             self.netns_inode = pod_netns_inode(self.node, pod["metadata"]["uid"])
 
     def _wait_running(self, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        pod: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            got = kubectl("get", "pod", "-n", self.namespace, POD, "-o", "json", timeout=30)
-            pod = json.loads(got.stdout) if got.returncode == 0 else {}
-            phase = pod.get("status", {}).get("phase", "")
-            if phase == "Running":
-                log = kubectl("logs", "-n", self.namespace, POD, "-c", CONTAINER, timeout=20)
-                if READY_MARKER in log.stdout:
-                    return pod
-            elif phase in ("Failed", "Succeeded") or any(
-                    w in pod_words(pod) for w in HOPELESS):
-                raise LoadGenRefused(f"load generator pod {self.namespace}/{POD} on "
-                                     f"{self.node_name}: {pod_words(pod)}")
-            time.sleep(0.1)
-        raise LoadGenRefused(f"load generator pod {self.namespace}/{POD} not running on "
-                             f"{self.node_name} after {timeout:.0f} s: {pod_words(pod)}")
+        """The pod Running and its itx-ready marker out; LoadGenRefused in its words else."""
+        try:
+            pod = wait_running(self.namespace, POD, timeout)
+            wait_marker(self.namespace, POD, timeout)
+        except Unavailable as e:
+            raise LoadGenRefused(f"load generator on {self.node_name}: "
+                                 f"{e.availability}") from None
+        return pod
 
     def close(self) -> None:
         """Remove the admission rules and the namespace. Idempotent; never raises."""
@@ -210,7 +201,7 @@ class PodLoadGen:
     # -- the protocol ------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
-        done = kubectl(*exec_argv(self.namespace, argv, timeout, pod=POD),
+        done = kubectl(*exec_argv(self.namespace, argv, timeout, POD),
                        timeout=timeout + 15)
         why = kubectl_failed(done)
         if why and (down := api_unreachable()):
@@ -255,13 +246,10 @@ class PodLoadGen:
         address is rejected (INPUT on this host's stack, FORWARD for an address behind it).
         Inserted first, tagged isotax, removed at close. Not on a foreign cluster's nodes,
         which isotax does not reach (its pods' own network policies hold there)."""
-        key = (chain, address, port, proto)
-        if key in self._admitted or self.node is None:
+        if self.node is None:
             return
         try:
-            self._admitted[key] = add_tagged_rule(
-                "filter", chain, "-d", address, "-p", proto, "--dport", str(port), "!", "-s",
-                self.address, "-j", "REJECT", insert=True)
+            admit_only(self._admitted, self.address, chain, address, port, proto)
         except NetworkError as e:
             raise SanityError(f"load generator: {e}") from e
 
@@ -315,10 +303,9 @@ def pod_netns_inode(node: L.NodeLayout, uid: str) -> int | None:
     """The inode of the network namespace a pod's processes are in (its pause container's,
     which they share); None where none can be read."""
     d = L.pod_cgroup(node, "cpuacct", uid)
-    for procs in sorted(d.rglob("cgroup.procs")) if d is not None else []:
-        for pid in procfs.parse_pids(procs.read_text()):
-            with contextlib.suppress(OSError):
-                return os.stat(f"/proc/{pid}/ns/net").st_ino
+    for pid in tree_pids(d) if d is not None else []:
+        with contextlib.suppress(OSError):
+            return os.stat(f"/proc/{pid}/ns/net").st_ino
     return None
 
 

@@ -42,7 +42,13 @@ from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH
 from isotax.host import command, owners
-from isotax.host.network import NetworkError, TaggedRule, add_tagged_rule, delete_tagged_rule
+from isotax.host.network import (
+    NetworkError,
+    TaggedRule,
+    add_tagged_rule,
+    admit_only,
+    delete_tagged_rule,
+)
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.processes import cmdlines, process_leftover
 from isotax.loadgen.local import listen_address, network_of, path_words
@@ -319,11 +325,7 @@ class SshLoadGen:
         address is rejected (INPUT for a server on the host's network, FORWARD after the DNAT
         for one behind the host). Inserted first, tagged isotax, removed at close (and by
         recovery, as every tagged rule of a dead run)."""
-        key = (chain, address, port, proto)
-        if key not in self._admitted:
-            self._admitted[key] = add_tagged_rule(
-                "filter", chain, "-d", address, "-p", proto, "--dport", str(port), "!", "-s",
-                self.address, "-j", "REJECT", insert=True)
+        admit_only(self._admitted, self.address, chain, address, port, proto)
 
     def _map(self, address: str, port: int, proto: str) -> None:
         key = (port, proto)

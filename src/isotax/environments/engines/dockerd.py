@@ -27,7 +27,7 @@ from isotax.environments.engines.iptables import (
     remove_iptables_leftovers,
 )
 from isotax.host import command, owners
-from isotax.host.cgroups import crun_needs_unified_detached, remove_cgroup_tree
+from isotax.host.cgroups import crun_needs_unified_detached, remove_cgroup_tree, tree_pids
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import (
     kill_and_reap,
@@ -227,10 +227,8 @@ class PrivateDockerd:
         orphans: set[str] = set()
         for d in cgroup_dirs_named(self.cgroup_parent):
             orphans |= {c.name for c in d.iterdir() if c.is_dir()}
-            for procs in d.rglob("cgroup.procs"):
-                with contextlib.suppress(OSError, ValueError):
-                    for pid in procfs.parse_pids(procs.read_text()):
-                        kill_and_reap(pid)
+            for pid in tree_pids(d):
+                kill_and_reap(pid)
             with contextlib.suppress(OSError):
                 remove_cgroup_tree(d)
         for cid in orphans:

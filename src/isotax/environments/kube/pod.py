@@ -44,7 +44,6 @@ from isotax import protocols
 from isotax.environments.base import (
     GUEST_ENV,
     READY_HELPER,
-    READY_MARKER,
     EnvironmentBase,
     Removals,
     Stopwatch,
@@ -52,11 +51,33 @@ from isotax.environments.base import (
     undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
-from isotax.environments.runtime_cli import timed_exit_status, under_timeout
+from isotax.environments.kube.api import (
+    CONTAINER,
+    api_unreachable,
+    delete_namespace,
+    endpoint_ready,
+    exec_argv,
+    exec_completed,
+    foreign_access,
+    get_pod,
+    image_differs,
+    kib,
+    kubectl,
+    kubectl_failed,
+    local_addresses,
+    lost,
+    namespace_manifest,
+    namespaces_left,
+    pod_words,
+    service_programmed,
+    task_status,
+    wait_marker,
+    wait_running,
+)
 from isotax.host import command, owners
+from isotax.host.cgroups import tree_pids
 from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
-from isotax.parsers import procfs
 from isotax.protocols import (
     Availability,
     Completed,
@@ -66,31 +87,20 @@ from isotax.protocols import (
     Isolation,
     Leftover,
     ParamSpec,
-    PlatformLost,
     Reach,
     SocketStack,
-    Stage,
     Unavailable,
     VersionCommand,
 )
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 POD = "itx-pod"  # the pod's name in its own namespace
-CONTAINER = "workload"
 NAMESPACE_PREFIX = "itx-pod-"
 MEMORY_MARGIN_MIB = 512  # left to the node's own processes where the plan sets no memory
 # A Burstable pod's requests (the plan sets no vcpus and memory_mib): what the scheduler
 # reserves for it, small enough that every pod of a plan fits on the node at once.
 TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
 REACH = {"pod": Reach.ROUTED, "host": Reach.HOST, "service": Reach.SERVICE}
-# A waiting pod's reasons that waiting will not mend: it fails now, in its own words.
-HOPELESS = ("ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName",
-            "RuntimeClass", "Unschedulable", "CreateContainerError")
-
-
-def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> Completed:
-    """kubectl on the run's cluster (host.kubernetes.target: the local one, or --kubeconfig's)."""
-    return target.current().kubectl(*args, timeout=timeout, input_text=input_text)
 
 
 def handler_isolation(handler: str) -> Isolation:
@@ -146,18 +156,6 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
             "spec": spec}
 
 
-def namespace_manifest(name: str) -> dict[str, Any]:
-    """A namespace of isotax's, labelled isotax and with the run that made it (where the
-    process names one), so a cluster's owner sees whose it is."""
-    labels = {"isotax": "1"}
-    run = re.sub(r"[^A-Za-z0-9_.-]", "-", owners.my_run())[:63].strip("-_.")
-    if run:
-        labels["isotax.run"] = run
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": labels,
-                         "annotations": {"isotax.owner": owners.mine()}}}
-
-
 def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[str, Any]:
     """A ClusterIP Service with every workload port (each protocol) in front of the pod. Pure."""
     entries = [{"name": f"p{p.number}-{proto}", "port": p.number, "targetPort": p.number,
@@ -165,79 +163,6 @@ def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[st
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": POD, "namespace": namespace, "labels": {"isotax": "1"}},
             "spec": {"type": "ClusterIP", "selector": {"app": POD}, "ports": entries}}
-
-
-def exec_argv(namespace: str, argv: Sequence[str], timeout: float, pod: str = POD
-              ) -> list[str]:
-    """`kubectl exec` arguments: the program under `timeout` inside the pod. Pure."""
-    return ["exec", "-n", namespace, pod, "-c", CONTAINER, "--",
-            *under_timeout(argv, timeout)]
-
-
-def kubectl_failed(done: Completed) -> str:
-    """kubectl's own words where `kubectl exec` itself failed (the API server or the kubelet
-    unreachable, the pod gone), "" where it ran the program (whatever that returned) or
-    timed out. Pure."""
-    if done.returncode in (0, command.TIMED_OUT) or re.search(
-            r"command terminated with exit code \d+\s*$", done.stderr):
-        return ""
-    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-    return lines[-1][:240] if lines else f"kubectl exited {done.returncode}"
-
-
-def api_unreachable() -> str:
-    """kubectl's words when the cluster's API server does not answer (its /readyz), "" when
-    it does."""
-    done = kubectl("get", "--raw", "/readyz", "--request-timeout=10s", timeout=20)
-    if done.returncode == 0:
-        return ""
-    return kubectl_failed(done) or f"/readyz: {done.stdout.strip()[-200:]}"
-
-
-def lost(why: str) -> PlatformLost:
-    return PlatformLost(f"the Kubernetes API server of {target.current().words()} does not "
-                        f"answer: {why}")
-
-
-def image_differs(want: Mapping[str, str], dpkg_query: str) -> list[str]:
-    """The packages whose version inside a pod (`dpkg-query -W` output, "name version" per
-    line) differs from the workload image's, in words; [] when the bits are the same. Pure."""
-    have = dict(line.split(None, 1) for line in dpkg_query.splitlines() if " " in line.strip())
-    return [f"{name} {have.get(name, 'missing')} (the image has {version})"
-            for name, version in sorted(want.items()) if have.get(name, "").strip() != version]
-
-
-def endpoint_ready(slices: Mapping[str, Any], pod_ip: str) -> bool:
-    """Whether an EndpointSliceList has the pod's address as a ready endpoint. Pure."""
-    for item in slices.get("items", []) or []:
-        for ep in item.get("endpoints", []) or []:
-            if pod_ip in ep.get("addresses", []) and (ep.get("conditions") or {}).get("ready"):
-                return True
-    return False
-
-
-def task_status(ctr_tasks_ls: str, container_id: str) -> str:
-    """A container's task status in `ctr tasks ls` output (RUNNING, PAUSED, STOPPED, ...);
-    "" when it has no task (its processes are gone). Pure."""
-    for line in ctr_tasks_ls.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] == container_id:
-            return parts[2]
-    return ""
-
-
-def exec_completed(argv: Sequence[str], done: Completed, t0: float) -> Completed:
-    """What a program run by `kubectl exec` (exec_argv) did: its exit status and its own
-    words, without kubectl's line for a non-zero exit."""
-    err = re.sub(r"command terminated with exit code \d+\n?$", "", done.stderr)
-    return Completed(tuple(argv), timed_exit_status(done.returncode, done.stderr), done.stdout,
-                     err, time.monotonic() - t0)
-
-
-def ready_ns(log: str) -> int | None:
-    """The CLOCK_MONOTONIC ns of itx-ready's marker in the container's log. Pure."""
-    m = re.search(rf"{READY_MARKER} (\d+)", log)
-    return int(m.group(1)) if m else None
 
 
 class PodInstance:
@@ -303,7 +228,8 @@ class PodInstance:
                                  memory_mib=self.memory_mib, owner=owners.mine(),
                                  guaranteed=self.guaranteed, node=self.node_wanted,
                                  pull="Never" if self.layout else "IfNotPresent"))
-        pod = self._wait_running(sw, timeout=120)
+        pod = wait_running(self.namespace, POD, timeout=120)
+        sw.mark("started")
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]
         self.container_id = str(statuses[0].get("containerID", "")).removeprefix(
@@ -314,7 +240,7 @@ class PodInstance:
         host_ip = pod["status"].get("hostIP", "")
         if self.layout is None:
             self._know_the_node(host_ip)
-        stamp = self._wait_marker(timeout=60)
+        stamp = wait_marker(self.namespace, POD, timeout=60)
         seen = sw.mark("ready")
         sw.marks["first_instruction"] = seen
         if stamp is not None and sw.t0 < stamp / 1e9 <= time.monotonic():
@@ -396,12 +322,12 @@ class PodInstance:
             got = kubectl("get", "nodes", "-o", "json")
             items = json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
         allocs = [i.get("status", {}).get("allocatable", {}) for i in items]
-        alloc = min(allocs, key=lambda a: _kib(a.get("memory", "0Ki"))) if allocs else {}
+        alloc = min(allocs, key=lambda a: kib(a.get("memory", "0Ki"))) if allocs else {}
         cpu = str(self.spec.vcpus) if self.spec.vcpus else str(alloc.get("cpu", "1"))
         if self.spec.memory_mib:
             return cpu, self.spec.memory_mib
-        kib = _kib(str(alloc.get("memory", "1048576Ki")))
-        return cpu, max(256, kib // 1024 - MEMORY_MARGIN_MIB)
+        memory_kib = kib(str(alloc.get("memory", "1048576Ki")))
+        return cpu, max(256, memory_kib // 1024 - MEMORY_MARGIN_MIB)
 
     def _apply(self, obj: Mapping[str, Any]) -> None:
         self.spec.workdir.mkdir(parents=True, exist_ok=True)
@@ -416,28 +342,7 @@ class PodInstance:
                 f"try `kubectl --kubeconfig {self.target.kubeconfig} apply -f {path}`"))
 
     def _pod(self) -> dict[str, Any]:
-        got = kubectl("get", "pod", "-n", self.namespace, POD, "-o", "json", timeout=30)
-        return json.loads(got.stdout) if got.returncode == 0 else {}
-
-    def _wait_running(self, sw: Stopwatch, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pod = self._pod()
-            status = pod.get("status", {})
-            phase = status.get("phase", "")
-            if phase == "Running":
-                sw.mark("started")
-                return pod
-            if phase in ("Failed", "Succeeded"):
-                raise Unavailable(Availability.no(f"pod {self.namespace}/{POD} is {phase} "
-                                                  f"before it ran: {pod_words(pod)}"))
-            waiting = pod_words(pod)
-            # What waiting will not mend: fail now, in the pod's own words.
-            if any(w in waiting for w in HOPELESS):
-                raise Unavailable(Availability.no(f"pod {self.namespace}/{POD}: {waiting}"))
-            time.sleep(0.05)
-        raise Unavailable(Availability.no(f"pod {self.namespace}/{POD} not running after "
-                                          f"{timeout:.0f} s: {pod_words(self._pod())}"))
+        return get_pod(self.namespace, POD)
 
     def _wait_service(self, timeout: float) -> None:
         """Until every node's kube-proxy has put the pod behind the Service's address in
@@ -465,20 +370,10 @@ class PodInstance:
             f"kube-proxy did not put pod {self.namespace}/{POD} ({self.pod_ip}) behind its "
             f"Service {self.cluster_ip} within {timeout:.0f} s"))
 
-    def _wait_marker(self, timeout: float) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            log = kubectl("logs", "-n", self.namespace, POD, "-c", CONTAINER, timeout=20)
-            if READY_MARKER in log.stdout:
-                return ready_ns(log.stdout)
-            time.sleep(0.05)
-        raise Unavailable(Availability.no(f"pod {self.namespace}/{POD}: no {READY_MARKER} "
-                                          f"from {READY_HELPER} within {timeout:.0f} s"))
-
     # -- the protocol -------------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
-        p = kubectl(*exec_argv(self.namespace, argv, timeout), timeout=timeout + 15)
+        p = kubectl(*exec_argv(self.namespace, argv, timeout, POD), timeout=timeout + 15)
         if kubectl_failed(p) and (down := api_unreachable()):
             raise lost(down)
         return exec_completed(argv, p, t0)
@@ -562,13 +457,7 @@ class PodInstance:
 
     def host_pids(self) -> Sequence[int]:
         d = self._cgroup("memory")
-        if d is None:
-            return []
-        pids: set[int] = set()
-        for procs in d.rglob("cgroup.procs"):
-            with contextlib.suppress(OSError, ValueError):
-                pids.update(procfs.parse_pids(procs.read_text()))
-        return sorted(pids)
+        return tree_pids(d) if d is not None else []
 
     def kernel_memory_bytes(self) -> int | None:
         return cgroup_kernel_bytes(self._cgroup("memory"), None)
@@ -631,95 +520,8 @@ class PodInstance:
         out.done()
 
 
-def _kib(quantity: str) -> int:
-    """KiB of a Kubernetes memory quantity as the API reports allocatable ("24115920Ki",
-    "32Gi", "33554432"). Pure."""
-    m = re.fullmatch(r"(\d+)([KMGT]i)?", quantity.strip())
-    if not m:
-        return 0
-    scale = {"Ki": 1, "Mi": 1 << 10, "Gi": 1 << 20, "Ti": 1 << 30}
-    return int(m.group(1)) * scale[m.group(2)] if m.group(2) else int(m.group(1)) // 1024
-
-
-def local_addresses() -> set[str]:
-    """This host's IPv4 addresses (its own network namespace's)."""
-    out = command.run(["ip", "-o", "-4", "addr", "show"], 10).stdout
-    return {f.split("/")[0] for line in out.splitlines()
-            for f in line.split()[3:4]}
-
-
-def pod_words(pod: Mapping[str, Any]) -> str:
-    """Why a pod is where it is, in its own words (its container's waiting or terminated
-    reason and message, else its conditions'). Pure."""
-    status = pod.get("status", {})
-    for c in status.get("containerStatuses", []) or []:
-        for key in ("waiting", "terminated"):
-            s = (c.get("state") or {}).get(key)
-            if s:
-                return f"{s.get('reason', key)}: {s.get('message', '')}".strip(": ")
-    for c in status.get("conditions", []) or []:
-        if c.get("status") == "False" and c.get("message"):
-            return f"{c.get('reason', '')}: {c['message']}".strip(": ")
-    return status.get("phase", "no status")
-
-
-def service_programmed(nat: str, cluster_ip: str, pod_ip: str) -> bool:
-    """Whether `iptables-save -t nat` output has kube-proxy's rules for the Service address
-    and an endpoint at the pod's address. Pure."""
-    return (f"-d {cluster_ip}/32" in nat
-            and re.search(rf"--to-destination {re.escape(pod_ip)}:\d+", nat) is not None)
-
-
-def delete_namespace(namespace: str) -> None:
-    done = kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=90s",
-                   "--ignore-not-found", timeout=120)
-    if done.returncode != 0:
-        raise RuntimeError(f"kubectl delete namespace {namespace}: {done.stderr.strip()[:200]}")
-
-
-def namespaces_left(prefix: str, what: str) -> list[Leftover]:
-    """isotax's namespaces of `prefix` still in the run's cluster (the local one while it
-    runs, or --kubeconfig's): their tag names their owner, so a resumed run's recovery removes
-    those a dead run could not (its API server gone)."""
-    t = target.current()
-    if t.local and (cluster.supervisor_pid() is None or cluster.state() != cluster.READY):
-        return []
-    got = t.kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
-    names = [n.removeprefix("namespace/") for n in got.stdout.split()]
-    return [Leftover(f"Kubernetes namespace {n}{what}",
-                     [(str(L.binary("kubectl")), f"--kubeconfig={t.kubeconfig}", "delete",
-                       "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
-            for n in names if n.startswith(prefix)]
-
-
 def leaked_namespaces() -> list[Leftover]:
     return namespaces_left(NAMESPACE_PREFIX, "")
-
-
-# What isotax does on a cluster it did not start: its own namespaces, pods and Services in
-# them, and commands in its pods.
-FOREIGN_VERBS = (("create", "namespaces"), ("delete", "namespaces"), ("create", "pods"),
-                 ("create", "services"), ("create", "pods/exec"), ("get", "nodes"))
-
-
-def foreign_access(t: target.Target) -> Availability:
-    """Whether the account of t's kubeconfig can reach its API server and do what isotax does
-    there, in one line naming what it cannot."""
-    if not L.binary("kubectl").exists():
-        return Availability.no(f"kubectl {L.K8S_VERSION} is not built here",
-                               "bash scripts/setup.sh --kubernetes")
-    version = t.kubectl("version", "-o", "json", "--request-timeout=15s", timeout=30)
-    if version.returncode != 0 or "serverVersion" not in version.stdout:
-        return Availability.no(f"{t.words()} cannot be reached: "
-                               f"{kubectl_failed(version) or version.stderr.strip()[-200:]}",
-                               "check the kubeconfig's server and credentials")
-    denied = [f"{verb} {what}" for verb, what in FOREIGN_VERBS
-              if t.kubectl("auth", "can-i", verb, what, timeout=30).stdout.strip() != "yes"]
-    if denied:
-        return Availability.no(f"the account of {t.kubeconfig} may not {', '.join(denied)}",
-                               "use an account that can (a namespace admin's does not reach "
-                               "nodes; isotax needs to read them)")
-    return Availability.yes()
 
 
 @register

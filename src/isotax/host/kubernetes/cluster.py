@@ -29,6 +29,7 @@ from isotax.host import command, network, numa, owners
 from isotax.host.kubernetes import configs, pki, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes.components import Component, argvs, node_argvs
+from isotax.host.kubernetes.target import Target
 from isotax.host.locks import exclusive
 from isotax.host.processes import read_cmdline
 from isotax.protocols import Completed
@@ -77,8 +78,8 @@ def state() -> str:
 
 
 def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> Completed:
-    return command.run([str(L.binary("kubectl")), f"--kubeconfig={L.KUBECONFIG}", *args],
-                       timeout, input=input_text)
+    """kubectl on the local cluster, as its admin."""
+    return Target(L.KUBECONFIG).kubectl(*args, timeout=timeout, input_text=input_text)
 
 
 # -- the supervisor ---------------------------------------------------------------------------
