@@ -145,7 +145,10 @@ def simulate(rng: np.random.Generator, data: HostData, plan: Plan, budget_s: flo
     cap = max(fixed, plan.verdicts.max_repetitions or 0)
     ids = itertools.count(1)
     by_point = {(r.environment, r.workload, r.params_key): r for r in data.ratios}
-    lent = {p: Borrowed(LENT_DOF, r.sd**2 * float(rng.chisquare(LENT_DOF)), "simulated")
+    # A stored run lends its spread and its mean (which chooses the mixture's width): the
+    # stored pairs' mean, off the truth by its standard error.
+    lent = {p: Borrowed(LENT_DOF, r.sd**2 * float(rng.chisquare(LENT_DOF)), "simulated",
+                        float(rng.normal(r.mean, r.sd / math.sqrt(max(r.pairs, 1)))))
             for p, r in by_point.items()}
     margin = {p: Margin(r.margin, "stored") for p, r in by_point.items()}
     cells: list[CellRecord] = []

@@ -39,6 +39,7 @@ from isotax.analysis.verdicts import (
     Borrowed,
     Verdict,
     decide,
+    prior_width,
     radius,
 )
 from isotax.model import CellKey, CellStatus, Sample
@@ -63,10 +64,11 @@ def radii(cap: int, sd: np.ndarray, borrowed: Borrowed = NOTHING_BORROWED) -> np
 
 
 def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
-              ss: np.ndarray | float = 0.0) -> np.ndarray:
-    """verdicts.radius for one n and arrays of sd and borrowed (dof, ss), with the F test of
-    borrowing.usable applied: where today's spread refuses its history, nothing is borrowed.
-    Checked against radius() and usable() in test_the_vectorised_radius_is_the_codes."""
+              ss: np.ndarray | float = 0.0, g: np.ndarray | float = PRIOR_G) -> np.ndarray:
+    """verdicts.radius for one n and arrays of sd and borrowed (dof, ss, the width g), with
+    the F test of borrowing.usable applied: where today's spread refuses its history, no
+    spread is borrowed (the width stays). Checked against radius() and usable() in
+    test_the_vectorised_radius_is_the_codes."""
     sd = np.asarray(sd, dtype=float)
     dof = np.broadcast_to(np.asarray(dof, dtype=float), sd.shape).copy()
     ss = np.broadcast_to(np.asarray(ss, dtype=float), sd.shape).copy()
@@ -78,12 +80,12 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
             refused = (dof > 0) & ((f > stats.f.ppf(1 - F_LEVEL, nu, d))
                                    | (f < stats.f.ppf(F_LEVEL, nu, d)))
         dof[refused], ss[refused] = 0.0, 0.0
-    c = 1 + n * PRIOR_G
+    c = 1 + n * np.broadcast_to(np.asarray(g, dtype=float), sd.shape)
     s = np.maximum(sd, SD_FLOOR) if nu >= 1 else np.zeros_like(sd)
     out = np.full(sd.shape, np.inf)
-    ok = ((nu + dof) / 2) * math.log(c) > math.log(1 / ALPHA)
-    k = (math.sqrt(c) / ALPHA) ** (2 / (n + dof[ok]))
-    out[ok] = np.sqrt((k - 1) * (nu * s[ok] ** 2 + ss[ok]) / (n * (1 - k / c)))
+    ok = ((nu + dof) / 2) * np.log(c) > math.log(1 / ALPHA)
+    k = (np.sqrt(c[ok]) / ALPHA) ** (2 / (n + dof[ok]))
+    out[ok] = np.sqrt((k - 1) * (nu * s[ok] ** 2 + ss[ok]) / (n * (1 - k / c[ok])))
     if nu < 1:  # one pair: at least ONE_PAIR_SDS of the history's sd
         with np.errstate(invalid="ignore", divide="ignore"):
             out = np.maximum(out, np.where(dof > 0, ONE_PAIR_SDS * np.sqrt(ss / dof), np.inf))
@@ -91,9 +93,10 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
 
 
 def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN_PAIRS,
-                     dof: np.ndarray | float = 0.0, ss: np.ndarray | float = 0.0
-                     ) -> np.ndarray:
-    """d: (simulations, max pairs) log ratios; dof, ss: each simulation's borrowed spread.
+                     dof: np.ndarray | float = 0.0, ss: np.ndarray | float = 0.0,
+                     g: np.ndarray | float = PRIOR_G) -> np.ndarray:
+    """d: (simulations, max pairs) log ratios; dof, ss, g: each simulation's borrowed spread
+    and the width its history chose.
     Per simulation, the verdict at the first look (n = first ..) that decides, else undecided
     at the last: 1 higher, -1 lower, 0 equivalent, 2 undecided. The rule of verdicts.decide
     after sequential.assess's borrowing, vectorised."""
@@ -103,7 +106,8 @@ def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN
     with np.errstate(invalid="ignore", divide="ignore"):
         var = (np.cumsum(d * d, axis=1) - n * mean**2) / (n - 1)
     sd = np.sqrt(np.maximum(np.nan_to_num(var, nan=0.0), 0.0))
-    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss) for k in range(1, cap + 1)])
+    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss, g)
+                           for k in range(1, cap + 1)])
     m = math.log1p(margin)
     low, high = mean - rad, mean + rad
     up, down = low > m, high < -m
@@ -118,14 +122,19 @@ def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN
 
 
 def history(rng: np.random.Generator, segments: list[np.ndarray], sims: int,
-            pairs: int = HISTORY_PAIRS) -> tuple[np.ndarray, np.ndarray]:
-    """Each simulation's borrowed spread: another block resample of the host's sequence
-    (`pairs` pairs, as a stored run would give), centred: (dof, ss) as borrowing lends it,
-    capped at its MAX_DOF."""
-    h = block_resampled(rng, segments, 0.0, sims, pairs)
+            pairs: int = HISTORY_PAIRS, delta: float = 0.0, margin: float = MIN_MARGIN
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each simulation's stored run: another block resample of the host's sequence (`pairs`
+    pairs, as a stored run would give, at the same true delta): (dof, ss) of its centred
+    pairs as borrowing lends them, capped at its MAX_DOF, and the mixture width its mean
+    chooses against `margin` (borrowing.with_prior)."""
+    h = block_resampled(rng, segments, delta, sims, pairs)
     ss = ((h - h.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     dof = min(pairs - 1.0, MAX_DOF)
-    return np.full(sims, dof), ss * dof / (pairs - 1)
+    ss = ss * dof / (pairs - 1)
+    g = np.array([prior_width(m, math.sqrt(e / dof), margin)
+                  for m, e in zip(h.mean(axis=1), ss, strict=True)])
+    return np.full(sims, dof), ss, g
 
 
 def blocks_of(segments: list[np.ndarray], block: int = BLOCK) -> np.ndarray:
@@ -194,6 +203,16 @@ def test_the_radius_is_where_the_integrated_bayes_factor_reaches_one_over_alpha(
     assert abs(bf_by_integration(wrong, sd, n) * ALPHA - 1) > 0.05
 
 
+@pytest.mark.parametrize(("n", "g"), [(9, 1.0), (20, 0.2)])
+def test_a_width_a_history_chose_is_where_its_bayes_factor_reaches_one_over_alpha(
+        n: int, g: float) -> None:
+    """The narrower mixtures that stored runs choose (verdicts.prior_width) are the same
+    closed form at their own g: checked by integration, and narrower than PRIOR_G's there."""
+    edge = radius(n, 0.1, borrowed=Borrowed(0.0, 0.0, "", g=g))
+    assert bf_by_integration(edge, 0.1, n, g=g) == pytest.approx(1 / ALPHA, rel=5e-3)
+    assert edge < radius(n, 0.1)
+
+
 def test_borrowed_spread_is_the_integrated_bayes_factor_of_the_longer_stream() -> None:
     """Borrowed residuals (dof d0, sum of squares E) act as d0 more values of known mean 0:
     the closed form equals the Bayes factor of n + d0 values whose extra d0 carry E and no
@@ -229,6 +248,9 @@ def test_the_vectorised_radius_is_the_codes() -> None:
         lent = Borrowed(12, 12 * 0.05**2, "h")
         want = [radius(n, x, borrowed=borrowing.usable(lent, x, n)) for x in sd]
         assert np.allclose(radius_np(n, sd, 12, 12 * 0.05**2), want)
+        narrow = Borrowed(12, 12 * 0.05**2, "h", g=0.4)
+        want = [radius(n, x, borrowed=borrowing.usable(narrow, x, n)) for x in sd]
+        assert np.allclose(radius_np(n, sd, 12, 12 * 0.05**2, 0.4), want)
         assert np.allclose(radius_np(n, sd), [radius(n, x) for x in sd])
     # one pair: the Gaussian model's radius would be ~3.6 of the history's sd; it is 8
     assert radius(1, math.nan, borrowed=Borrowed(12, 12 * 0.05**2, "h")) == \
@@ -260,8 +282,8 @@ def aa_false_rates(shape: str, sims: int = 4000, cap: int = CAP, lend: bool = Fa
     for spread, segs in zip(SPREADS["spreads"], SEGMENTS, strict=True):
         d = (gaussian(rng, 0.0, float(spread["sd"]), sims, cap) if shape == "gaussian"
              else block_resampled(rng, segs, 0.0, sims, cap))
-        dof, ss = history(rng, segs, sims) if lend else (0.0, 0.0)
-        rates.append(float(np.mean(np.abs(stopped_verdicts(d, dof=dof, ss=ss)) == 1)))
+        dof, ss, g = history(rng, segs, sims) if lend else (0.0, 0.0, PRIOR_G)
+        rates.append(float(np.mean(np.abs(stopped_verdicts(d, dof=dof, ss=ss, g=g)) == 1)))
     return rates
 
 
@@ -286,12 +308,17 @@ def test_with_borrowed_spread_the_real_sequences_stay_at_5_percent() -> None:
 
 
 def test_equivalent_is_rarely_said_at_the_margins_edge() -> None:
-    """A true ratio exactly at the margin's edge: "equivalent" in at most 5% of runs."""
+    """A true ratio exactly at the margin's edge: "equivalent" in at most 5% of runs, alone
+    and with a stored run's spread and the width its mean chooses (near the edge: narrow)."""
     rng = np.random.default_rng(3)
     for segs in SEGMENTS[::4]:
         for edge in (math.log1p(MIN_MARGIN), -math.log1p(MIN_MARGIN)):
             v = stopped_verdicts(block_resampled(rng, segs, edge, 2000, CAP))
             assert np.mean(v == 0) <= 0.05, (edge, np.mean(v == 0))
+            dof, ss, g = history(rng, segs, 2000, delta=edge)
+            v = stopped_verdicts(block_resampled(rng, segs, edge, 2000, CAP), dof=dof, ss=ss,
+                                 g=g)
+            assert np.mean(v == 0) <= 0.05, (edge, "borrowed", np.mean(v == 0))
 
 
 def test_a_true_5_percent_difference_is_found_on_quiet_sequences() -> None:
@@ -349,8 +376,11 @@ def simulated_run(rng: np.random.Generator, seqs: list[list[np.ndarray]], deltas
     lent = {}
     if lend:  # each ratio's stored run: another resample of its sequence
         for i, segs in enumerate(seqs):
-            dof, ss = history(rng, segs, 1)
-            lent[(f"env{i}", "w", f"p={i}")] = Borrowed(float(dof[0]), float(ss[0]), "sim")
+            h = block_resampled(rng, segs, deltas[i], 1, HISTORY_PAIRS)[0]
+            dof = min(HISTORY_PAIRS - 1.0, MAX_DOF)
+            ss = float(((h - h.mean()) ** 2).sum()) * dof / (HISTORY_PAIRS - 1)
+            # its mean too: the runner's assess chooses the mixture's width from it
+            lent[(f"env{i}", "w", f"p={i}")] = Borrowed(dof, ss, "sim", center=float(h.mean()))
     cells: list[CellRecord] = []
     used = [0] * len(seqs)
 

@@ -1,5 +1,7 @@
 """Borrowed strength: the spread of a ratio's pairs, taken from this host's stored runs of the
-same point, so that a run with few pairs of its own still gets a narrow interval.
+same point, so that a run with few pairs of its own still gets a narrow interval; and where
+those runs put the ratio, which chooses the width of the confidence sequence's mixture
+(with_prior, verdicts.prior_width): tightest where this ratio's decision will be made.
 
 Where from: complete runs in the store of the same host (margins.same_host: hostname, kernel,
 CPU model and count, memory) whose cells were run in blocks (run_meta PAIRING == BLOCKS: the
@@ -24,14 +26,21 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from scipy import stats
 
 from isotax.analysis import cell_length
 from isotax.analysis.headline import Point, headline_values
-from isotax.analysis.margins import host_history
-from isotax.analysis.verdicts import NOTHING_BORROWED, Borrowed, pair_by_round
+from isotax.analysis.margins import Margin, host_history
+from isotax.analysis.verdicts import (
+    NOTHING_BORROWED,
+    PRIOR_G,
+    Borrowed,
+    pair_by_round,
+    prior_width,
+)
 from isotax.store.base import Store
 
 # run_meta key and value that mark a run whose rounds ran in blocks (pairs close in time).
@@ -49,6 +58,8 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
     centred sum of squares of its pairs' log ratios against `baseline`."""
     dof: dict[Point, float] = defaultdict(float)
     ss: dict[Point, float] = defaultdict(float)
+    total: dict[Point, float] = defaultdict(float)  # the lent runs' pairs: sum and count
+    count: dict[Point, int] = defaultdict(int)
     runs: dict[Point, list[str]] = defaultdict(list)
     for run in host_history(store, host, exclude):
         meta = store.run_meta(run.id)
@@ -72,8 +83,11 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
             # A run cut to fit the cap gives its mean square times the dof it may give.
             ss[point] += sum((x - mean) ** 2 for x in d) * take / (len(d) - 1)
             dof[point] += take
+            total[point] += sum(d)
+            count[point] += len(d)
             runs[point].append(run.id)
-    return {p: Borrowed(dof[p], ss[p], _source(runs[p])) for p in dof if dof[p] > 0}
+    return {p: Borrowed(dof[p], ss[p], _source(runs[p]), total[p] / count[p])
+            for p in dof if dof[p] > 0}
 
 
 def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str],
@@ -93,6 +107,19 @@ def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str],
     return out
 
 
+def with_prior(borrowed: Borrowed, margin: Margin) -> Borrowed:
+    """`borrowed` with the mixture's width its history chooses against `margin`
+    (verdicts.prior_width): only where the margin was fixed before this run's cells, since a
+    width chosen from this run's own canary would no longer be fixed before its pairs.
+    Without a history's mean (nothing stored, or a verdict's stored record that kept its
+    width) `borrowed` stays as it is."""
+    if margin.from_this_run:
+        return replace(borrowed, g=PRIOR_G)
+    if borrowed.dof <= 0 or not math.isfinite(borrowed.center):
+        return borrowed
+    return replace(borrowed, g=prior_width(borrowed.center, borrowed.sd, margin.value))
+
+
 def usable(borrowed: Borrowed, sd: float, n: int) -> Borrowed:
     """`borrowed`, or nothing where today's n pairs (spread sd) say the history's sigma is
     not today's: their variance above or below the history's by an F test at F_LEVEL on
@@ -103,11 +130,12 @@ def usable(borrowed: Borrowed, sd: float, n: int) -> Borrowed:
     if borrowed.dof <= 0 or n < 2 or math.isnan(sd):
         return borrowed
     if borrowed.ss <= 0:
-        return NOTHING_BORROWED
+        return replace(NOTHING_BORROWED, g=borrowed.g)
     f = sd * sd / (borrowed.ss / borrowed.dof)
     if not stats.f.ppf(F_LEVEL, n - 1, borrowed.dof) <= f <= \
             stats.f.ppf(1 - F_LEVEL, n - 1, borrowed.dof):
-        return NOTHING_BORROWED
+        # The spread is refused; the width stays: the history chose it, not today's pairs.
+        return replace(NOTHING_BORROWED, g=borrowed.g)
     return borrowed
 
 

@@ -45,12 +45,19 @@ SEARCHED_RUNS = 50
 MAX_AUTO_MARGIN = 0.10
 # Pairs an A/A floor needs (the t interval at 2 pairs is 12.7 standard errors wide).
 MIN_AA_PAIRS = 3
+# A margin's source when it is the floor of this run's own canary.
+IN_RUN = "this run's A/A canary"
 
 
 @dataclass(frozen=True)
 class Margin:
     value: float  # a fraction: 0.02 for ±2%
     source: str  # in words: "plan", "A/A in this run", "A/A run 2026...", "minimum (no A/A run)"
+
+    @property
+    def from_this_run(self) -> bool:
+        """Taken from this run's own cells (its canary's floor), not fixed before them."""
+        return IN_RUN in self.source
 
 
 def aa_floors(cells: Sequence[CellRecord], baseline: str, aa_env: str
@@ -141,7 +148,7 @@ class Margins:
         own = {} if environment == self.canary else self.in_run
         # The stored A/A run first: looked up when the run started, it does not move.
         for floors, source in ((self.stored, f"A/A run {self.stored_run}"),
-                               (own, "this run's A/A canary")):
+                               (own, IN_RUN)):
             floor = floors.get(row)
             if floor is None:  # the workload's other points, same metric
                 same = [f for (w, _, m), f in floors.items() if (w, m) == (row[0], row[2])]

@@ -20,7 +20,7 @@ from isotax.analysis.margins import Margin, margins_for
 from isotax.analysis.report_warnings import HIGH_CV, HIGH_LAG1, ReportWarning, Warned
 from isotax.analysis.sequential import Progress, RatioState
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
-from isotax.analysis.verdicts import MIN_MARGIN, Borrowed, Verdict
+from isotax.analysis.verdicts import MIN_MARGIN, PRIOR_G, Borrowed, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
 from isotax.facts import stored_facts
@@ -283,8 +283,9 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
             r = kept.get((env, row[0], row[1]))
             return (Margin(r.margin, r.margin_source) if r is not None and r.margin is not None
                     else Margin(MIN_MARGIN, "minimum (not judged by the run)"))
-        lent = {k: Borrowed(r.borrowed_dof, r.borrowed_ss or 0.0, r.borrowed_from)
-                for k, r in kept.items() if r.borrowed_dof}
+        lent = {k: Borrowed(r.borrowed_dof or 0.0, r.borrowed_ss or 0.0, r.borrowed_from,
+                            g=PRIOR_G if r.prior_g is None else r.prior_g)
+                for k, r in kept.items()}
         judge: Any = rules
     else:
         try:

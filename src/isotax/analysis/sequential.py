@@ -145,9 +145,11 @@ def assess(cells: Sequence[CellRecord], baseline: str,
         m = metric[(wl, pkey)]
         margin = margins((wl, pkey, m), env)
         pairs = pair_by_round(by_rep, base)
-        own = confidence_sequence(pairs, alpha)
-        lent = borrowing.usable((borrowed or {}).get(point, NOTHING_BORROWED), own.sd, own.n)
-        cs = confidence_sequence(pairs, alpha, borrowed=lent) if lent.dof > 0 else own
+        stored = borrowing.with_prior((borrowed or {}).get(point, NOTHING_BORROWED), margin)
+        # The pairs' own sd, for the F test of the borrowed spread (the width is history's).
+        own_sd = confidence_sequence(pairs, alpha).sd
+        lent = borrowing.usable(stored, own_sd, len(pairs))
+        cs = confidence_sequence(pairs, alpha, borrowed=lent)
         v = decide_on(cs, higher[(wl, pkey)], margin.value)
         projected = long_shot = None
         if not v.verdict.decided:
@@ -189,7 +191,9 @@ def chased(progress: Progress, baseline: str, cap: int, canary: str | None = Non
     the short ones: an undecided ratio below MIN_PAIRS pairs (one pair has no spread of its
     own: nothing projects it, and Table 1 gives an environment's sd from two values), and
     the A/A canary's points below MIN_AA_PAIRS pairs (its floor, which gives this host's
-    next runs their margins, needs that many; native cells are cheap)."""
+    next runs their margins, needs that many; native cells are cheap). The canary is chased
+    no further: it is the run's alarm, not a question, and chasing its equivalence took a
+    fifth of the quick plan's ten minutes."""
     failing = {p for p, n in progress.added_failures.items() if n >= MAX_ADDED_FAILURES}
 
     def cost(r: RatioState) -> float:
@@ -201,7 +205,8 @@ def chased(progress: Progress, baseline: str, cap: int, canary: str | None = Non
         return r.verdict.n < (MIN_AA_PAIRS if r.environment == canary else MIN_PAIRS)
 
     out = [r for r in progress.ratios
-           if not r.verdict.verdict.decided and (chasable(r) or short(r))
+           if not r.verdict.verdict.decided
+           and (short(r) or (chasable(r) and r.environment != canary))
            and progress.measured.get(r.point, 0) < cap
            and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
     return sorted(out, key=lambda r: (not short(r), r.projected is None, cost(r), r.point))
@@ -214,9 +219,17 @@ def chasable(r: RatioState) -> bool:
 
 def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
                canary: str | None = None) -> Decision:
-    """Which points run once more: the chased ratios' environments, cheapest to decide
-    first (the canary's short points before them), each with the baseline's same point, as
-    many as room_s (the seconds left) holds by their cells' mean time."""
+    """Which points run once more: the short ratios' (chased) and, of the others, those the
+    seconds left (room_s) can see to a decision: cheapest to decide first, each ratio's
+    projected remaining pairs priced at its cells' mean time (the baseline's cell once per
+    point), as many as fit in room_s together; and at least the cheapest. Each with the
+    baseline's same point, and the round itself within room_s.
+
+    A round for every undecided ratio spreads the budget over ratios it cannot finish: at
+    the quick plan's ten minutes the runner's rule on this host's spreads decided ~19 of its
+    45 container ratios that way, ~23 focused (benchmarks/decision_ceiling.py). A ratio left
+    out is taken up again as soon as the room left holds it (others decided, or its
+    projection shortened)."""
     if not progress.ratios:
         return Decision((), NOTHING_TO_COMPARE)
     if all(r.verdict.verdict.decided for r in progress.ratios):
@@ -229,14 +242,21 @@ def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
                    and {r.point, (baseline, r.workload, r.params_key)} & failing]
         return Decision((), FAILING if blocked else CANNOT_DECIDE)
     chosen: list[Point] = []
-    left = room_s
+    left, to_finish, focused = room_s, room_s, False
     for r in todo:
         base = (baseline, r.workload, r.params_key)
         group = [r.point] + ([base] if base not in chosen else [])
         cost = sum(progress.cell_s.get(p, 0.0) for p in group)
-        if cost <= left:
+        short = r.verdict.n < MIN_PAIRS or r.environment == canary
+        # What seeing it to a decision would cost: its projected remaining pairs (a long
+        # shot's, todo has them last), a short ratio only its next pair.
+        finish = cost * (1 if short else max(
+            1, (r.projected or r.long_shot or cap) - r.verdict.n))
+        if cost <= left and (short or finish <= to_finish or not focused):
             chosen += group
             left -= cost
+            to_finish -= finish
+            focused = focused or not short
     if not chosen:
         return Decision((), TIME_SPENT)
     return Decision(tuple(chosen), None)
@@ -324,7 +344,7 @@ def ratio_fields(r: RatioState, ended: str | None, cap: int, fixed: int) -> dict
             "projected_pairs": r.projected, "reason": why_undecided(r, ended, cap, fixed),
             "sd": _finite(r.sd), "lag1": _finite(r.lag1),
             "borrowed_dof": r.borrowed.dof, "borrowed_ss": r.borrowed.ss,
-            "borrowed_from": r.borrowed.source}
+            "borrowed_from": r.borrowed.source, "prior_g": r.borrowed.g}
 
 
 def _finite(x: float) -> float | None:

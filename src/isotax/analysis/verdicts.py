@@ -45,10 +45,17 @@ No zero-width interval: a pair spread below SD_FLOOR counts as SD_FLOOR (three i
 pairs of a quantized metric must not decide anything by themselves); a larger s only widens
 the interval, so the guarantee holds.
 
-g = PRIOR_G (10): the mixture's width. It sets where the sequence is tightest; 10 lets 3 pairs
-already decide an effect of about 8 standard deviations (an emulated VM at 0.004x native) and
-costs about a factor of 2 in width against a fixed-n t interval at 5-10 pairs. Pure functions;
-the error rates are checked by simulation (tests/unit/test_verdict_simulation.py).
+g: the mixture's width over the standardized effect. It sets where the sequence is tightest:
+about where n g is 10. g = PRIOR_G (10) lets 3 pairs already decide an effect of about 8
+standard deviations (an emulated VM at 0.004x native) and costs about a factor of 2 in width
+against a fixed-n t interval at 5-10 pairs; a ratio within a few percent of native at a 10%
+spread is decided, if at all, after 20 to 40 pairs, where g = 0.3 is 12% narrower (1.3 times
+fewer pairs). So where this host's stored runs of the point say where its ratio lies, g is
+chosen from them (prior_width: the squared distance, in pair spreads, from the history's mean
+to the nearer edge of the margin, the effect the tests at that edge will face). Any g fixed
+before the pairs keeps the martingale a martingale; a g from the stored runs, which are not
+today's pairs, is such a g (a g picked from today's pairs would not be). Pure functions; the
+error rates are checked by simulation (tests/unit/test_verdict_simulation.py).
 
 The verdict against the equivalence margin m (on the ratio, symmetric on the log scale):
 - worse / better by x%: the whole interval is beyond the margin on that side;
@@ -81,16 +88,23 @@ SD_FLOOR = 0.002
 # sequences above 5%), at 8 they stay near the rate of two pairs (0.5%, the same one above 5%:
 # tests/unit/test_verdict_simulation.py). A wider interval only narrows what is claimed.
 ONE_PAIR_SDS = 8.0
+# The narrowest mixture a history may choose (prior_width): tightest near 10 / 0.2 = 50 pairs,
+# beyond what a budget of minutes gives one ratio here.
+MIN_PRIOR_G = 0.2
 
 
 @dataclass(frozen=True)
 class Borrowed:
-    """Spread borrowed from outside the pairs: `dof` degrees of freedom of zero-mean residuals
-    with the pairs' sigma, and their sum of squares `ss`; `source` says where from."""
+    """Strength borrowed from outside the pairs: `dof` degrees of freedom of zero-mean
+    residuals with the pairs' sigma, and their sum of squares `ss`; `source` says where from;
+    `center`, the history's mean log ratio (NaN: none), and `g`, the mixture's width that
+    history chose (prior_width; PRIOR_G without history)."""
 
     dof: float
     ss: float
     source: str
+    center: float = math.nan
+    g: float = PRIOR_G
 
     @property
     def sd(self) -> float:
@@ -111,6 +125,16 @@ class Verdict(StrEnum):
         return self is not Verdict.UNDECIDED
 
 
+def prior_width(center: float, sd: float, margin: float) -> float:
+    """The mixture's width g that a history chooses for a ratio (module docstring): the
+    squared distance, in pair spreads sd, from the history's mean log ratio `center` to the
+    nearer edge of the margin, within [MIN_PRIOR_G, PRIOR_G]; PRIOR_G without a history."""
+    if not (math.isfinite(center) and math.isfinite(sd)) or sd <= 0:
+        return PRIOR_G
+    z = abs(abs(center) - math.log1p(margin)) / max(sd, SD_FLOOR)
+    return min(PRIOR_G, max(MIN_PRIOR_G, z * z))
+
+
 def t_radius(n: int, alpha: float = ALPHA, g: float = PRIOR_G) -> float:
     """The confidence sequence's half-width in standard errors (s / sqrt(n)) at n values,
     nothing borrowed: the t at which BF(t) = 1/alpha; inf when n values cannot reach 1/alpha
@@ -120,7 +144,7 @@ def t_radius(n: int, alpha: float = ALPHA, g: float = PRIOR_G) -> float:
     return radius(n, 1.0, alpha, g) * math.sqrt(n)
 
 
-def radius(n: int, sd: float, alpha: float = ALPHA, g: float = PRIOR_G,
+def radius(n: int, sd: float, alpha: float = ALPHA, g: float | None = None,
            borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The confidence sequence's half-width on the mean log ratio after n pairs whose sample
     standard deviation is sd (NaN below 2 pairs), with `borrowed` spread: the distance delta
@@ -129,7 +153,7 @@ def radius(n: int, sd: float, alpha: float = ALPHA, g: float = PRIOR_G,
     nu = n - 1
     if n < 1 or (nu < 1 and d0 <= 0):
         return math.inf
-    c = 1 + n * g
+    c = 1 + n * (borrowed.g if g is None else g)
     if ((nu + d0) / 2) * math.log(c) <= math.log(1 / alpha):
         return math.inf
     k = (math.sqrt(c) / alpha) ** (2 / (n + d0))
@@ -154,7 +178,7 @@ class ConfidenceSequence:
 
 
 def confidence_sequence(log_ratios: Sequence[float], alpha: float = ALPHA,
-                        g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED
+                        g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED
                         ) -> ConfidenceSequence:
     """The t confidence sequence at the current n for the mean of the paired log ratios,
     with `borrowed` spread where there is some."""
@@ -216,7 +240,7 @@ def _num(x: float) -> str:
 
 
 def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
-           alpha: float = ALPHA, g: float = PRIOR_G,
+           alpha: float = ALPHA, g: float | None = None,
            borrowed: Borrowed = NOTHING_BORROWED) -> RatioVerdict:
     """The verdict on one ratio from its paired log ratios so far."""
     return decide_on(confidence_sequence(log_ratios, alpha, g, borrowed), higher_is_better,
@@ -248,7 +272,7 @@ def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> 
 
 
 def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
-                    g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
+                    g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
     """How many pairs in all the ratio would need to be decided if its mean and spread stayed
     what they are now: the smallest n (up to cap) whose half-width fits the distance from the
     mean to the nearer margin edge; None when none up to cap does (the mean sits on the
@@ -268,7 +292,7 @@ def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: floa
 
 
 def pairs_to_decide_near(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
-                         g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED
+                         g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED
                          ) -> int | None:
     """pairs_to_decide were the ratio's mean one standard error nearer a decision (either
     way, or at 1.00 where that is within one): None only where no such ratio could be
@@ -286,7 +310,7 @@ def pairs_to_decide_near(cs: ConfidenceSequence, margin: float, cap: int, alpha:
     return min(found, default=None)
 
 
-def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float = PRIOR_G,
+def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float | None = None,
                  borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The mixture Bayes factor (module docstring) of n pairs with this mean and sd against the
     mean log ratio mu: an e-value for "the true mean is mu" (its expectation under mu is at
@@ -294,7 +318,7 @@ def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float = PRIOR_G,
     nu = n - 1
     if n < 1 or (nu < 1 and borrowed.dof <= 0):
         return 1.0
-    c = 1 + n * g
+    c = 1 + n * (borrowed.g if g is None else g)
     s2 = max(sd, SD_FLOOR) ** 2 if nu >= 1 else 0.0
     base = nu * s2 + borrowed.ss
     dist = n * (mean - mu) ** 2
@@ -304,7 +328,7 @@ def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float = PRIOR_G,
 
 
 def smallest_decidable(sd: float, n: int, margin: float, alpha: float = ALPHA,
-                       g: float = PRIOR_G, borrowed: Borrowed = NOTHING_BORROWED) -> float:
+                       g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The smallest true change (a fraction, as |ratio - 1|) that n pairs at pair spread sd
     would call worse or better, to the first order: the margin plus the interval's half-width
     (the mean must clear the margin by a whole half-width). inf when n pairs bound nothing."""
@@ -313,7 +337,7 @@ def smallest_decidable(sd: float, n: int, margin: float, alpha: float = ALPHA,
 
 
 def pairs_for_half_width(sd: float, half_width: float, cap: int = 100_000,
-                         alpha: float = ALPHA, g: float = PRIOR_G,
+                         alpha: float = ALPHA, g: float | None = None,
                          borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
     """The pairs whose interval is at most ±half_width (a fraction of the ratio, 0.05 for ±5%)
     at pair spread sd; None beyond cap. Doubling search, then bisection: radius falls with n."""

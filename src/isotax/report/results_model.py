@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from isotax.analysis.limiter import Limiter
-from isotax.analysis.verdicts import Verdict
+from isotax.analysis.verdicts import PRIOR_G, Verdict
 from isotax.model import FORMAT_VERSION
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "results.schema.json"
@@ -235,6 +235,9 @@ class VerdictRatio(_Part):
     """Their centred sum of squares of log ratios."""
     borrowed_from: str = ""
     """Where the borrowed spread came from."""
+    prior_g: float = PRIOR_G
+    """The width of the confidence sequence's mixture (chosen from this host's stored runs of
+    the point; 10 without them)."""
 
 
 class Verdicts(_Part):
