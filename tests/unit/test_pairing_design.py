@@ -302,7 +302,19 @@ def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: 
     said: list[str] = []
     AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
         .say_history("now")
-    assert said == ["this host's last run (last): a tax of about 12% or more"]
+    assert said == ["this host's last run of this plan (last): a tax of about 12% or more"]
+    # a newer run of another plan: named as such, and only where this plan has none
+    store.create_run("k8s", "kubernetes", 'name = "kubernetes"\n', 1, HOST)
+    store.set_run_status("k8s", "complete", 1.0)
+    store.put_run_meta("k8s", "reach", {"words": "a pod's words", "budget_s": 9})
+    said.clear()
+    AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
+        .say_history("now")
+    assert said == ["this host's last run of this plan (last): a tax of about 12% or more"]
+    said.clear()
+    AddedRounds(parse_plan(PLAN.format(extra="").replace('name = "p"', 'name = "q"')), store,
+                PhaseClock(), said.append).say_history("now")
+    assert said == ["this host's last run (k8s, plan kubernetes): a pod's words"]
 
 
 def test_the_canary_is_chased_to_the_pairs_its_floor_needs_first() -> None:

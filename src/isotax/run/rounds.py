@@ -146,14 +146,22 @@ class AddedRounds:
             self.say_history(run_id)
 
     def say_history(self, run_id: str) -> None:
-        """Before the first cell: what this host's newest stored run could decide (its
-        `reach`), so the user knows what to expect before the run spends its budget."""
+        """Before the first cell: what this host's newest stored run of the same plan could
+        decide (its `reach`), so the user knows what to expect before the run spends its
+        budget; without one, the newest of another plan, named as such (its ratios and
+        budget are another plan's)."""
+        other = None
         for run in margin_rules.host_history(self.store, self.store.get_run(run_id).host,
                                              run_id):
             said = RunMeta(self.store.run_meta(run.id)).reach
-            if said is not None and said.words:
-                self.log(f"this host's last run ({run.id}): {said.words}")
+            if said is None or not said.words:
+                continue
+            if run.plan_name == self.plan.name:
+                self.log(f"this host's last run of this plan ({run.id}): {said.words}")
                 return
+            other = other or f"this host's last run ({run.id}, plan {run.plan_name}): {said.words}"
+        if other:
+            self.log(other)
 
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
         """What this host can decide (analysis.reach), from the run's questions (not its
