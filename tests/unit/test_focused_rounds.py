@@ -97,7 +97,7 @@ def test_prior_width_is_the_squared_distance_to_the_margin_in_spreads() -> None:
     assert prior_width(math.nan, 0.10, 0.05) == PRIOR_G  # no history
     # tightest where the decision is made: at 30 pairs narrower than PRIOR_G's
     g = prior_width(0.0, 0.10, 0.05)
-    assert radius(30, 0.10, g=g) < 0.92 * radius(30, 0.10)
+    assert radius(30, 0.10, borrowed=Borrowed(0.0, 0.0, "", g=g)) < 0.92 * radius(30, 0.10)
 
 
 def test_the_width_comes_from_the_history_never_from_this_runs_canary() -> None:

@@ -37,6 +37,7 @@ from isotax.analysis.verdicts import (
     pair_by_round,
     pairs_to_decide,
     pairs_to_decide_near,
+    spread,
 )
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord
@@ -146,9 +147,8 @@ def assess(cells: Sequence[CellRecord], baseline: str,
         margin = margins((wl, pkey, m), env)
         pairs = pair_by_round(by_rep, base)
         stored = borrowing.with_prior((borrowed or {}).get(point, NOTHING_BORROWED), margin)
-        # The pairs' own sd, for the F test of the borrowed spread (the width is history's).
-        own_sd = confidence_sequence(pairs, alpha).sd
-        lent = borrowing.usable(stored, own_sd, len(pairs))
+        # The F test of the borrowed spread reads the pairs' own (the width is history's).
+        lent = borrowing.usable(stored, spread(pairs), len(pairs))
         cs = confidence_sequence(pairs, alpha, borrowed=lent)
         v = decide_on(cs, higher[(wl, pkey)], margin.value)
         projected = long_shot = None
@@ -199,22 +199,31 @@ def chased(progress: Progress, baseline: str, cap: int, canary: str | None = Non
     def cost(r: RatioState) -> float:
         pair = (progress.cell_s.get(r.point, 0.0)
                 + progress.cell_s.get((baseline, r.workload, r.params_key), 0.0))
-        return max(1, (r.projected or r.long_shot or cap) - r.verdict.n) * pair
-
-    def short(r: RatioState) -> bool:
-        return r.verdict.n < (MIN_AA_PAIRS if r.environment == canary else MIN_PAIRS)
+        return pairs_left(r, cap) * pair
 
     out = [r for r in progress.ratios
            if not r.verdict.verdict.decided
-           and (short(r) or (chasable(r) and r.environment != canary))
+           and (short(r, canary) or (chasable(r) and r.environment != canary))
            and progress.measured.get(r.point, 0) < cap
            and r.point not in failing and (baseline, r.workload, r.params_key) not in failing]
-    return sorted(out, key=lambda r: (not short(r), r.projected is None, cost(r), r.point))
+    return sorted(out, key=lambda r: (not short(r, canary), r.projected is None, cost(r),
+                                      r.point))
 
 
 def chasable(r: RatioState) -> bool:
     """More pairs could decide it: at its projection, or as a long shot."""
     return r.projected is not None or r.long_shot is not None
+
+
+def short(r: RatioState, canary: str | None) -> bool:
+    """Below the pairs every ratio gets (MIN_PAIRS), or the canary's below its floor's."""
+    return r.verdict.n < (MIN_AA_PAIRS if r.environment == canary else MIN_PAIRS)
+
+
+def pairs_left(r: RatioState, cap: int) -> int:
+    """The pairs an undecided ratio still needs: to its projection, a long shot's, else to
+    the cap; at least one."""
+    return max(1, (r.projected or r.long_shot or cap) - r.verdict.n)
 
 
 def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
@@ -247,16 +256,15 @@ def next_round(progress: Progress, baseline: str, cap: int, room_s: float,
         base = (baseline, r.workload, r.params_key)
         group = [r.point] + ([base] if base not in chosen else [])
         cost = sum(progress.cell_s.get(p, 0.0) for p in group)
-        short = r.verdict.n < MIN_PAIRS or r.environment == canary
+        now = short(r, canary)
         # What seeing it to a decision would cost: its projected remaining pairs (a long
         # shot's, todo has them last), a short ratio only its next pair.
-        finish = cost * (1 if short else max(
-            1, (r.projected or r.long_shot or cap) - r.verdict.n))
-        if cost <= left and (short or finish <= to_finish or not focused):
+        finish = cost * (1 if now else pairs_left(r, cap))
+        if cost <= left and (now or finish <= to_finish or not focused):
             chosen += group
             left -= cost
             to_finish -= finish
-            focused = focused or not short
+            focused = focused or not now
     if not chosen:
         return Decision((), TIME_SPENT)
     return Decision(tuple(chosen), None)

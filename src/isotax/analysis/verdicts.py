@@ -135,16 +135,7 @@ def prior_width(center: float, sd: float, margin: float) -> float:
     return min(PRIOR_G, max(MIN_PRIOR_G, z * z))
 
 
-def t_radius(n: int, alpha: float = ALPHA, g: float = PRIOR_G) -> float:
-    """The confidence sequence's half-width in standard errors (s / sqrt(n)) at n values,
-    nothing borrowed: the t at which BF(t) = 1/alpha; inf when n values cannot reach 1/alpha
-    at all (BF is bounded by c**(nu/2))."""
-    if n < 2:
-        return math.inf
-    return radius(n, 1.0, alpha, g) * math.sqrt(n)
-
-
-def radius(n: int, sd: float, alpha: float = ALPHA, g: float | None = None,
+def radius(n: int, sd: float, alpha: float = ALPHA,
            borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The confidence sequence's half-width on the mean log ratio after n pairs whose sample
     standard deviation is sd (NaN below 2 pairs), with `borrowed` spread: the distance delta
@@ -153,7 +144,7 @@ def radius(n: int, sd: float, alpha: float = ALPHA, g: float | None = None,
     nu = n - 1
     if n < 1 or (nu < 1 and d0 <= 0):
         return math.inf
-    c = 1 + n * (borrowed.g if g is None else g)
+    c = 1 + n * borrowed.g
     if ((nu + d0) / 2) * math.log(c) <= math.log(1 / alpha):
         return math.inf
     k = (math.sqrt(c) / alpha) ** (2 / (n + d0))
@@ -177,8 +168,14 @@ class ConfidenceSequence:
         return (self.high - self.low) / 2
 
 
+def spread(log_ratios: Sequence[float] | np.ndarray) -> float:
+    """The pairs' sample standard deviation (n - 1); NaN below 2 pairs."""
+    d = np.asarray(log_ratios, dtype=float)
+    return float(d.std(ddof=1)) if d.size >= 2 else math.nan
+
+
 def confidence_sequence(log_ratios: Sequence[float], alpha: float = ALPHA,
-                        g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED
+                        borrowed: Borrowed = NOTHING_BORROWED
                         ) -> ConfidenceSequence:
     """The t confidence sequence at the current n for the mean of the paired log ratios,
     with `borrowed` spread where there is some."""
@@ -187,10 +184,10 @@ def confidence_sequence(log_ratios: Sequence[float], alpha: float = ALPHA,
     if n == 0:
         return ConfidenceSequence(0, math.nan, math.nan, -math.inf, math.inf)
     mean = float(d.mean())
-    sd = float(d.std(ddof=1)) if n >= 2 else math.nan
+    sd = spread(d)
     if n < 2 and borrowed.dof <= 0:
         return ConfidenceSequence(n, mean, sd, -math.inf, math.inf)
-    r = radius(n, sd, alpha, g, borrowed)
+    r = radius(n, sd, alpha, borrowed)
     return ConfidenceSequence(n, mean, sd, mean - r, mean + r)
 
 
@@ -240,10 +237,9 @@ def _num(x: float) -> str:
 
 
 def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
-           alpha: float = ALPHA, g: float | None = None,
-           borrowed: Borrowed = NOTHING_BORROWED) -> RatioVerdict:
+           alpha: float = ALPHA, borrowed: Borrowed = NOTHING_BORROWED) -> RatioVerdict:
     """The verdict on one ratio from its paired log ratios so far."""
-    return decide_on(confidence_sequence(log_ratios, alpha, g, borrowed), higher_is_better,
+    return decide_on(confidence_sequence(log_ratios, alpha, borrowed), higher_is_better,
                      margin)
 
 
@@ -272,7 +268,7 @@ def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> 
 
 
 def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
-                    g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
+                    borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
     """How many pairs in all the ratio would need to be decided if its mean and spread stayed
     what they are now: the smallest n (up to cap) whose half-width fits the distance from the
     mean to the nearer margin edge; None when none up to cap does (the mean sits on the
@@ -286,13 +282,13 @@ def pairs_to_decide(cs: ConfidenceSequence, margin: float, cap: int, alpha: floa
         return None
     for n in range(max(cs.n, 2), cap + 1):
         # The borrowed sum of squares stays; the pairs' own grows with n at today's spread.
-        if radius(n, sd, alpha, g, borrowed) < room:
+        if radius(n, sd, alpha, borrowed) < room:
             return n
     return None
 
 
 def pairs_to_decide_near(cs: ConfidenceSequence, margin: float, cap: int, alpha: float = ALPHA,
-                         g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED
+                         borrowed: Borrowed = NOTHING_BORROWED
                          ) -> int | None:
     """pairs_to_decide were the ratio's mean one standard error nearer a decision (either
     way, or at 1.00 where that is within one): None only where no such ratio could be
@@ -305,12 +301,12 @@ def pairs_to_decide_near(cs: ConfidenceSequence, margin: float, cap: int, alpha:
     se = sd / math.sqrt(cs.n)
     means = [cs.mean - se, cs.mean + se] + ([0.0] if abs(cs.mean) <= se else [])
     found = [p for mu in means
-             if (p := pairs_to_decide(replace(cs, mean=mu), margin, cap, alpha, g, borrowed))
+             if (p := pairs_to_decide(replace(cs, mean=mu), margin, cap, alpha, borrowed))
              is not None]
     return min(found, default=None)
 
 
-def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float | None = None,
+def bayes_factor(n: int, mean: float, sd: float, mu: float,
                  borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The mixture Bayes factor (module docstring) of n pairs with this mean and sd against the
     mean log ratio mu: an e-value for "the true mean is mu" (its expectation under mu is at
@@ -318,7 +314,7 @@ def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float | None = No
     nu = n - 1
     if n < 1 or (nu < 1 and borrowed.dof <= 0):
         return 1.0
-    c = 1 + n * (borrowed.g if g is None else g)
+    c = 1 + n * borrowed.g
     s2 = max(sd, SD_FLOOR) ** 2 if nu >= 1 else 0.0
     base = nu * s2 + borrowed.ss
     dist = n * (mean - mu) ** 2
@@ -328,28 +324,28 @@ def bayes_factor(n: int, mean: float, sd: float, mu: float, g: float | None = No
 
 
 def smallest_decidable(sd: float, n: int, margin: float, alpha: float = ALPHA,
-                       g: float | None = None, borrowed: Borrowed = NOTHING_BORROWED) -> float:
+                       borrowed: Borrowed = NOTHING_BORROWED) -> float:
     """The smallest true change (a fraction, as |ratio - 1|) that n pairs at pair spread sd
     would call worse or better, to the first order: the margin plus the interval's half-width
     (the mean must clear the margin by a whole half-width). inf when n pairs bound nothing."""
-    r = radius(n, sd, alpha, g, borrowed)
+    r = radius(n, sd, alpha, borrowed)
     return math.expm1(math.log1p(margin) + r) if math.isfinite(r) else math.inf
 
 
 def pairs_for_half_width(sd: float, half_width: float, cap: int = 100_000,
-                         alpha: float = ALPHA, g: float | None = None,
-                         borrowed: Borrowed = NOTHING_BORROWED) -> int | None:
+                         alpha: float = ALPHA, borrowed: Borrowed = NOTHING_BORROWED
+                         ) -> int | None:
     """The pairs whose interval is at most ±half_width (a fraction of the ratio, 0.05 for ±5%)
     at pair spread sd; None beyond cap. Doubling search, then bisection: radius falls with n."""
     want = math.log1p(half_width)
-    if radius(cap, sd, alpha, g, borrowed) > want:
+    if radius(cap, sd, alpha, borrowed) > want:
         return None
     lo, hi = 1, 2
-    while radius(hi, sd, alpha, g, borrowed) > want:
+    while radius(hi, sd, alpha, borrowed) > want:
         lo, hi = hi, min(cap, hi * 2)
     while lo < hi:
         mid = (lo + hi) // 2
-        if radius(mid, sd, alpha, g, borrowed) > want:
+        if radius(mid, sd, alpha, borrowed) > want:
             lo = mid + 1
         else:
             hi = mid

@@ -211,7 +211,6 @@ def foreign_access(t: target.Target) -> Availability:
     return Availability.yes()
 
 
-
 def get_pod(namespace: str, name: str) -> dict[str, Any]:
     """The pod as the API has it; {} where it cannot be read."""
     got = kubectl("get", "pod", "-n", namespace, name, "-o", "json", timeout=30)
