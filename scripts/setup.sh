@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs everything isotax needs on a Debian 12 host, as root: the runtimes, QEMU, the
-# workload tools (the same Debian packages the image gets, so native runs use the same
-# versions), and a virtual environment with isotax in .venv. Safe to run again.
+# Installs everything isotax needs on a Debian 12 (bookworm) or Debian 13 (trixie) host, as
+# root: the runtimes, QEMU, the workload tools (the same Debian packages the image gets, so
+# native runs use the same versions), and a virtual environment with isotax in .venv. Safe to
+# run again. The package names below exist in both releases; where the releases differ (Python
+# 3.11 and 3.13, Podman 4 and 5, Docker 20.10 and 26, QEMU 7.2 and 10.0, Open MPI 4 and 5),
+# isotax reads the installed versions at run time.
 # `--kubernetes` also builds the local Kubernetes (scripts/kubernetes-build.sh: about 10 min
 # the first time, cached by version) that `isotax cluster up` starts.
 set -euo pipefail
@@ -16,6 +19,13 @@ done
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (as a user with sudo: sudo bash scripts/setup.sh)" >&2; exit 2
 fi
+# The releases this script is tried on; another Debian-like system gets a warning, not a
+# refusal (its package names may differ: apt says which).
+OS_ID=$(. /etc/os-release 2>/dev/null && echo "${ID:-?} ${VERSION_ID:-?}")
+case $OS_ID in
+  "debian 12"|"debian 13") ;;
+  *) echo "setup.sh: this is $OS_ID; tried on Debian 12 and 13 only: going on" >&2 ;;
+esac
 
 # A private archive cache and a lock timeout: another apt run on the machine can neither
 # delete our downloads nor make us fail on its lock.
@@ -107,8 +117,10 @@ RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237  # go branch, 2026-09-05
 GO_BOOTSTRAP=go1.26.8
 GO_BOOTSTRAP_SHA256=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
 RUNSC=/opt/isotax/runsc/runsc
-if [ "$("$RUNSC" --version 2>/dev/null | head -1)" != "runsc version $RUNSC_VERSION" ]; then
-  t0=$SECONDS
+# ensure_go: GO set to a Go >= 1.21 (the host's, else the pinned bootstrap toolchain, fetched
+# once into /opt/isotax). runsc's build needs it, and so does kubernetes-build.sh even when
+# everything is built (it reads the binaries' build info with `go version -m`).
+ensure_go() {
   GO=$(command -v go || echo /usr/local/go/bin/go)
   minor=$({ "$GO" version 2>/dev/null || true; } | sed -n 's/^go version go1\.\([0-9]*\).*/\1/p')
   if [ "${minor:-0}" -lt 21 ]; then
@@ -134,6 +146,10 @@ PY
     fi
     GO=$GOROOT_BOOT/bin/go
   fi
+}
+if [ "$("$RUNSC" --version 2>/dev/null | head -1)" != "runsc version $RUNSC_VERSION" ]; then
+  t0=$SECONDS
+  ensure_go
   GOBIN_TMP=$(mktemp -d)
   GOTOOLCHAIN=auto GOBIN="$GOBIN_TMP" CGO_ENABLED=0 "$GO" install \
     -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
@@ -153,6 +169,7 @@ bash scripts/venv.sh .venv
 mapfile -t WORKLOAD_PACKAGES < <(.venv/bin/isotax workloads --packages)
 apt_install "${WORKLOAD_PACKAGES[@]}"
 if [ -n "$KUBERNETES" ]; then
-  bash scripts/kubernetes-build.sh
+  ensure_go
+  PATH=$(dirname "$GO"):$PATH bash scripts/kubernetes-build.sh
 fi
 echo "setup.sh: ready; .venv/bin/isotax --help"

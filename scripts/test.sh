@@ -4,6 +4,9 @@
 # root, which shows it needs neither), then tests/integration (real environments, as root).
 # Run as root. Arguments go to one pytest run instead of the two rooms, for example
 # `bash scripts/test.sh tests/unit -x` or `bash scripts/test.sh -k gvisor`.
+# `bash scripts/test.sh --guests` runs the slow room instead: tests/guests, isotax installed by
+# setup.sh in a Debian 13 and a Debian 12 guest booting systemd on cgroup v2, under QEMU
+# (docs/testing.md says how long it takes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # --kubernetes: the local cluster's tests need it built (about 10 min the first time).
@@ -12,6 +15,10 @@ bash scripts/setup.sh --kubernetes
 .venv/bin/mypy src
 .venv/bin/lint-imports  # the import layers in pyproject.toml: an import that points up fails
 pytest=(.venv/bin/python -m pytest -v -p no:cacheprovider)
+if [ "${1:-}" = --guests ]; then
+  shift
+  exec "${pytest[@]}" -s tests/guests "$@"
+fi
 if [ $# -gt 0 ]; then
   exec "${pytest[@]}" "$@"
 fi

@@ -8,16 +8,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
-# Debian's python3 (3.11 on bookworm) for the venv: the same interpreter on every such host,
-# and the one the lock is resolved for.
+# Debian's python3 for the venv (3.11 on bookworm, 3.13 on trixie): the same interpreter on
+# every such host. The lock is resolved for 3.11, and each of its pins has a wheel for 3.13
+# too (the guest room installs it on Debian 13; `pip check` below proves the set complete).
 PYTHON=${ISOTAX_PYTHON:-/usr/bin/python3}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 pyver=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-if [ "$pyver" != 3.11 ]; then
-  echo "venv.sh: $VENV has Python $pyver; requirements.lock is for 3.11 (Debian 12's python3):" \
-    "some pins may not install; regenerate the lock for it with scripts/lock.sh" >&2
+if [ "$pyver" != 3.11 ] && [ "$pyver" != 3.13 ]; then
+  echo "venv.sh: $VENV has Python $pyver; requirements.lock is for 3.11 and 3.13 (Debian 12's" \
+    "and 13's python3): some pins may not install; regenerate the lock with scripts/lock.sh" >&2
 fi
 pip=("$VENV/bin/pip" --disable-pip-version-check)
 # --require-hashes: a file whose digest is not in the lock, or a package the lock does not

@@ -46,7 +46,7 @@ OLD_KEYS = {"hostname", "kernel", "distro", "cpu_model", "cpus", "memory_mib", "
 NEW_KEYS = {"sockets", "cores", "threads", "smt", "numa_cpus", "governor", "turbo",
             "thp_enabled", "thp_defrag", "hugepages", "hugepages_free", "mitigations",
             "kernel_version", "cmdline", "cgroup_mode", "io_schedulers", "uplink", "loadavg",
-            "virtualization"}
+            "virtualization", "init"}
 
 
 def captured_tool(argv: Sequence[str]) -> str | None:

@@ -144,3 +144,26 @@ def test_native_against_a_limited_baseline_is_not_told_to_limit_native() -> None
 def test_probe_refuses_other_text() -> None:
     with pytest.raises(ValueError, match="not the parity probe"):
         parse_probe((DATA / "parity" / "ethtool-k-lo.txt").read_text())
+
+
+def test_the_probe_reads_its_cgroups_limits_on_v1() -> None:
+    """A shell in a v1 memory group of 512 MiB and a cpu group of 50 ms per 100 ms, below
+    this host's unlimited groups (probe captured here, 2026-11-28)."""
+    r = _probe("native-v1-cgroup-limited")
+    assert (r.cgroup, r.memory_mib, r.cpu_quota) == ("v1", 512, 0.5)
+    free = _probe("native-v1-walk")
+    assert (free.cgroup, free.cpu_quota) == ("v1", None) and free.memory_mib > 20000
+    said = problems("limited", r, "native", free)
+    assert any("limited's cgroup allows 0.5 CPUs of time (cpu.max), native has no CPU quota"
+               in p for p in said), said
+    assert Resources.from_describe(r.as_describe()) == r
+
+
+def test_cgroup_limits_takes_the_lowest_of_every_level() -> None:
+    from isotax.host.parity import cgroup_limits
+    v2 = ["memory.max=max", "cpu.max=max 100000", "memory.max=1073741824",
+          "cpu.max=150000 100000", "memory.max=2147483648", "cpu.max=300000 100000"]
+    assert cgroup_limits(v2) == (1073741824, 1.5)
+    assert cgroup_limits(["memory.max=max", "cpu.max=max 100000"]) == (None, None)
+    assert cgroup_limits(["memory.limit_in_bytes=9223372036854771712",
+                          "cpu.cfs_quota_us=-1", "cpu.cfs_period_us=100000"]) == (None, None)

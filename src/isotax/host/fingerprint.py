@@ -341,6 +341,9 @@ def fingerprint(root: str | Path = "/", tool: Tool | None = None) -> dict[str, A
         "cpus": len(parse_cpulist(online)) if online else (os.cpu_count() or 0),
         "memory_mib": mem // (1024 * 1024) if mem else 0,
         "cgroup": "v2" if (r / "sys/fs/cgroup/cgroup.controllers").exists() else "v1",
+        # What manages the cgroup tree: systemd as PID 1 (users' hosts: the runtimes, the
+        # kubelet and Podman then use its cgroup driver) or another init (this development VM).
+        "init": (_read(r, "proc/1/comm") or "unknown").strip() or "unknown",
         "numa_nodes": len(numa) or 1,
         "python": sys.version.split()[0],
         "isotax": __version__,
@@ -450,6 +453,7 @@ def show_rows(fp: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("kernel", f"{fp.get('kernel')}"),
         ("cmdline", str(fp.get("cmdline"))),
         ("cgroups", f"{fp.get('cgroup')}: {fp.get('cgroup_mode')}"),
+        ("init", str(fp.get("init", "not recorded"))),
         ("I/O schedulers", _grouped(fp.get("io_schedulers") or {})),
         ("uplink", f"{up.get('iface')}, MTU {up.get('mtu')}" if up.get("iface") else "none"),
         ("offloads", ", ".join(f"{k} {v}" for k, v in offloads.items())

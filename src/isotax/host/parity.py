@@ -20,12 +20,37 @@ from dataclasses import dataclass, field
 from isotax.facts import Facts, stored_facts
 from isotax.protocols import Instance, Isolation, isolation_of
 
+# The limits the probe's own cgroup really has, on either cgroup version: on v2 (the unified
+# hierarchy at /sys/fs/cgroup) its group from /proc/self/cgroup's "0::" line and every group
+# above it, each one's memory.max and cpu.max (a limit anywhere above applies); on v1 the
+# memory and cpu hierarchies' groups the same way. Inside a container with a cgroup namespace
+# the path is "/" and /sys/fs/cgroup is the container's own group; without one (runc on a v1
+# host) the host's path is not mounted inside and the hierarchy's top, which is the
+# container's own group, is read instead.
 PROBE = r"""
 echo "cpus=$(nproc)"
 awk '/^MemTotal:/ {print "mem_total_kib=" $2}' /proc/meminfo
-for f in /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max; do
-  [ -r "$f" ] && { echo "mem_limit=$(cat "$f")"; break; }
-done
+limits() {  # limits TOP PATH FILE...: FILE in TOP/PATH and every group above it up to TOP
+  top=$1 path=$2; shift 2
+  d=$top$path
+  [ -d "$d" ] || d=$top
+  while :; do
+    for f in "$@"; do [ -r "$d/$f" ] && echo "cg $f=$(cat "$d/$f")"; done
+    [ "$d" = "$top" ] || [ "$d" = "${d%/*}" ] && break
+    d=${d%/*}
+  done
+}
+if [ -r /sys/fs/cgroup/cgroup.controllers ]; then
+  echo "cgroup=v2"
+  limits /sys/fs/cgroup "$(sed -n 's/^0:://p' /proc/self/cgroup | sed 's:/$::')" \
+    memory.max cpu.max
+else
+  echo "cgroup=v1"
+  limits /sys/fs/cgroup/memory "$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup \
+    | sed 's:/$::')" memory.limit_in_bytes
+  limits /sys/fs/cgroup/cpu "$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup \
+    | sed 's:/$::')" cpu.cfs_quota_us cpu.cfs_period_us
+fi
 echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 dev=$(ip route show default 2>/dev/null |
       awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
@@ -64,11 +89,17 @@ class Resources:
     mtu: int | None  # of the default route's interface; None without a network
     offloads: Mapping[str, str] = field(default_factory=dict)  # empty: unknown (no ethtool)
     hugepages: str = "none"  # hugepage backing of the environment's memory
+    # CPU time its cgroups allow per period, in CPUs (cpu.max, or v1's cfs quota), where that
+    # is less than the CPUs it may run on; None: no such quota.
+    cpu_quota: float | None = None
+    cgroup: str = "?"  # the cgroup version the probe saw: "v1", "v2" ("?": an older probe)
 
     def as_describe(self) -> dict[str, str]:
         d = {"parity.cpus": str(self.cpus), "parity.memory_mib": str(self.memory_mib),
              "parity.thp": self.thp, "parity.mtu": str(self.mtu or "none"),
-             "parity.hugepages": self.hugepages}
+             "parity.hugepages": self.hugepages, "parity.cgroup": self.cgroup}
+        if self.cpu_quota is not None:
+            d["parity.cpu_quota"] = f"{self.cpu_quota:g}"
         if self.offloads:
             d["parity.offloads"] = ",".join(f"{k}={v}" for k, v in sorted(self.offloads.items()))
         return d
@@ -80,34 +111,73 @@ class Resources:
         offloads = dict(kv.split("=", 1) for kv in d.get("parity.offloads", "").split(",")
                         if "=" in kv)
         mtu = d.get("parity.mtu", "none")
+        quota = d.get("parity.cpu_quota")
         return cls(int(d["parity.cpus"]), int(d["parity.memory_mib"]), d.get("parity.thp", "?"),
                    None if mtu == "none" else int(mtu), offloads,
-                   d.get("parity.hugepages", "none"))
+                   d.get("parity.hugepages", "none"), float(quota) if quota else None,
+                   d.get("parity.cgroup", "?"))
+
+
+def cgroup_limits(lines: list[str]) -> tuple[int | None, float | None]:
+    """The probe's "cg FILE=VALUE" lines (its cgroup and those above it, either version) ->
+    (the lowest memory limit in bytes, the lowest CPU quota in CPUs); None where no group has
+    one ("max", v1's -1 quota or its ~2^63 "unlimited"). Pure."""
+    memory: list[int] = []
+    quotas: list[float] = []
+    v1_quota: int | None = None
+    for line in lines:
+        name, _, value = line.partition("=")
+        value = value.strip()
+        if name in ("memory.max", "memory.limit_in_bytes") and value.isdigit():
+            memory.append(int(value))
+        elif name == "cpu.max":
+            quota, _, period = value.partition(" ")
+            if quota.isdigit() and period.isdigit() and int(period) > 0:
+                quotas.append(int(quota) / int(period))
+        elif name == "cpu.cfs_quota_us":
+            v1_quota = int(value) if value.lstrip("-").isdigit() else None
+        elif name == "cpu.cfs_period_us" and v1_quota is not None:
+            if v1_quota > 0 and value.isdigit() and int(value) > 0:
+                quotas.append(v1_quota / int(value))
+            v1_quota = None
+    # v1 writes "unlimited" as the largest page-aligned 63-bit number: no limit.
+    limits = [m for m in memory if m < 2**62]
+    return (min(limits) if limits else None), (min(quotas) if quotas else None)
 
 
 def parse_probe(text: str, hugepages: str = "none") -> Resources:
     """The probe script's output -> Resources. Raises ValueError on anything else."""
     kv: dict[str, str] = {}
     ethtool = []
+    cg: list[str] = []
     for line in text.splitlines():
         if line.startswith("ethtool "):
             ethtool.append(line[len("ethtool "):])
+        elif line.startswith("cg "):
+            cg.append(line[len("cg "):])
         elif "=" in line:
             k, _, v = line.partition("=")
             kv[k.strip()] = v.strip()
     if "cpus" not in kv or "mem_total_kib" not in kv:
         raise ValueError(f"not the parity probe's output: {text.strip()[:200]!r}")
     mem = int(kv["mem_total_kib"]) * 1024
-    limit = kv.get("mem_limit", "max")
-    if limit.isdigit():
-        mem = min(mem, int(limit))  # an unlimited v1 group reads as ~2^63
+    cpus = int(kv["cpus"])
+    limit, quota = cgroup_limits(cg)
+    old_limit = kv.get("mem_limit", "max")  # the probe before it walked the groups
+    if old_limit.isdigit():
+        limit = min(limit or int(old_limit), int(old_limit))
+    if limit is not None:
+        mem = min(mem, limit)  # an unlimited v1 group reads as ~2^63
     thp = kv.get("thp", "")
     selected = thp[thp.find("[") + 1:thp.find("]")] if "[" in thp else (thp or "unknown")
     mtu = kv.get("mtu", "")
     features = parse_ethtool_features("\n".join(ethtool))
-    return Resources(int(kv["cpus"]), mem // (1024 * 1024), selected,
+    return Resources(cpus, mem // (1024 * 1024), selected,
                      int(mtu) if mtu.isdigit() else None,
-                     {k: features[k] for k in OFFLOADS if k in features}, hugepages)
+                     {k: features[k] for k in OFFLOADS if k in features}, hugepages,
+                     # a quota of at least the CPUs it may run on limits nothing
+                     round(quota, 2) if quota is not None and quota < cpus else None,
+                     kv.get("cgroup", "?"))
 
 
 def probe(inst: Instance) -> Resources:
@@ -203,6 +273,13 @@ def problems(name: str, env: Resources, base_name: str, base: Resources,
         fix = (f"native runs on every CPU it may use; set vcpus = {env.cpus} for {base_name}"
                if mem_env.how == "processes" else f"set vcpus = {base.cpus} for {name}")
         out.append(f"{name} may run on {env.cpus} CPU(s), {base_name} on {base.cpus}: {fix}")
+    if env.cpu_quota != base.cpu_quota:
+        def quota(r: Resources, who: str) -> str:
+            return (f"{who}'s cgroup allows {r.cpu_quota:g} CPUs of time (cpu.max)"
+                    if r.cpu_quota is not None else f"{who} has no CPU quota")
+        out.append(f"{quota(env, name)}, {quota(base, base_name)}: give both the same "
+                   "CPU limit (a Kubernetes pod's CPU limit is such a quota; vcpus sets CPUs, "
+                   "not a quota)")
     mem = memory_problem(name, mem_env, base_name, mem_base)
     if mem:
         out.append(mem)

@@ -1,0 +1,77 @@
+#!/bin/bash
+# What the guest room runs inside each guest (tests/guests/room.py boots it; the guest's
+# itx-guest-room unit runs this from the 9p share and powers off after it). Every step's output
+# goes to the share's out/run.log; its facts to out/facts, one "key: value" a line.
+set -u
+cd /root/isotax
+OUT=/mnt/itx-room/out
+ISOTAX=.venv/bin/isotax
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8
+fact() { echo "$1: $2" | tee -a "$OUT/facts"; }
+step() { echo; echo "=== $(date -u +%T) $*"; }
+status=0
+fail() { echo "FAILED: $*"; fact failed "$*"; status=1; }
+: > "$OUT/facts"
+fact cgroup_fs "$(stat -fc %T /sys/fs/cgroup)"
+fact pid1 "$(cat /proc/1/comm)"
+fact os "$(. /etc/os-release; echo "$PRETTY_NAME")"
+fact kernel "$(uname -r)"
+fact python "$(.venv/bin/python -V 2>&1)"
+fact system_state "$(systemctl is-system-running 2>&1)"
+fact boot_to_room_s "$(cut -d' ' -f1 /proc/uptime)"
+systemctl --failed --no-legend | sed 's/^/failed unit: /'
+mkdir -p "$OUT/results"
+# A capture of this host for the unit tests (tests/data/host/<suite>-guest): the files
+# isotax.host reads, copied with cat, and the parity probe's cgroup files.
+capture() {
+  local dest=$OUT/capture f
+  for f in /etc/os-release /proc/self/mounts /proc/self/mountinfo /proc/self/cgroup /proc/1/comm \
+      /proc/net/route /proc/meminfo /proc/sys/kernel/osrelease /proc/sys/kernel/hostname \
+      /proc/cmdline /proc/loadavg /proc/version /proc/cpuinfo /sys/devices/system/cpu/online \
+      /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag \
+      /sys/fs/cgroup/cgroup.controllers /sys/fs/cgroup/cgroup.subtree_control \
+      /sys/fs/cgroup/system.slice/cgroup.subtree_control /run/systemd/system \
+      /sys/devices/system/cpu/cpu*/topology/* /sys/devices/system/node/node*/cpulist \
+      /sys/block/*/queue/scheduler /sys/kernel/mm/hugepages/*/*_hugepages; do
+    [ -e "$f" ] || continue
+    mkdir -p "$dest$(dirname "$f")"
+    if [ -d "$f" ]; then mkdir -p "$dest$f"; else cat "$f" > "$dest$f" 2>/dev/null; fi
+  done
+  systemctl --version | head -1 > "$dest/systemctl-version.txt"
+  ip -j route > "$dest/ip-j-route.json"; ip -j addr > "$dest/ip-j-addr.json"
+  # The parity probe natively, and in a transient scope with systemd's own limits on it.
+  .venv/bin/python -c 'from isotax.host.parity import PROBE; print(PROBE)' > /tmp/itx-probe.sh
+  sh /tmp/itx-probe.sh > "$dest/parity-probe-native.txt" 2>&1
+  systemd-run --quiet --scope -p MemoryMax=512M -p CPUQuota=50% sh /tmp/itx-probe.sh \
+    > "$dest/parity-probe-scope-limited.txt" 2>&1
+}
+capture
+# The steps: all of them, or those the share's `steps` file names (a shorter boot while
+# something is being mended).
+STEPS=$(cat /mnt/itx-room/steps 2>/dev/null || echo "show doctor envs plan cluster")
+for what in $STEPS; do
+  t0=$(date +%s)
+  case $what in
+    show) step "isotax system show"; $ISOTAX system show || fail "system show" ;;
+    doctor) step "isotax doctor"; $ISOTAX doctor || fail "doctor" ;;
+    envs) step "isotax envs"; $ISOTAX envs || fail "envs" ;;
+    plan)
+      step "isotax run (the room's plan)"
+      $ISOTAX run /mnt/itx-room/plan.toml || fail "run"
+      cp -a /var/lib/isotax/results/. "$OUT/results/"
+      step "isotax doctor after the run"; $ISOTAX doctor || fail "doctor after the run" ;;
+    cluster)
+      step "isotax cluster up"
+      if $ISOTAX cluster up; then
+        step "isotax run (a pod of each RuntimeClass)"
+        $ISOTAX run /mnt/itx-room/pods.toml || fail "a pod of each RuntimeClass"
+        cp -a /var/lib/isotax/results/. "$OUT/results/"
+      else
+        fail "cluster up"; tail -50 /var/lib/itx-k8s/logs/*.log 2>/dev/null | tail -150
+      fi
+      step "isotax cluster down"; $ISOTAX cluster down || fail "cluster down"
+      step "isotax doctor after the cluster"; $ISOTAX doctor || fail "doctor after the cluster" ;;
+  esac
+  fact "step_${what}_s" "$(( $(date +%s) - t0 ))"
+done
+exit $status

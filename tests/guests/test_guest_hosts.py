@@ -1,0 +1,85 @@
+"""The guest room (the test command's slow room: `bash scripts/test.sh --guests`): isotax on the
+hosts its users run, Debian 13 and Debian 12 booting systemd on the unified cgroup v2
+hierarchy, made here with debootstrap, isotax installed in each by its own setup.sh (in a
+chroot), booted under QEMU (room.py). Inside each: `isotax system show`, `doctor`, `envs`, a
+small plan (native, runc, crun, gVisor, Podman; a CPU, a network and a footprint workload),
+`isotax cluster up` with a pod of each RuntimeClass, and `doctor` after each, which must find
+nothing left behind.
+
+Each guest's facts, its step times and its log are printed (pytest -s shows them) and kept in
+$ISOTAX_GUEST_CACHE/<suite>-<key>/last/ for the notes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import room
+
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent.parent
+# Under TCG on the 2-vCPU development machine a guest's boot, plan and cluster take tens of
+# minutes; the limit is there to end a hung guest, not to time it.
+TIMEOUT_S = float(os.environ.get("ISOTAX_GUEST_TIMEOUT_S", 3 * 3600))
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "the guest room needs root (debootstrap, chroot, mkfs.ext4 -d)"
+    for tool, pkg in (("debootstrap", "debootstrap"), ("qemu-system-x86_64", "qemu-system-x86"),
+                      ("mkfs.ext4", "e2fsprogs")):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (apt-get install {pkg}; scripts/setup.sh installs it)"
+    return None
+
+
+def _workload_image() -> None:
+    """The workload image, built here once (a no-op when cached): each guest gets this
+    host's copy, so guests and host measure the same bits."""
+    from isotax import protocols
+    from isotax.image.build import ensure_image
+    ensure_image(protocols.image_recipe(), log=print)
+
+
+def facts_of(text: str) -> dict[str, str]:
+    """The guest's out/facts ("key: value" lines) as a dict; a key seen twice keeps both."""
+    facts: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep:
+            facts[key] = f"{facts[key]}; {value}" if key in facts else value
+    return facts
+
+
+@pytest.mark.parametrize("suite", ["trixie", "bookworm"])
+def test_guest_host(suite: str, tmp_path: Path) -> None:
+    why = _why_not()
+    if why:
+        pytest.skip(why)
+    _workload_image()
+    g = room.Guest(suite)
+    room.prepare(g, CHECKOUT)
+    share = tmp_path / "share"
+    share.mkdir()
+    shutil.copy(HERE / "inside.sh", share / "run.sh")
+    for name in ("plan.toml", "pods.toml"):
+        shutil.copy(HERE / name, share / name)
+    result = room.boot(g, share, TIMEOUT_S)
+    last = g.dir / "last"
+    shutil.rmtree(last, ignore_errors=True)
+    shutil.copytree(share / "out", last, dirs_exist_ok=True)
+    (last / "console.log").write_text(result.console)
+    log = (share / "out/run.log").read_text(errors="replace") \
+        if (share / "out/run.log").exists() else ""
+    facts = facts_of((share / "out/facts").read_text()) \
+        if (share / "out/facts").exists() else {}
+    print(f"\n{suite}: {result.seconds:.0f} s under {result.accel}; facts: {facts}")
+    assert not result.timed_out, f"the guest did not power off in {TIMEOUT_S:.0f} s; " \
+        f"console's end:\n{result.console[-3000:]}"
+    assert facts, f"the guest's room script never ran; console's end:\n{result.console[-3000:]}"
+    # The host it claims to be: systemd as PID 1 on the unified hierarchy.
+    assert facts["cgroup_fs"] == "cgroup2fs", facts
+    assert facts["pid1"] == "systemd", facts
+    assert result.status == 0, f"{facts.get('failed')}; the log's end:\n{log[-6000:]}"
