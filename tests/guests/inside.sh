@@ -1,10 +1,16 @@
 #!/bin/bash
 # What the guest room runs inside each guest (tests/guests/room.py boots it; the guest's
-# itx-guest-room unit runs this from the 9p share and powers off after it). Every step's output
+# guest-room unit runs this from the 9p share and powers off after it). Every step's output
 # goes to the share's out/run.log; its facts to out/facts, one "key: value" a line.
 set -u
+# The checkout under test, from the share, over the one setup.sh installed (its .venv kept:
+# isotax is installed editable, so the new sources are what runs).
+if [ -d /mnt/guest-room/isotax ]; then
+  find /root/isotax -mindepth 1 -maxdepth 1 ! -name .venv -exec rm -rf {} +
+  cp -a /mnt/guest-room/isotax/. /root/isotax/
+fi
 cd /root/isotax
-OUT=/mnt/itx-room/out
+OUT=/mnt/guest-room/out
 ISOTAX=.venv/bin/isotax
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8
 fact() { echo "$1: $2" | tee -a "$OUT/facts"; }
@@ -40,15 +46,15 @@ capture() {
   systemctl --version | head -1 > "$dest/systemctl-version.txt"
   ip -j route > "$dest/ip-j-route.json"; ip -j addr > "$dest/ip-j-addr.json"
   # The parity probe natively, and in a transient scope with systemd's own limits on it.
-  .venv/bin/python -c 'from isotax.host.parity import PROBE; print(PROBE)' > /tmp/itx-probe.sh
-  sh /tmp/itx-probe.sh > "$dest/parity-probe-native.txt" 2>&1
-  systemd-run --quiet --scope -p MemoryMax=512M -p CPUQuota=50% sh /tmp/itx-probe.sh \
+  .venv/bin/python -c 'from isotax.host.parity import PROBE; print(PROBE)' > /tmp/guest-room-probe.sh
+  sh /tmp/guest-room-probe.sh > "$dest/parity-probe-native.txt" 2>&1
+  systemd-run --quiet --scope -p MemoryMax=512M -p CPUQuota=50% sh /tmp/guest-room-probe.sh \
     > "$dest/parity-probe-scope-limited.txt" 2>&1
 }
 capture
 # The steps: all of them, or those the share's `steps` file names (a shorter boot while
 # something is being mended).
-STEPS=$(cat /mnt/itx-room/steps 2>/dev/null || echo "show doctor envs plan cluster")
+STEPS=$(cat /mnt/guest-room/steps 2>/dev/null || echo "show doctor envs plan cluster")
 for what in $STEPS; do
   t0=$(date +%s)
   case $what in
@@ -57,14 +63,14 @@ for what in $STEPS; do
     envs) step "isotax envs"; $ISOTAX envs || fail "envs" ;;
     plan)
       step "isotax run (the room's plan)"
-      $ISOTAX run /mnt/itx-room/plan.toml || fail "run"
+      $ISOTAX run /mnt/guest-room/plan.toml || fail "run"
       cp -a /var/lib/isotax/results/. "$OUT/results/"
       step "isotax doctor after the run"; $ISOTAX doctor || fail "doctor after the run" ;;
     cluster)
       step "isotax cluster up"
       if $ISOTAX cluster up; then
         step "isotax run (a pod of each RuntimeClass)"
-        $ISOTAX run /mnt/itx-room/pods.toml || fail "a pod of each RuntimeClass"
+        $ISOTAX run /mnt/guest-room/pods.toml || fail "a pod of each RuntimeClass"
         cp -a /var/lib/isotax/results/. "$OUT/results/"
       else
         fail "cluster up"; tail -50 /var/lib/itx-k8s/logs/*.log 2>/dev/null | tail -150

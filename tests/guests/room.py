@@ -105,13 +105,13 @@ def deb822_sources(suite: str) -> str:
 
 
 ROOM_UNIT = """\
-# isotax guest room: run the room's script from the share, then power off
+# the guest room (tests/guests): run the room's script from the share, then power off
 [Unit]
 Description=isotax guest room
 After=basic.target systemd-user-sessions.service
 [Service]
 Type=oneshot
-ExecStart=/usr/local/sbin/itx-guest-room
+ExecStart=/usr/local/sbin/guest-room
 StandardOutput=journal+console
 StandardError=journal+console
 TimeoutStartSec=infinity
@@ -124,16 +124,16 @@ WantedBy=multi-user.target
 ROOM_SCRIPT = """\
 #!/bin/sh
 # isotax guest room: the share's run.sh, its log and status back in the share, then power off
-mkdir -p /mnt/itx-room
+mkdir -p /mnt/guest-room
 modprobe 9pnet_virtio 2>/dev/null
-if mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576 itxroom /mnt/itx-room; then
-  mkdir -p /mnt/itx-room/out
-  bash /mnt/itx-room/run.sh > /mnt/itx-room/out/run.log 2>&1
-  echo $? > /mnt/itx-room/out/status
+if mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576 guestroom /mnt/guest-room; then
+  mkdir -p /mnt/guest-room/out
+  bash /mnt/guest-room/run.sh > /mnt/guest-room/out/run.log 2>&1
+  echo $? > /mnt/guest-room/out/status
   sync
-  umount /mnt/itx-room
+  umount /mnt/guest-room
 else
-  echo "itx-guest-room: the share did not mount"
+  echo "guest-room: the share did not mount"
 fi
 systemctl poweroff --no-block
 """
@@ -159,22 +159,31 @@ def base(g: Guest, say: Log = _say) -> Path:
     (tmp / "etc/apt/sources.list").unlink(missing_ok=True)
     (tmp / "etc/apt/sources.list.d").mkdir(parents=True, exist_ok=True)
     (tmp / "etc/apt/sources.list.d/debian.sources").write_text(deb822_sources(g.suite))
-    (tmp / "etc/hostname").write_text(f"itx-{g.suite}\n")
-    (tmp / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 itx-{g.suite}\n")
     (tmp / "etc/fstab").write_text("# isotax guest room\n/dev/vda / ext4 defaults 0 1\n")
-    # No password: the room logs in nowhere; the serial console shows the boot.
-    (tmp / "etc/systemd/system/itx-guest-room.service").write_text(ROOM_UNIT)
-    wants = tmp / "etc/systemd/system/multi-user.target.wants"
-    wants.mkdir(parents=True, exist_ok=True)
-    (wants / "itx-guest-room.service").symlink_to("/etc/systemd/system/itx-guest-room.service")
-    script = tmp / "usr/local/sbin/itx-guest-room"
-    script.write_text(ROOM_SCRIPT)
-    script.chmod(0o755)
     os.rename(tmp, g.rootfs)
     done.write_text(json.dumps({"suite": g.suite, "key": g.key(),
                                 "debootstrap_s": round(time.monotonic() - t0, 1)}) + "\n")
     say(f"{g.suite}: base made in {time.monotonic() - t0:.0f} s")
     return g.rootfs
+
+
+def install_room_unit(root: Path, suite: str) -> None:
+    """The unit that runs the share's script at boot, its script, and the guest's name. Not
+    named itx-: they are the room's, not isotax's, and `isotax doctor` in the guest must not
+    count them as left behind. No password anywhere: the room logs in nowhere."""
+    (root / "etc/hostname").write_text(f"guest-{suite}\n")
+    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 guest-{suite}\n")
+    (root / "etc/systemd/system/guest-room.service").write_text(ROOM_UNIT)
+    wants = root / "etc/systemd/system/multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / "guest-room.service").unlink(missing_ok=True)
+    (wants / "guest-room.service").symlink_to("/etc/systemd/system/guest-room.service")
+    script = root / "usr/local/sbin/guest-room"
+    script.write_text(ROOM_SCRIPT)
+    script.chmod(0o755)
+    for old in ("etc/systemd/system/itx-guest-room.service", "usr/local/sbin/itx-guest-room",
+                "etc/systemd/system/multi-user.target.wants/itx-guest-room.service"):
+        (root / old).unlink(missing_ok=True)
 
 
 def _debs() -> Path:
@@ -236,22 +245,70 @@ def workload_images(cache: Path = Path("/var/cache/isotax")) -> list[Path]:
     return sorted(p.parent for p in (cache / "images").glob("*/manifest.json"))
 
 
+# What setup.sh's work in the guest depends on: when none of it changed since the last
+# prepare, the guest's root filesystem (and its disk) are kept as they are, and only the
+# checkout travels, through the share, at each boot.
+SETUP_INPUTS = ("scripts/setup.sh", "scripts/venv.sh", "scripts/kubernetes-build.sh",
+                "requirements.lock", "pyproject.toml")
+
+
+def setup_key(checkout: Path, images: list[Path], kubernetes: bool) -> str:
+    h = hashlib.sha256()
+    for name in SETUP_INPUTS:
+        h.update(name.encode() + b"\0" + (checkout / name).read_bytes())
+    h.update(" ".join(sorted(p.name for p in images)).encode())
+    h.update(b"kubernetes" if kubernetes else b"")
+    # The workload packages are each workload's own declaration (isotax workloads --packages).
+    for mod in sorted((checkout / "src/isotax/workloads").glob("*.py")):
+        h.update(mod.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def images_for(suite: str, cache: Path = Path("/var/cache/isotax")) -> list[Path]:
+    """This host's workload images of the guest's own Debian release (the one isotax picks on
+    such a host), by their manifests; an image whose manifest names no release is bookworm's."""
+    out = []
+    for img in workload_images(cache):
+        try:
+            manifest = json.loads((img / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        text = json.dumps(manifest)
+        release = "trixie" if "trixie" in text else "bookworm"
+        if release == suite:
+            out.append(img)
+    return out
+
+
 def prepare(g: Guest, checkout: Path, say: Log = _say, kubernetes: bool = True) -> Path:
     """isotax installed in the guest's root filesystem by its own setup.sh, run in a chroot:
     the checkout copied to /root/isotax, the runtimes isotax builds copied from this host's
-    /opt/isotax, the workload images linked from this host's cache. Returns setup.sh's log."""
+    /opt/isotax, the workload images of the guest's release linked from this host's cache;
+    then the guest's disk made from it. Nothing is redone when setup.sh's inputs are those of
+    the last prepare. Returns setup.sh's log."""
     root = base(g, say)
     log = g.dir / "setup.log"
+    images = images_for(g.suite)
+    key = setup_key(checkout, images, kubernetes)
+    stamp = g.dir / "prepared.json"
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(stamp.read_text()).get("key") == key and (g.dir / "disk.raw").exists():
+            say(f"{g.suite}: prepared already (setup inputs {key}); its disk kept")
+            return log
     log.write_text("")
+    install_room_unit(root, g.suite)
     _sync_checkout(checkout, root / "root/isotax")
     for sub in ("runsc", "kubernetes"):
         _copy_tree(Path("/opt/isotax") / sub, root / "opt/isotax" / sub)
-    images = root / "var/cache/isotax/images"
-    images.mkdir(parents=True, exist_ok=True)
-    for img in workload_images():
-        if not (images / img.name / "manifest.json").exists():
+    guest_images = root / "var/cache/isotax/images"
+    guest_images.mkdir(parents=True, exist_ok=True)
+    for old in guest_images.iterdir():
+        if old.name not in {p.name for p in images}:
+            shutil.rmtree(old)
+    for img in images:
+        if not (guest_images / img.name / "manifest.json").exists():
             # Hard links: no copy here; mkfs.ext4 -d copies them into the guest's disk.
-            subprocess.run(["cp", "-al", str(img), str(images / img.name)], check=True)
+            subprocess.run(["cp", "-al", str(img), str(guest_images / img.name)], check=True)
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
     # The chroot reaches the package registries through this machine's network, so it trusts
     # what this machine trusts there (a machine behind a TLS-inspecting proxy has its CA in
@@ -272,9 +329,11 @@ def prepare(g: Guest, checkout: Path, say: Log = _say, kubernetes: bool = True) 
               "cd /root/isotax && bash scripts/setup.sh" + (" --kubernetes" if kubernetes
                                                             else "")],
              log=log, env=env, timeout=3600)
-    say(f"{g.suite}: setup.sh done in {time.monotonic() - t0:.0f} s")
-    (g.dir / "prepared.json").write_text(json.dumps(
-        {"setup_s": round(time.monotonic() - t0, 1), "at": time.time()}) + "\n")
+    setup_s = round(time.monotonic() - t0, 1)
+    say(f"{g.suite}: setup.sh done in {setup_s:.0f} s")
+    disk_s = make_disk(g, say)
+    stamp.write_text(json.dumps({"key": key, "setup_s": setup_s, "disk_s": disk_s,
+                                 "at": time.time()}) + "\n")
     return log
 
 
@@ -290,17 +349,30 @@ def kernel(root: Path) -> tuple[Path, Path]:
     return k, initrd
 
 
-def make_disk(g: Guest, say: Log = _say) -> Path:
-    """The root filesystem as a fresh ext4 disk image (sparse): each boot starts from what
-    prepare() left, and nothing the guest writes comes back into the cached rootfs."""
-    disk = g.dir / "disk.ext4"
-    disk.unlink(missing_ok=True)
+def make_disk(g: Guest, say: Log = _say) -> float:
+    """The prepared root filesystem as an ext4 disk image (sparse, disk.raw); each boot runs
+    on a copy-on-write overlay of it, so every boot starts from what prepare() left. Returns
+    the seconds it took."""
+    disk = g.dir / "disk.raw"
+    tmp = g.dir / "disk.raw.tmp"
+    tmp.unlink(missing_ok=True)
     t0 = time.monotonic()
-    _run(["mkfs.ext4", "-q", "-F", "-L", "itxroot", "-E", "lazy_itable_init=1",
-          "-d", str(g.rootfs), str(disk), f"{g.disk_gib}G"], log=g.dir / "mkfs.log")
-    say(f"{g.suite}: disk made in {time.monotonic() - t0:.0f} s "
+    _run(["mkfs.ext4", "-q", "-F", "-L", "guestroot", "-E", "lazy_itable_init=1",
+          "-d", str(g.rootfs), str(tmp), f"{g.disk_gib}G"], log=g.dir / "mkfs.log")
+    os.rename(tmp, disk)
+    seconds = time.monotonic() - t0
+    say(f"{g.suite}: disk made in {seconds:.0f} s "
         f"({disk.stat().st_blocks * 512 / 2**30:.1f} GiB used)")
-    return disk
+    return round(seconds, 1)
+
+
+def share_checkout(checkout: Path, share: Path) -> None:
+    """The checkout into the share's isotax/, which the guest's script copies over its
+    /root/isotax before it runs anything (its .venv, made by setup.sh, is kept)."""
+    dest = share / "isotax"
+    if dest.exists():
+        shutil.rmtree(dest)
+    _sync_checkout(checkout, dest)
 
 
 def accelerator() -> str:
@@ -324,9 +396,15 @@ class Boot:
 
 
 def boot(g: Guest, share: Path, timeout: float, say: Log = _say) -> Boot:
-    """Boot the guest once with share at the 9p tag itxroom; wait until it powers off (its
+    """Boot the guest once with share at the 9p tag guestroom; wait until it powers off (its
     room script does) or timeout, then stop QEMU by its PID."""
-    disk = make_disk(g, say)
+    base_disk = g.dir / "disk.raw"
+    if not base_disk.exists():
+        raise RuntimeError(f"{base_disk} is missing: prepare() makes it")
+    disk = g.dir / "overlay.qcow2"
+    disk.unlink(missing_ok=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base_disk),
+                    str(disk)], check=True)
     vmlinuz, initrd = kernel(g.rootfs)
     (share / "out").mkdir(parents=True, exist_ok=True)
     status_file = share / "out/status"
@@ -335,7 +413,7 @@ def boot(g: Guest, share: Path, timeout: float, say: Log = _say) -> Boot:
     accel = accelerator()
     accel_args = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else \
         ["-accel", "tcg,thread=multi,tb-size=512", "-cpu", "max"]
-    argv = ["qemu-system-x86_64", "-name", f"itx-guest-{g.suite}", *accel_args,
+    argv = ["qemu-system-x86_64", "-name", f"guest-room-{g.suite}", *accel_args,
             "-machine", "q35", "-smp", str(g.cpus), "-m", f"{g.memory_mib}M",
             "-nodefaults", "-nographic", "-no-reboot", "-display", "none",
             "-serial", f"file:{console}",
@@ -344,8 +422,8 @@ def boot(g: Guest, share: Path, timeout: float, say: Log = _say) -> Boot:
             # kernel or systemd default change cannot silently hand the room a hybrid host.
             "-append", "root=/dev/vda rw console=ttyS0 panic=-1 "
                        "systemd.unified_cgroup_hierarchy=1 net.ifnames=0",
-            "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
-            "-virtfs", f"local,path={share},mount_tag=itxroom,security_model=none,id=itxroom"]
+            "-drive", f"file={disk},format=qcow2,if=virtio,cache=unsafe",
+            "-virtfs", f"local,path={share},mount_tag=guestroom,security_model=none,id=guestroom"]
     say(f"{g.suite}: booting under {accel} ({g.cpus} vCPUs, {g.memory_mib} MiB), "
         f"at most {timeout / 60:.0f} min; console in {console}")
     t0 = time.monotonic()
