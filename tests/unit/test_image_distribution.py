@@ -4,6 +4,7 @@ in the cache, and every declared package name against each release's real apt-ca
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -80,8 +81,8 @@ def test_choice_defaults_to_the_hosts_release_else_bookworm() -> None:
 def test_a_requested_release_wins_and_says_why() -> None:
     c = choose("trixie", BOOKWORM, "plan")
     assert (c.codename, c.why, c.host) == ("trixie", "plan", "bookworm")
-    assert c.words() == ("Debian 13 (trixie), the plan's [image] distribution; the host is "
-                         "Debian GNU/Linux 12 (bookworm)")
+    assert c.words() == ("Debian 13 (trixie), chosen by the plan's [image] distribution; the "
+                         "host is Debian GNU/Linux 12 (bookworm)")
     assert c.meta() == {"distribution": "trixie", "version": "13", "chosen_by": "plan",
                         "host_distribution": "bookworm",
                         "host_os": "Debian GNU/Linux 12 (bookworm)"}
@@ -181,3 +182,68 @@ def test_cli_refuses_an_unknown_distribution_in_one_line() -> None:
     assert got.output.strip().splitlines() == [
         "isotax: 'sid' is not a Debian release isotax builds the image from; give one of "
         "bookworm, trixie (or leave it out: the host's own release when it is one of them)"]
+
+
+def test_show_images_names_each_layers_release_and_current_per_release(
+        tmp_path: Path) -> None:
+    from isotax.image.build import show_images
+    from isotax.image.recipe import default_guest_dir, guest_files
+
+    b, t = protocols.image_recipe("bookworm"), protocols.image_recipe("trixie")
+    guest = guest_files(default_guest_dir())
+    for r in (b, t):
+        d = tmp_path / "images" / image_hash(r, guest)
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"recipe": r.to_dict(), "packages": {}}))
+        base = tmp_path / "base" / r.base_hash()
+        base.mkdir(parents=True)
+        (base / "base.json").write_text(json.dumps({"inputs": r.base_inputs()}))
+    shown = show_images([b, t], tmp_path)
+    assert sorted((e["layer"], e["distribution"], e["current"]) for e in shown) == [
+        ("base", "bookworm", True), ("base", "trixie", True),
+        ("image", "bookworm", True), ("image", "trixie", True)]
+    # Told only one release's recipe, the other's layers are not current.
+    assert {e["distribution"] for e in show_images(t, tmp_path) if e["current"]} == {"trixie"}
+
+
+def test_the_built_image_must_say_the_recipes_release(tmp_path: Path) -> None:
+    from isotax.image.build import ImageError, _release
+
+    (tmp_path / "usr/lib").mkdir(parents=True)
+    (tmp_path / "usr/lib/os-release").write_text(TRIXIE)
+    assert _release(tmp_path, protocols.image_recipe("trixie")) == {
+        "codename": "trixie", "version": "13", "pretty_name": "Debian GNU/Linux 13 (trixie)"}
+    with pytest.raises(ImageError, match=r"says 'Debian GNU/Linux 13 \(trixie\)', not bookworm"):
+        _release(tmp_path, protocols.image_recipe("bookworm"))
+
+
+def test_a_run_records_its_image_and_warns_when_native_cannot_match(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from isotax.cli.run import _record_image
+    from isotax.image.artifacts import ImageArtifacts
+    from isotax.store.run_meta import RunMeta
+    from isotax.store.sqlite import SQLiteStore
+
+    art = ImageArtifacts("0123456789abcdef", tmp_path / "img")
+    art.root.mkdir()
+    art.manifest_path.write_text(json.dumps({"kernel": {"version": "6.12.57+deb13-amd64"}}))
+    store = SQLiteStore(tmp_path / "isotax.db")
+    text = ('name = "p"\n[image]\ndistribution = "trixie"\n[[environments]]\n'
+            'name = "native"\nkind = "native"\n[[environments]]\nname = "runc"\n'
+            'kind = "runc"\n[[workloads]]\nname = "compress"\n')
+    plan = parse_plan(text)
+    store.create_run("r1", "p", text, 1, {})
+    _record_image(store, "r1", plan, choose(plan.image.distribution, BOOKWORM), art)
+    err = capsys.readouterr().err
+    assert "0123456789abcdef: Debian 13 (trixie), chosen by the plan's [image]" in err
+    assert "warning: the image is Debian 13 (trixie) but this host is Debian GNU/Linux 12 " \
+           "(bookworm)" in " ".join(err.split())
+    image = RunMeta(store.run_meta("r1")).image
+    assert image is not None and image.hash == "0123456789abcdef"
+    assert (image.distribution, image.chosen_by, image.host_distribution) == (
+        "trixie", "plan", "bookworm")
+    assert image.kernel == "6.12.57+deb13-amd64"
+    # A resumed run keeps what its first start recorded; the host's release: no warning.
+    _record_image(store, "r1", plan, choose(None, BOOKWORM), art)
+    assert "warning" not in capsys.readouterr().err
+    assert RunMeta(store.run_meta("r1")).image.distribution == "trixie"  # type: ignore[union-attr]

@@ -82,8 +82,8 @@ class Choice:
         """One line: which release and why, e.g. "Debian 13 (trixie), the plan's [image]
         distribution; the host is Debian GNU/Linux 12 (bookworm)"."""
         because = {
-            "plan": "the plan's [image] distribution",
-            "option": "--distribution",
+            "plan": "chosen by the plan's [image] distribution",
+            "option": "chosen by --distribution",
             "host": "the host's own release",
             "fallback": f"isotax's default: the host ({self.host_words}) is no release it "
                         f"builds ({', '.join(DISTRIBUTIONS)})",
