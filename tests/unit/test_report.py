@@ -98,7 +98,8 @@ def test_the_image_release_in_the_header_and_the_version_fix(store: SQLiteStore)
     assert ("xz-utils differs between runc (5.4.1-0.2) and native (5.4.1-1): the image is "
             "Debian 13 (trixie) and the host Debian GNU/Linux 12 (bookworm); for the same "
             'bits build the image from the host\'s release ([image] distribution = "bookworm" '
-            "in the plan") in w
+            "in the plan, or none: the host's release is the default); or install the image's "
+            "package version on the host.") in w
     # The host's own release: the header says so, and the fix is the package version.
     store.put_run_meta("r1", "image", {
         "hash": "0123456789abcdef", "kernel": "6.1.0-40-amd64", "distribution": "bookworm",

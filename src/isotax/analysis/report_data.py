@@ -457,11 +457,11 @@ def version_fix(image: ImageMeta | None) -> str:
     the host's, the distribution choice; else the host's package version."""
     if image is not None and image.distribution and image.host_distribution != image.distribution:
         host = image.host_distribution
-        choose = (f'[image] distribution = "{host}" in the plan, or leave it out (the host\'s '
-                  "release is the default)" if host else
-                  "a host of a release isotax builds the image from")
+        choose = (f'[image] distribution = "{host}" in the plan, or none: the host\'s release '
+                  "is the default" if host else
+                  "run on a host of a release isotax builds the image from")
         return (f"the image is {image.words()} and the host {image.host_os or 'another release'}"
-                f"; for the same bits build the image from the host's release ({choose}), or "
+                f"; for the same bits build the image from the host's release ({choose}); or "
                 "install the image's package version on the host")
     return "install the same package version on the host as in the image"
 
