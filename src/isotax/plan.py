@@ -29,6 +29,11 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     install = true           # install the image's client tool versions there with apt where
                              # they differ (false: refuse instead)
 
+    [image]                  # optional: the workload image every environment but native runs
+    distribution = "trixie"  # its Debian release: bookworm | trixie (default: the host's own
+                             # release when it is one of those, else bookworm); native uses the
+                             # host's packages, so only the host's release gives the same bits
+
     [[environments]]
     name = "runc-bridge"     # a label, unique in the plan; "native" is the baseline by default
     kind = "runc"            # see `isotax envs`
@@ -70,6 +75,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from isotax import protocols
+from isotax.image import distribution
 
 BUILTIN_PLANS = ("quick", "full", "layers", "contrasts", "kubernetes", "kubernetes-2node")
 # The baseline's default: a plan *label* (an environment's name), not a kind. The built-in
@@ -287,6 +293,19 @@ class LoadGenSettings(_Frozen):
         return user, host, self.port or port
 
 
+class ImageSettings(_Frozen):
+    """[image]: the workload image (isotax.image). `distribution` is the Debian release it is
+    built from (image.distribution.DISTRIBUTIONS); None: the host's own where isotax builds
+    it, else image.distribution.FALLBACK. The run records which, and why."""
+
+    distribution: str | None = None
+
+    @field_validator("distribution")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        return None if v is None else distribution.check(v)
+
+
 def ssh_url_parts(url: str) -> tuple[str, str, int]:
     """(user, host, port) of "ssh://[user@]host[:port]"; ValueError with the fix otherwise."""
     u = urlsplit(url)
@@ -331,6 +350,7 @@ class Plan(_Frozen):
     verdicts: Verdicts = Field(default_factory=Verdicts)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     loadgen: LoadGenSettings = Field(default_factory=LoadGenSettings)
+    image: ImageSettings = Field(default_factory=ImageSettings)
     environments: list[EnvironmentEntry] = Field(min_length=1)
     workloads: list[WorkloadEntry] = Field(min_length=1)
 

@@ -22,8 +22,9 @@ from isotax.image.recipe import (
 
 
 def _recipe(**settings: Any) -> Recipe:
-    """The recipe as the CLI makes it: every registered workload's packages and hooks."""
-    return protocols.image_recipe(**settings)
+    """The recipe as the CLI makes it: every registered workload's packages and hooks; on
+    bookworm, the plain Recipe's release, whatever this host's is."""
+    return protocols.image_recipe("bookworm", **settings)
 
 
 def test_base_hash_is_stable_across_processes_and_package_order() -> None:
@@ -31,7 +32,8 @@ def test_base_hash_is_stable_across_processes_and_package_order() -> None:
     shuffled = Recipe(packages=tuple(reversed(r.packages)), hooks=r.hooks)
     assert r.base_hash() == shuffled.base_hash()
     # A fresh interpreter with a different hash seed computes the same name.
-    code = ("from isotax import protocols; print(protocols.image_recipe().base_hash())")
+    code = ("from isotax import protocols; "
+            "print(protocols.image_recipe('bookworm').base_hash())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True).stdout
     assert out.strip() == r.base_hash()

@@ -73,6 +73,44 @@ def test_warnings_say_what_to_do(store: SQLiteStore) -> None:
     assert "xz-utils differs between runc (5.4.1-0.2) and native (5.4.1-1)" in w
     assert "gone did not run: crun is not installed" in w
     assert "1 cell(s) of runc failed" in w
+    # A run recorded before the image's release was a choice: the old fix, no release named.
+    assert "install the same package version on the host as in the image" in w
+
+
+def test_the_image_release_in_the_header_and_the_version_fix(store: SQLiteStore) -> None:
+    """The run's image (run meta "image") in both reports' headers; a tool that differs
+    between native and an image of another release names the release choice as the fix."""
+    from isotax.report import html
+
+    store.put_run_meta("r1", "image", {
+        "hash": "0123456789abcdef", "kernel": "6.12.57+deb13-amd64", "distribution": "trixie",
+        "version": "13", "chosen_by": "plan", "host_distribution": "bookworm",
+        "host_os": "Debian GNU/Linux 12 (bookworm)"})
+    d = analyze(store, "r1")
+    md = markdown.render(d)
+    header = md.split("## ", 1)[0]
+    assert ("Workload image: Debian 13 (trixie), chosen by the plan's [image] distribution "
+            "(recipe 0123456789abcdef, kernel 6.12.57+deb13-amd64). The host is Debian "
+            "GNU/Linux 12 (bookworm): native ran the host's packages, not the image's "
+            "versions.") in header
+    assert "Workload image: Debian 13 (trixie)" in html.render(d).split("<h2", 1)[0]
+    w = " ".join(d.warnings)
+    assert ("xz-utils differs between runc (5.4.1-0.2) and native (5.4.1-1): the image is "
+            "Debian 13 (trixie) and the host Debian GNU/Linux 12 (bookworm); for the same "
+            'bits build the image from the host\'s release ([image] distribution = "bookworm" '
+            "in the plan, or none: the host's release is the default); or install the image's "
+            "package version on the host.") in w
+    # The host's own release: the header says so, and the fix is the package version.
+    store.put_run_meta("r1", "image", {
+        "hash": "0123456789abcdef", "kernel": "6.1.0-40-amd64", "distribution": "bookworm",
+        "version": "12", "chosen_by": "host", "host_distribution": "bookworm",
+        "host_os": "Debian GNU/Linux 12 (bookworm)"})
+    d = analyze(store, "r1")
+    assert "Workload image: Debian 12 (bookworm), the host's own release (recipe" in \
+        markdown.render(d)
+    assert "native ran the host's packages" not in markdown.render(d)
+    assert "install the same package version on the host as in the image" in " ".join(
+        d.warnings)
 
 
 def test_csv_and_json(store: SQLiteStore, tmp_path: Path) -> None:

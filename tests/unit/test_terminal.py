@@ -110,7 +110,8 @@ def _seventeen() -> list[str]:
                          "cannot be given all of its host's memory; run with parity = \"flag\" "
                          "and have the report list it")]
     out += [W.VERSION_MISMATCH.say(tool="xz-utils", env="runc-bridge", other="5.4.1-0.2",
-                                   base="native", version="5.4.1-1")]
+                                   base="native", version="5.4.1-1",
+                                   fix="install the same package version on the host")]
     out += [W.INCOMPLETE.say(status="interrupted", run="20250101-120000-ab12")]
     out.append("a plain warning without a kind")
     return out

@@ -30,7 +30,7 @@ from isotax.parsers import distributions
 from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan
 from isotax.protocols import figure_hints, headline_metric
 from isotax.store.base import CellRecord, EnvRecord, RunRecord, Store
-from isotax.store.run_meta import ConcurrentRun, DeathMeta, RunMeta
+from isotax.store.run_meta import ConcurrentRun, DeathMeta, ImageMeta, RunMeta
 from isotax.telemetry import envcpu
 
 
@@ -452,6 +452,20 @@ def _died(records: Sequence[DeathMeta]) -> list[Warned]:
     return out
 
 
+def version_fix(image: ImageMeta | None) -> str:
+    """The fix a tool version mismatch names: where the image is another Debian release than
+    the host's, the distribution choice; else the host's package version."""
+    if image is not None and image.distribution and image.host_distribution != image.distribution:
+        host = image.host_distribution
+        choose = (f'[image] distribution = "{host}" in the plan, or none: the host\'s release '
+                  "is the default" if host else
+                  "run on a host of a release isotax builds the image from")
+        return (f"the image is {image.words()} and the host {image.host_os or 'another release'}"
+                f"; for the same bits build the image from the host's release ({choose}); or "
+                "install the image's package version on the host")
+    return "install the same package version on the host as in the image"
+
+
 def _warnings(d: ReportData) -> list[Warned]:
     out: list[Warned] = []
     if d.run.status != RunStatus.COMPLETE:
@@ -464,6 +478,7 @@ def _warnings(d: ReportData) -> list[Warned]:
     out += _died(d.meta.restarts)
     base = d.env(d.baseline)
     if base is not None:
+        fix = version_fix(d.meta.image)
         for e in d.environments:
             if e.name == d.baseline or not e.available:
                 continue
@@ -471,7 +486,8 @@ def _warnings(d: ReportData) -> list[Warned]:
                 other = e.tools.get(tool)
                 if other is not None and other != version:
                     out.append(ReportWarning.VERSION_MISMATCH.say(
-                        tool=tool, env=e.name, other=other, base=d.baseline, version=version))
+                        tool=tool, env=e.name, other=other, base=d.baseline, version=version,
+                        fix=fix))
     pinned = [str(e.get("name")) for e in d.plan.environments
               if e.get("numa_node") is not None]
     if pinned and int(d.run.host.get("numa_nodes", 1)) == 1:

@@ -39,7 +39,7 @@ class ReportWarning(Enum):
                           "may not be comparable; rerun the plan whole for clean figures.")
     VERSION_MISMATCH = ("tool versions differ",
                         "{tool} differs between {env} ({other}) and {base} ({version}): "
-                        "install the same package version on the host as in the image.")
+                        "{fix}.")
     LOADGEN_SATURATED = ("load generator saturated",
                          "{env} {point}: {words}. Give the load generator more CPU "
                          "(placement = \"split\", fewer streams or connections) or a faster "

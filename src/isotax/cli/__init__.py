@@ -30,6 +30,7 @@ from isotax.model import RunStatus
 
 if TYPE_CHECKING:  # imported lazily at run time: `isotax --help` stays fast
     from isotax.image.artifacts import ImageArtifacts
+    from isotax.image.distribution import Choice
     from isotax.image.recipe import Recipe
     from isotax.plan import Plan
     from isotax.store.base import Store
@@ -155,20 +156,31 @@ def _cells_to_commit(p: Plan, done: int) -> int:
     return max(0, cells - done)
 
 
-def _recipe() -> Recipe:
+def _image_choice(requested: str | None = None, why: str = "option") -> Choice:
+    """The image's Debian release: `requested` (a plan's [image] distribution, or
+    --distribution; `why` says which), else this host's own, else the fallback."""
+    from isotax.image.distribution import host_choice
+
+    try:
+        return host_choice(requested, why)
+    except ValueError as e:
+        fail(str(e))
+
+
+def _recipe(choice: Choice | None = None) -> Recipe:
     """The image's recipe: its base packages and every registered workload's (the image,
-    below the registry, is told them here)."""
+    below the registry, is told them here), on the chosen release (default: _image_choice)."""
     from isotax.protocols import image_recipe
 
-    return image_recipe()
+    return image_recipe((choice or _image_choice()).codename)
 
 
-def _image() -> ImageArtifacts:
+def _image(choice: Choice | None = None) -> ImageArtifacts:
     from isotax.host import diskspace
     from isotax.image.build import ImageError, ensure_image
 
     try:  # a build that would not fit in the cache is refused before it starts (exit 2)
-        return ensure_image(_recipe(), log=lambda m: console.print(f"[dim]image:[/] {m}"),
+        return ensure_image(_recipe(choice), log=lambda m: console.print(f"[dim]image:[/] {m}"),
                             space=diskspace.check)
     except ImageError as e:
         fail(str(e))

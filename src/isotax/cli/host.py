@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from isotax.cli import _console, _image, _recipe, fail, main
+from isotax.cli import _console, _image, _image_choice, _recipe, console, fail, main
 
 if TYPE_CHECKING:
     from isotax.host.tune import TuneReport
@@ -60,10 +60,21 @@ def image() -> None:
     """Build, show and remove the workload image."""
 
 
+_distribution_option = click.option(
+    "--distribution", metavar="RELEASE",
+    help="The Debian release the image is built from: bookworm or trixie (default: this "
+         "host's own release when it is one of those, else bookworm). A plan chooses with "
+         "[image] distribution.")
+
+
 @image.command("build")
-def image_build() -> None:
-    """Build the workload image (cached by the hash of its recipe)."""
-    art = _image()
+@_distribution_option
+def image_build(distribution: str | None) -> None:
+    """Build the workload image (cached by the hash of its recipe); prints its hash and
+    directory."""
+    choice = _image_choice(distribution)
+    console.print(f"[dim]image:[/] {choice.words()}")
+    art = _image(choice)
     click.echo(f"{art.recipe_hash} {art.root}")
 
 
@@ -71,14 +82,15 @@ def image_build() -> None:
 @click.argument("out", type=click.Path(dir_okay=False, writable=True))
 @click.option("--ref", metavar="NAME:TAG", help="The image's name in the archive "
               "(default isotax/workload:<recipe hash>).")
-def image_oci_archive(out: str, ref: str | None) -> None:
+@_distribution_option
+def image_oci_archive(out: str, ref: str | None, distribution: str | None) -> None:
     """Write the workload image as an OCI archive to OUT, for a registry that a cluster's
     nodes pull from (`skopeo copy oci-archive:OUT docker://REGISTRY/isotax-workload:TAG`);
     then `isotax run --kubeconfig K --pod-image REGISTRY/isotax-workload:TAG` runs its pods
     on the same bits as every other environment."""
     from isotax.image import oci_archive
 
-    art = _image()
+    art = _image(_image_choice(distribution))
     name = ref or f"isotax/workload:{art.recipe_hash}"
     with open(out, "wb") as f:
         digest = oci_archive.write(art.tar, name, f, {"isotax": "1",
@@ -90,15 +102,19 @@ def image_oci_archive(out: str, ref: str | None) -> None:
 def image_show() -> None:
     """Show the cached images."""
     from isotax.image.build import default_cache_dir, show_images
+    from isotax.image.distribution import DISTRIBUTIONS
 
-    t = Table("hash", "layer", "current", "built (UTC)", "size", "kernel",
-              caption=f"in {default_cache_dir()}/{{images,base}}/<hash>")
+    default = _image_choice()
+    t = Table("hash", "layer", "distribution", "current", "built (UTC)", "size", "kernel",
+              caption=f"in {default_cache_dir()}/{{images,base}}/<hash>; current: what this "
+                      f"isotax builds for each release (default here: {default.codename})")
     t.columns[0].no_wrap = True
-    for im in show_images(_recipe()):
+    recipes = [_recipe(_image_choice(name)) for name in DISTRIBUTIONS]
+    for im in show_images(recipes):
         size = f"{float(str(im.get('size_bytes', 0))) / 2**30:.1f} GiB"
         built = str(im.get("built_at", ""))[:16].replace("T", " ")
-        t.add_row(str(im["hash"]), str(im.get("layer", "")), "yes" if im.get("current") else "",
-                  built, size, str(im.get("kernel", "")))
+        t.add_row(str(im["hash"]), str(im.get("layer", "")), str(im.get("distribution", "")),
+                  "yes" if im.get("current") else "", built, size, str(im.get("kernel", "")))
     _console().print(t)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -31,6 +32,7 @@ from isotax.cli import (
     _cells_to_commit,
     _get_run,
     _image,
+    _image_choice,
     _open_store,
     _store_report_time,
     _write_report,
@@ -42,6 +44,8 @@ from isotax.cli import (
 from isotax.model import RunStatus
 
 if TYPE_CHECKING:
+    from isotax.image.artifacts import ImageArtifacts
+    from isotax.image.distribution import Choice
     from isotax.plan import Plan
     from isotax.run.progress import LineProgress
     from isotax.store.base import Store
@@ -103,9 +107,11 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     turn = _measuring_turn(resume_id, beside)  # its recovery sweeps the run's cluster too
     if store is None:
         store = _open_store(results_dir, create=True)
-    image = _image()
+    choice = _image_choice(p.image.distribution, "plan")
+    image = _image(choice)
     if not run_id:
         run_id = _create_run(store, p, text, given_id, budget)
+    _record_image(store, run_id, p, choice, image)
     if kube:
         store.put_run_meta(run_id, "kubernetes", kube)
     console.print(f"run [bold]{run_id}[/] plan [bold]{p.name}[/] results {results_dir}")
@@ -212,6 +218,25 @@ def _planned(plan: str, budget: str | None) -> tuple[Plan, str]:
             fail(str(e))
     feasibility.check(p, plan_source(plan))
     return p, text
+
+
+def _record_image(store: Store, run_id: str, p: Plan, choice: Choice,
+                  image: ImageArtifacts) -> None:
+    """Say which Debian release the image is and why, and record it with the run (run meta
+    "image", the first start's, as the versions are): the report's header names it. Where
+    the plan measures on the host itself and the image is another release than the host's,
+    one warning line: native's tools are not the image's versions (the report then names
+    each tool that differs, with the same fix)."""
+    from isotax import protocols
+
+    console.print(f"[dim]image:[/] {image.recipe_hash}: {escape(choice.words())}")
+    host_kinds = set(protocols.kinds_with(protocols.Isolation.HOST))
+    differs = choice.native_differs()
+    if differs and any(e.kind in host_kinds for e in p.run_environments):
+        console.print(f"[yellow]warning:[/] {escape(differs)}")
+    if "image" not in store.run_meta(run_id):
+        store.put_run_meta(run_id, "image", {"hash": image.recipe_hash,
+                                             "kernel": image.kernel_version(), **choice.meta()})
 
 
 def _create_run(store: Store, p: Plan, text: str, given_id: str | None,

@@ -61,6 +61,11 @@ class ImageArtifacts:
         """Recipe, build time and package versions; written last, so its presence = complete."""
         return json.loads(self.manifest_path.read_text())
 
+    def distribution(self) -> str:
+        """The Debian release the image was built from (its recipe's suite)."""
+        recipe = self.manifest().get("recipe", {})
+        return str(recipe.get("suite", "")) if isinstance(recipe, Mapping) else ""
+
     def package_versions(self) -> Mapping[str, str]:
         return dict(self.manifest().get("packages", {}))  # type: ignore[call-overload]
 

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from isotax.image.artifacts import ImageArtifacts
+from isotax.image.distribution import read_os_release
 from isotax.image.kernel import extract_vmlinux
 from isotax.image.recipe import (
     INITRD_REQUIRED,
@@ -40,6 +41,7 @@ from isotax.image.recipe import (
     image_hash,
 )
 from isotax.parsers import procfs
+from isotax.parsers.os_release import parse_os_release
 
 Log = Callable[[str], None]
 # (directory, bytes needed, what for, the other fix) -> the refusal, or None when it fits
@@ -108,12 +110,16 @@ def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None 
     return art
 
 
-def show_images(recipe: Recipe, cache_dir: Path | None = None) -> list[dict[str, object]]:
+def show_images(recipe: Recipe | Sequence[Recipe],
+                cache_dir: Path | None = None) -> list[dict[str, object]]:
     """One dict per cached layer (images first, then bases), for `isotax image show`; the
-    recipe (as for ensure_image) tells which layers are current."""
+    recipe (as for ensure_image), or one per distribution, tells which layers are current."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    current = {"image": image_hash(recipe, guest_files(default_guest_dir())),
-               "base": recipe.base_hash()}  # what the next build of this isotax would use
+    recipes = [recipe] if isinstance(recipe, Recipe) else list(recipe)
+    guest = guest_files(default_guest_dir())
+    # What the next build of this isotax would use, for each recipe's distribution.
+    current = {"image": {image_hash(r, guest) for r in recipes},
+               "base": {r.base_hash() for r in recipes}}
     out: list[dict[str, object]] = []
     for layer, marker in (("image", "manifest.json"), ("base", "base.json")):
         parent = cache / ("images" if layer == "image" else "base")
@@ -124,13 +130,15 @@ def show_images(recipe: Recipe, cache_dir: Path | None = None) -> list[dict[str,
                 continue
             entry: dict[str, object] = {"layer": layer, "hash": d.name, "path": str(d),
                                         "complete": (d / marker).exists(),
-                                        "current": d.name == current[layer],
+                                        "current": d.name in current[layer],
                                         "size_bytes": _du(d)}
             if (d / marker).exists():
                 meta = json.loads((d / marker).read_text())
                 entry["built_at"] = meta.get("built_at", "")
                 entry["build_s"] = meta.get("build_s")
                 entry["packages"] = len(meta.get("packages", {}))
+                inputs = meta.get("recipe") or meta.get("inputs") or {}
+                entry["distribution"] = inputs.get("suite", "")
                 if layer == "image":
                     entry["base_hash"] = meta.get("base_hash", "")
                     entry["kernel"] = meta.get("kernel", {}).get("version", "")
@@ -322,6 +330,7 @@ def _build_image(base_root: Path, base_info: dict[str, object], recipe: Recipe,
         vmlinux_ok = extract_vmlinux(tmp / "vmlinuz", tmp / "vmlinux")
 
         packages = _packages(root)
+        release = _release(root, recipe)
         say(f"image {ihash}: exporting rootfs.tar and rootfs.ext4")
         _run(["tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", str(root),
               "-cf", str(tmp / "rootfs.tar"), "."], what="tar of the rootfs")
@@ -341,6 +350,7 @@ def _build_image(base_root: Path, base_info: dict[str, object], recipe: Recipe,
                         "helpers": round(time.monotonic() - t0, 1)},
             "base_built_at": base_info.get("built_at"),
             "kernel": {"version": kver, "vmlinux": vmlinux_ok},
+            "distribution": release,
             "hooks": base_info.get("hooks"),
             "helpers": helpers,
             "compiler": _first_line(["gcc", "--version"]),
@@ -384,6 +394,17 @@ def _install_guest(root: Path, srcdir: Path, guest: dict[str, bytes], recipe: Re
                           "sha256": hashlib.sha256(dest.read_bytes()).hexdigest()}
         say(f"  helper {dest.name}")
     return out
+
+
+def _release(root: Path, recipe: Recipe) -> dict[str, str]:
+    """The image's own os-release (codename, version, name), which must be the recipe's
+    release: debootstrap of one suite with another's sources would make a mixed image."""
+    found = parse_os_release(read_os_release(root))
+    if found.get("VERSION_CODENAME") != recipe.suite:
+        raise ImageError(f"the image's os-release says {found.get('PRETTY_NAME', 'nothing')!r}, "
+                         f"not {recipe.suite}: remove it with `isotax image rm all` and rebuild")
+    return {"codename": recipe.suite, "version": found.get("VERSION_ID", ""),
+            "pretty_name": found.get("PRETTY_NAME", "")}
 
 
 def _packages(root: Path) -> dict[str, str]:

@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isotax.image.distribution import DISTRIBUTIONS, FALLBACK, MIRROR
+
+_DEFAULT = DISTRIBUTIONS[FALLBACK]
 # Bump when the post-debootstrap steps in build.py change what the base contains.
 BASE_STEPS_VERSION = 2
 # Bump when the helpers layer / exports change (compiler flags, export formats, layout).
@@ -90,14 +93,17 @@ class ImageHook:
 
 @dataclass(frozen=True)
 class Recipe:
-    suite: str = "bookworm"
-    mirror: str = "http://deb.debian.org/debian"
+    # The Debian release (image.distribution: a choice, recorded with the run) and its
+    # suites; for_workloads(distribution=...) sets them together. The suite is part of the
+    # base hash, so each release's image has its own place in the cache.
+    suite: str = _DEFAULT.codename
+    mirror: str = MIRROR
     # netperf lives in non-free on the same mirror.
-    components: tuple[str, ...] = ("main", "non-free")
+    components: tuple[str, ...] = _DEFAULT.components
     # Point-release and security updates, as a Debian host has in its sources: the image's
     # tools must be the same versions the host's apt gives native runs.
-    update_suites: tuple[str, ...] = ("bookworm-updates",)
-    security: str = "http://deb.debian.org/debian-security bookworm-security"
+    update_suites: tuple[str, ...] = _DEFAULT.update_suites
+    security: str = _DEFAULT.security
     variant: str = "minbase"
     # Every package debootstrap installs: BASE_PACKAGES and the workloads' (for_workloads).
     # No default: a recipe without the workloads' packages would name another image.
@@ -111,12 +117,23 @@ class Recipe:
 
     @classmethod
     def for_workloads(cls, workload_packages: Iterable[str],
-                      hooks: Iterable[ImageHook] = (), **settings: Any) -> Recipe:
-        """The recipe for an image that runs these workloads: BASE_PACKAGES and theirs, each
-        once, and their image hooks (the callers pass isotax.protocols.workload_packages()
-        and .workload_image_hooks(), or protocols.image_recipe() does)."""
+                      hooks: Iterable[ImageHook] = (), distribution: str = FALLBACK,
+                      **settings: Any) -> Recipe:
+        """The recipe for an image that runs these workloads on `distribution` (a codename
+        of image.distribution.DISTRIBUTIONS: its suites and components): BASE_PACKAGES and
+        theirs, each once, and their image hooks (the callers pass
+        isotax.protocols.workload_packages() and .workload_image_hooks(), or
+        protocols.image_recipe() does)."""
+        d = DISTRIBUTIONS[distribution]
+        suites: dict[str, Any] = {"suite": d.codename, "components": d.components,
+                                  "update_suites": d.update_suites, "security": d.security}
         return cls(packages=tuple(dict.fromkeys((*BASE_PACKAGES, *workload_packages))),
-                   hooks=tuple(dict.fromkeys(hooks)), **settings)
+                   hooks=tuple(dict.fromkeys(hooks)), **{**suites, **settings})
+
+    @property
+    def distribution(self) -> str:
+        """The Debian release's codename (the suite debootstrap installs)."""
+        return self.suite
 
     def base_inputs(self) -> dict[str, object]:
         """Everything the base layer depends on (the package list in a canonical order)."""

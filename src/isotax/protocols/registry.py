@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 from isotax.facts import Isolation
+from isotax.image.distribution import host_choice
 from isotax.image.recipe import ImageHook, Recipe
 from isotax.protocols.environment import Environment
 from isotax.protocols.workload import AnyWorkload, FigureHints, Port
@@ -72,10 +73,13 @@ def workload_image_hooks() -> tuple[ImageHook, ...]:
     return tuple(dict.fromkeys(h for cls in workloads().values() for h in cls.image_hooks))
 
 
-def image_recipe(**settings: Any) -> Recipe:
+def image_recipe(distribution: str | None = None, **settings: Any) -> Recipe:
     """The recipe of the image every registered workload runs in: their packages and their
-    image hooks (isotax.image is below the registry, so it is told them here)."""
-    return Recipe.for_workloads(workload_packages(), workload_image_hooks(), **settings)
+    image hooks (isotax.image is below the registry, so it is told them here), on the Debian
+    release `distribution` (None: this host's own, else image.distribution.FALLBACK)."""
+    codename = distribution or host_choice().codename
+    return Recipe.for_workloads(workload_packages(), workload_image_hooks(),
+                                distribution=codename, **settings)
 
 
 def workload_ports() -> list[Port]:

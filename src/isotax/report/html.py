@@ -265,6 +265,8 @@ def _render(d: ReportData) -> str:
         f", {_e(host.get('cpu_model', '?'))}, {_e(host.get('cpus', '?'))} CPUs, kernel "
         f"{_e(host.get('kernel', '?'))}.</p>",
     ]
+    if d.meta.image is not None and d.meta.image.line():
+        head.append(f"<p>{_e(d.meta.image.line())}</p>")
     if emulation.note(d):  # the one explanation; Warnings points back to it
         head.append(f"<p class=emulated>{_inline(emulation.note(d))}</p>")
     # (level, title, body): a section without a body is left out, and so is its link.

@@ -302,6 +302,8 @@ def render(d: ReportData) -> str:
            f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
            f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
            f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
+    if d.meta.image is not None and d.meta.image.line():
+        out += ["", _esc(d.meta.image.line())]
     if decisions.counts_line(d):  # the first thing a reader wants: what is decided
         out += ["", f"**{_esc(decisions.counts_line(d))}** (see Verdicts)"]
         for line in decisions.context_lines(d):

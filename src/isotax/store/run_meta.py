@@ -80,6 +80,41 @@ class KubernetesMeta(_Part):
     pod_image: str = ""
 
 
+class ImageMeta(_Part):
+    """The workload image the run's environments (all but native) ran: its recipe hash, its
+    Debian release and why that one (isotax.image.distribution.Choice.meta), and the host's
+    release beside it. Absent in runs stored before the release was a choice (bookworm)."""
+
+    hash: str = ""
+    kernel: str = ""
+    distribution: str = ""
+    version: str = ""
+    chosen_by: str = ""  # plan, option, host or fallback
+    host_distribution: str = ""  # "" where the host is no release isotax builds
+    host_os: str = ""
+
+    def words(self) -> str:
+        """"Debian 13 (trixie)", or "" for a run that recorded none."""
+        return f"Debian {self.version} ({self.distribution})" if self.distribution else ""
+
+    def line(self) -> str:
+        """The report header's sentence: which release, why, and whether native's tools can
+        be the image's versions; "" for a run that recorded no release."""
+        if not self.distribution:
+            return ""
+        why = {"plan": "chosen by the plan's [image] distribution",
+               "option": "chosen by --distribution",
+               "host": "the host's own release",
+               "fallback": "isotax's default for a host of another release"}.get(
+                   self.chosen_by, self.chosen_by)
+        out = (f"Workload image: {self.words()}, {why} (recipe {self.hash or '?'}, kernel "
+               f"{self.kernel or '?'}).")
+        if self.host_distribution != self.distribution:
+            out += (f" The host is {self.host_os or 'another release'}: native ran the "
+                    "host's packages, not the image's versions.")
+        return out
+
+
 class VersionsMeta(_Part):
     """The Python and host tool versions the run used (isotax.host.versions.record)."""
 
@@ -170,6 +205,7 @@ SCHEMA: dict[str, Any] = {
     "reach": ReachMeta,
     "sequential": SequentialMeta,
     "restarts": list[DeathMeta],  # isotax.run.restarts: each death and restart
+    "image": ImageMeta,  # the workload image: hash, Debian release, why that one
     "versions": VersionsMeta,  # isotax.host.versions: packages and tools the run used
     "cell_runs": dict[str, int],  # isotax.analysis.cell_length: runs per cell, per point
     "fleet": FleetMeta,
@@ -237,6 +273,10 @@ class RunMeta:
     @property
     def loadgen(self) -> LoadGenMeta | None:
         return self.typed("loadgen")
+
+    @property
+    def image(self) -> ImageMeta | None:
+        return self.typed("image")
 
     @property
     def versions(self) -> VersionsMeta | None:
