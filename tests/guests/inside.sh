@@ -61,6 +61,28 @@ for what in $STEPS; do
     show) step "isotax system show"; $ISOTAX system show || fail "system show" ;;
     doctor) step "isotax doctor"; $ISOTAX doctor || fail "doctor" ;;
     envs) step "isotax envs"; $ISOTAX envs || fail "envs" ;;
+    gvisor)
+      # runsc by hand, debug logs in the share: what a sandbox that will not start says.
+      step "runsc by hand on each platform (debug logs in out/runsc)"
+      b=/tmp/guest-room-bundle
+      rm -rf $b; mkdir -p $b
+      (cd $b && /opt/isotax/runsc/runsc spec -- /bin/true)
+      img=$(ls -d /var/cache/isotax/images/*/rootfs | head -1)
+      .venv/bin/python - "$b/config.json" "$img" <<'PY'
+import json, sys
+p, root = sys.argv[1:]
+c = json.load(open(p))
+c["root"] = {"path": root, "readonly": True}
+c["process"]["terminal"] = False
+json.dump(c, open(p, "w"))
+PY
+      for p in systrap ptrace; do
+        mkdir -p "$OUT/runsc/$p"
+        timeout 300 /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc --platform=$p \
+          --network=none --debug --debug-log="$OUT/runsc/$p/" run --bundle $b gr-$p
+        echo "runsc $p: exit $?"
+        /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc delete -force gr-$p 2>/dev/null
+      done ;;
     plan)
       step "isotax run (the room's plan)"
       $ISOTAX run /mnt/guest-room/plan.toml || fail "run"

@@ -261,3 +261,12 @@ def test_system_show_cli() -> None:
     assert set(fp) == OLD_KEYS | NEW_KEYS
     r = CliRunner().invoke(main, ["system", "show"])
     assert r.exit_code == 0 and "governor" in r.output and "THP" in r.output
+
+
+def test_fingerprint_of_a_systemd_host_on_cgroup_v2() -> None:
+    """The guest room's Debian 13 guest, captured there: the unified hierarchy, systemd as
+    PID 1, and the version, layout and init said as such."""
+    fp = fingerprint(DATA / "host" / "trixie-guest", captured_tool)
+    assert fp["cgroup"] == "v2" and fp["cgroup_mode"] == "v2 (at /sys/fs/cgroup)"
+    assert fp["init"] == "systemd" and fp["distro"] == "Debian GNU/Linux 13 (trixie)"
+    assert fp["kernel"] == "6.12.117+deb13-amd64"

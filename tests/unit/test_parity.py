@@ -167,3 +167,11 @@ def test_cgroup_limits_takes_the_lowest_of_every_level() -> None:
     assert cgroup_limits(["memory.max=max", "cpu.max=max 100000"]) == (None, None)
     assert cgroup_limits(["memory.limit_in_bytes=9223372036854771712",
                           "cpu.cfs_quota_us=-1", "cpu.cfs_period_us=100000"]) == (None, None)
+
+
+def test_the_probe_reads_its_cgroups_limits_on_v2() -> None:
+    """The probe on a systemd host on cgroup v2 (the guest room's Debian 13 guest,
+    2026-11-28): natively, and in a transient scope with MemoryMax=512M and CPUQuota=50%."""
+    native, scoped = _probe("native-v2-trixie"), _probe("scope-limited-v2-trixie")
+    assert (native.cgroup, native.cpu_quota) == ("v2", None) and native.memory_mib > 9000
+    assert (scoped.cgroup, scoped.memory_mib, scoped.cpu_quota) == ("v2", 512, 0.5)
