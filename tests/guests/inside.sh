@@ -76,12 +76,17 @@ c["root"] = {"path": root, "readonly": True}
 c["process"]["terminal"] = False
 json.dump(c, open(p, "w"))
 PY
-      for p in systrap ptrace; do
-        mkdir -p "$OUT/runsc/$p"
-        timeout 300 /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc --platform=$p \
-          --network=none --debug --debug-log="$OUT/runsc/$p/" run --bundle $b gr-$p
-        echo "runsc $p: exit $?"
-        /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc delete -force gr-$p 2>/dev/null
+      # isotax's own flags last (netstack, a new network namespace per gofer).
+      for v in "systrap --network=none" "ptrace --network=none" "systrap --network=sandbox" \
+          "systrap --network=sandbox --gofer-network-namespace=new"; do
+        set -- $v
+        name=$(echo "$v" | tr -c 'a-z0-9\n' '-')
+        mkdir -p "$OUT/runsc/$name"
+        timeout 300 /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc --platform="$@" \
+          --debug --debug-log="$OUT/runsc/$name/" --panic-log="$OUT/runsc/$name/panic.txt" \
+          run --bundle $b "gr-$name"
+        echo "runsc $v: exit $?"
+        /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc delete -force "gr-$name" 2>/dev/null
       done ;;
     plan)
       step "isotax run (the room's plan)"

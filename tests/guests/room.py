@@ -198,9 +198,12 @@ def chroot_mounts(root: Path) -> Iterator[None]:
     maintainer scripts need them); always unmounted, deepest first."""
     mounted: list[Path] = []
     try:
-        for argv, sub in ((["-t", "proc", "itx-proc"], "proc"), (["-t", "sysfs", "itx-sys"], "sys"),
+        # Named for the room, not itx-: isotax's own leftover sweeps (a run's recovery, doctor
+        # --fix) remove itx- mounts whose owner they cannot find, this chroot's /proc included.
+        for argv, sub in ((["-t", "proc", "guestroom-proc"], "proc"),
+                          (["-t", "sysfs", "guestroom-sys"], "sys"),
                           (["--bind", "/dev"], "dev"), (["--bind", "/dev/pts"], "dev/pts"),
-                          (["-t", "tmpfs", "itx-run"], "run")):
+                          (["-t", "tmpfs", "guestroom-run"], "run")):
             target = root / sub
             target.mkdir(parents=True, exist_ok=True)
             subprocess.run(["mount", *argv, str(target)], check=True)

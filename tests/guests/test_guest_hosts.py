@@ -11,8 +11,10 @@ $ISOTAX_GUEST_CACHE/<suite>-<key>/last/ for the notes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,19 @@ def facts_of(text: str) -> dict[str, str]:
     return facts
 
 
+def measured(results: Path, plan: str) -> dict[str, dict[str, float | None]]:
+    """{environment: {"workload metric": ratio to native}} of the newest run of that plan
+    name among the results the guest copied back (its results.json). {} when none ran."""
+    runs = sorted(results.glob(f"*-{plan}-*/results.json"))
+    if not runs:
+        return {}
+    out: dict[str, dict[str, float | None]] = {}
+    for row in json.loads(runs[-1].read_text())["results"]:
+        out.setdefault(row["environment"], {})[f"{row['workload']} {row['metric']}"] = \
+            row["ratio"]
+    return out
+
+
 @pytest.mark.parametrize("suite", ["trixie", "bookworm"])
 def test_guest_host(suite: str, tmp_path: Path) -> None:
     why = _why_not()
@@ -83,4 +98,9 @@ def test_guest_host(suite: str, tmp_path: Path) -> None:
     # The host it claims to be: systemd as PID 1 on the unified hierarchy.
     assert facts["cgroup_fs"] == "cgroup2fs", facts
     assert facts["pid1"] == "systemd", facts
+    for plan, name in (("plan.toml", "guest-room"), ("pods.toml", "guest-room-pods")):
+        got = measured(share / "out/results", name)
+        print(f"{suite}: {name}: {json.dumps(got, indent=1)}")
+        want = {e["name"] for e in tomllib.loads((HERE / plan).read_text())["environments"]}
+        assert set(got) == want, f"{name}: measured {sorted(got)}, the plan has {sorted(want)}"
     assert result.status == 0, f"{facts.get('failed')}; the log's end:\n{log[-6000:]}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import subprocess
@@ -191,10 +192,12 @@ def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Each crafted bundle and the words its refusal must have."""
     good = _members(tmp_path)
     bomb = tmp_path / "bomb.itx.tar.gz"
-    with tarfile.open(bomb, "w:gz") as tar:  # a header that claims 4 GiB: never inflated
-        info = tarfile.TarInfo("isotax.db")
-        info.size = 4 << 30
-        tar.addfile(info)
+    # A header that claims 4 GiB and no data: never inflated. Written as bytes: Python 3.13's
+    # tarfile refuses addfile() of a non-empty member without its data.
+    info = tarfile.TarInfo("isotax.db")
+    info.size = 4 << 30
+    with gzip.open(bomb, "wb") as gz:
+        gz.write(info.tobuf(tarfile.GNU_FORMAT) + bytes(2 * tarfile.BLOCKSIZE))
     return {
         "not json": (_craft(tmp_path / "a.tgz", good, b"{not json"), "manifest.json is not JSON"),
         "a list": (_craft(tmp_path / "b.tgz", good, [1, 2]), "is a JSON list, not an object"),
