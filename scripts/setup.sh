@@ -81,6 +81,11 @@ fi
 # `install` also upgrades an installed package to the candidate version: the image gets the
 # candidate from debootstrap, and native runs must use the same version of each tool.
 "${APT[@]}" update
+# Debian 13 moved Docker's command line out of docker.io into docker-cli, which docker.io only
+# recommends (and this script installs without recommends); Debian 12's docker.io has it.
+if apt-cache show docker-cli >/dev/null 2>&1; then
+  PACKAGES+=(docker-cli)
+fi
 # redis-server's, mariadb-server's and postgresql's postinsts start (and enable) a system Redis
 # on 6379, MariaDB on 3306 and PostgreSQL's cluster 'main' on 5432 through invoke-rc.d: isotax
 # starts its own servers, on its own ports or sockets, and a stray service would load the host.

@@ -87,7 +87,15 @@ PY
           run --bundle $b "gr-$name"
         echo "runsc $v: exit $?"
         /opt/isotax/runsc/runsc --root /tmp/guest-room-runsc delete -force "gr-$name" 2>/dev/null
-      done ;;
+      done
+      # isotax's own probe, with runsc's debug logs: runsc wrapped for one `isotax envs`.
+      r=/opt/isotax/runsc/runsc
+      mkdir -p "$OUT/runsc/isotax-probe"
+      mv $r $r.real
+      printf '#!/bin/sh\nexec %s.real --debug --debug-log=%s/ "$@"\n' $r "$OUT/runsc/isotax-probe" > $r
+      chmod 755 $r
+      $ISOTAX envs 2>&1 | grep -A3 '^│ gvisor'
+      mv $r.real $r ;;
     plan)
       step "isotax run (the room's plan)"
       $ISOTAX run /mnt/guest-room/plan.toml || fail "run"
