@@ -45,6 +45,7 @@ from isotax.environments.kube.api import (
     lost,
     namespace_manifest,
     namespaces_left,
+    pull_secret_manifests,
     wait_marker,
     wait_running,
 )
@@ -66,17 +67,17 @@ SCRATCH = "/tmp"
 
 
 def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
-                     pull: str = "Never") -> dict[str, Any]:
-    """The load generator's pod on `node`: runc, the pod network, the image's clients, no
-    limits (a client held back by a limit would measure the limit), a token request so it
-    always fits. Pure."""
-    return {
+                     pull: str = "Never", pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The load generator's pod on `node`: the cluster's default runtime, the pod network,
+    the image's clients, no limits (a client held back by a limit would measure the limit),
+    a token request so it always fits. Pure."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": POD, "namespace": namespace,
                      "labels": {"isotax": "1", "app": POD},
                      "annotations": {"isotax.owner": owner}},
         "spec": {
-            "runtimeClassName": "runc", "restartPolicy": "Never",
+            "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
             "automountServiceAccountToken": False,
             "nodeSelector": {"kubernetes.io/hostname": node},
@@ -87,6 +88,9 @@ def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
         },
     }
+    if pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
+    return pod
 
 
 class PodCpu:
@@ -107,9 +111,13 @@ class PodCpu:
 class PodLoadGen:
     """The LoadGen protocol (isotax.protocols.LoadGen) on a pod of another node."""
 
-    def __init__(self, node: str, image: ImageArtifacts) -> None:
+    def __init__(self, node: str, image: ImageArtifacts, pull_secrets: Sequence[str] = ()
+                 ) -> None:
         self.node_name = node
         self.image = image
+        self.pull_secrets = tuple(pull_secrets)  # the plan's pods' (--pull-secret's come too)
+        # The Service addresses (and a port) the pod has reached through its node's proxy.
+        self._through: set[str] = set()
         self.where = f"a pod on Kubernetes node {node}"
         self.tag = ""
         self.namespace = ""
@@ -128,7 +136,7 @@ class PodLoadGen:
         cannot hold it."""
         t = target.current()
         if not t.local:
-            access = foreign_access(t)
+            access = foreign_access(t, self.pull_secrets)
             if not access.ok:
                 raise LoadGenRefused(f"load generator pod: {access}")
             if not t.pod_image:
@@ -163,10 +171,19 @@ class PodLoadGen:
                 self.image_ref, _ = images.load(self.image, self.node)
             except RuntimeError as e:
                 raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
-        for obj in (namespace_manifest(self.namespace),
-                    loadgen_manifest(namespace=self.namespace, image=self.image_ref,
-                                     node=self.node_name, owner=owners.mine(),
-                                     pull="Never" if self.node else "IfNotPresent")):
+        objs: list[dict[str, Any]] = [namespace_manifest(self.namespace)]
+        if self.node is None:
+            try:
+                objs += pull_secret_manifests(t, self.namespace,
+                                              [*t.pull_secrets, *self.pull_secrets])
+            except Unavailable as e:
+                raise LoadGenRefused(f"load generator on {self.node_name}: "
+                                     f"{e.availability}") from None
+        objs.append(loadgen_manifest(
+            namespace=self.namespace, image=self.image_ref, node=self.node_name,
+            owner=owners.mine(), pull="Never" if self.node else "IfNotPresent",
+            pull_secrets=[o["metadata"]["name"] for o in objs if o["kind"] == "Secret"]))
+        for obj in objs:
             done = kubectl("apply", "-f", "-", input_text=json.dumps(obj))
             if done.returncode != 0:
                 raise LoadGenRefused(f"load generator on {self.node_name}: kubectl apply of "
@@ -227,11 +244,42 @@ class PodLoadGen:
             # The load generator's own node translates the Service's address (its
             # kube-proxy); this host forwards to the pod's.
             self._admit_only_us("FORWARD", f.container_address, port, proto)
+            if self.node is None and proto == "tcp":
+                self._through_proxy(inst, f.published, f.container_address, port)
             return f.published, port
         raise NotApplicable(f"{kind}: network {mode!r} is a port mapping on an address of "
                             "this host for clients outside the cluster, which a load "
                             f"generator pod on {self.node_name} does not use; give it "
                             "network = \"host\"")
+
+    def _through_proxy(self, inst: Instance, service_ip: str, pod_ip: str, port: int,
+                       timeout: float = 60) -> None:
+        """On a foreign cluster, until this pod's node translates the Service's address to
+        the pod (its proxy has synced the endpoint: the API does not say when): a one-shot
+        listener of busybox's nc on the pod's address and the port, and connections to the
+        Service's address from here until one is accepted there. Before, a connection is
+        refused by the proxy's rule for a Service without endpoints, or goes nowhere."""
+        if service_ip in self._through:
+            return
+        listener = f"busybox nc -l -p {port} -s {pod_ip} -e true"
+        started = inst.exec(["sh", "-c", f"timeout {timeout:.0f} {listener} >/dev/null 2>&1 "
+                             "</dev/null & echo $!"], 30)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                # Accepted only by the listener: the proxy's reject and a lost packet fail.
+                done = self.exec(["busybox", "nc", "-z", "-w", "1", service_ip, str(port)], 10)
+                if done.returncode == 0:
+                    self._through.add(service_ip)
+                    return
+                time.sleep(0.1)
+        finally:
+            pid = started.stdout.strip().splitlines()[-1:] or [""]
+            if pid[0].isdigit():
+                inst.exec(["sh", "-c", f"kill {pid[0]} 2>/dev/null; true"], 10)
+        raise SanityError(f"the Service {service_ip}:{port} does not reach pod {pod_ip} from "
+                          f"the load generator's node {self.node_name} within {timeout:.0f} s "
+                          "(its proxy has not translated it)")
 
     def listen(self, inst: Instance) -> str:
         return listen_address(inst, self._host_address(inst))

@@ -21,6 +21,9 @@ RUNSC = Path("/opt/isotax/runsc/runsc")  # where scripts/setup.sh installs gViso
 COMPONENTS = ("containerd", "etcd", "kube-apiserver", "kube-controller-manager",
               "kube-scheduler", "kubelet", "kube-proxy")
 TOOLS = ("kubectl", "crictl", "ctr", "containerd-shim-runc-v2", "containerd-shim-runsc-v1")
+# A managed-style cluster's (`cluster up --managed`): distribution's registry, a pusher, and
+# the registry's bcrypt htpasswd lines.
+MANAGED_TOOLS = ("registry", "crane", "itx-htpasswd")
 
 LIB = Path("/var/lib/itx-k8s")  # persistent state: etcd, containerd's root, the kubelet's
 RUN = Path("/run/itx-k8s")  # runtime state: containerd's state and socket, runsc's root
