@@ -170,7 +170,10 @@ class PodInstance:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
         self.runtime_class = str(spec.options.get("runtime_class", ""))
-        self.expected = str(spec.options.get("isolation", ""))
+        # What the plan expects it to be; on the local cluster, else, what isotax set its
+        # class up to give (a foreign cluster's handler names are no proof of anything).
+        self.expected = str(spec.options.get("isolation", "")) or (
+            L.RUNTIME_ISOLATION.get(self.runtime_class, "") if self.target.local else "")
         # What the identity probe found the pod to be, and its words (start()).
         self.found: Isolation | None = None
         self.found_words = ""

@@ -57,6 +57,10 @@ DEFAULT_DIRS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/va
 
 # RuntimeClass name -> containerd runtime handler (configs.containerd_toml declares both).
 RUNTIME_CLASSES = {"runc": "runc", "gvisor": "runsc"}
+# What a pod of each is, as isotax set them up ("": containerd's default runtime, runc): what
+# a local pod is expected to be where the plan's options.isolation says nothing. A foreign
+# cluster's classes say nothing of the kind (a handler's name is no proof).
+RUNTIME_ISOLATION = {"": "container", "runc": "container", "gvisor": "sandbox"}
 
 
 

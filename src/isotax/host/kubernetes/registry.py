@@ -18,10 +18,11 @@ from isotax.image import oci_archive
 from isotax.image.artifacts import ImageArtifacts
 
 
-def push(image: ImageArtifacts, timeout: float = 900) -> tuple[str, float]:
-    """(the image's reference in the registry, seconds the push took). RuntimeError with
-    crane's words when it fails."""
-    ref = managed.workload_ref(image.recipe_hash)
+def push(image: ImageArtifacts, tag: str = "", timeout: float = 900) -> tuple[str, float]:
+    """(the image's reference in the registry, seconds the push took), tagged with its
+    recipe hash or `tag` (a second tag costs a manifest: the registry has the layer).
+    RuntimeError with crane's words when it fails."""
+    ref = managed.workload_ref(tag or image.recipe_hash)
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="itx-push-", dir=L.LIB))
     try:
