@@ -84,7 +84,7 @@ kind = "native"
 [[environments]]
 name = "pod-default"
 kind = "pod"
-network = "pod"
+network = "service"  # the load generator's node's proxy, waited for through it
 
 [[environments]]
 name = "pod-gvisor"
@@ -150,8 +150,9 @@ def test_a_plan_runs_there_and_its_report_shows_the_pods_tax(account: str,
 
 
 def test_a_forbidden_host_network_fails_in_one_line(account: str, tmp_path: Path) -> None:
-    plan = PLAN.replace('name = "pod-default"\nkind = "pod"\nnetwork = "pod"',
+    plan = PLAN.replace('name = "pod-default"\nkind = "pod"\nnetwork = "service"',
                         'name = "pod-host"\nkind = "pod"\nnetwork = "host"')
+    assert "pod-host" in plan
     p = _isotax_run(plan, tmp_path, "--pod-image", account, "--pull-secret",
                     str(managed.PULL_SECRET))
     assert p.returncode == 2, p.stderr[-2000:]

@@ -209,7 +209,7 @@ def namespaces_left(prefix: str, what: str) -> list[Leftover]:
     got = t.kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
     names = [n.removeprefix("namespace/") for n in got.stdout.split()]
     return [Leftover(f"Kubernetes namespace {n}{what}",
-                     [(str(L.binary("kubectl")), f"--kubeconfig={t.kubeconfig}", "delete",
+                     [(t.kubectl_path, f"--kubeconfig={t.kubeconfig}", "delete",
                        "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
             for n in names if n.startswith(prefix)]
 

@@ -245,7 +245,8 @@ class PodInstance:
                                  guaranteed=self.guaranteed, node=self.node_wanted,
                                  pull="Never" if self.layout else "IfNotPresent",
                                  pull_secrets=secrets), level)
-        pod = wait_running(self.namespace, POD, timeout=120)
+        # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds.
+        pod = wait_running(self.namespace, POD, timeout=120 if self.layout else 600)
         sw.mark("started")
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]

@@ -376,7 +376,8 @@ def _start_managed(registry: subprocess.Popen[bytes], apiserver: subprocess.Pope
         apiserver)
     user = Target(managed.USER_KUBECONFIG)
     _wait("the account's ClusterRole", lambda: user.kubectl(
-        "auth", "can-i", "create", "pods/exec", "-n", "itx-pod-probe", timeout=10
+        "auth", "can-i", "create", "pods", "--subresource=exec", "-n", "itx-pod-probe",
+        timeout=10
     ).stdout.strip() == "yes", 60, apiserver)
     _wait("the registry", lambda: _registry_asks(), 60, registry)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,13 +93,25 @@ def reviews(rights: Sequence[Right], probe_namespaces: Sequence[str]) -> dict[st
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
-def denied(answers: Mapping[str, Any] | str, rights: Sequence[Right]) -> list[Right]:
-    """The rights the API server's answers (`kubectl create -o json` of reviews(): a List,
-    or one review where there was one) do not allow, in rights' order. Pure."""
-    data = json.loads(answers) if isinstance(answers, str) else answers
-    items = data.get("items", [data]) if data.get("kind") == "List" else [data]
+def json_documents(text: str) -> list[dict[str, Any]]:
+    """The JSON documents of kubectl's output, one after another (`create -o json` prints
+    each object it created), a List's items in its place. Pure."""
+    out: list[dict[str, Any]] = []
+    decoder, i = json.JSONDecoder(), 0
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        doc, i = decoder.raw_decode(text, i)
+        out += doc.get("items", []) if doc.get("kind") == "List" else [doc]
+
+
+def denied(answers: str, rights: Sequence[Right]) -> list[Right]:
+    """The rights the API server's answers (`kubectl create -o json` of reviews()) do not
+    allow, in rights' order. Pure."""
     refused = set()
-    for item in items:
+    for item in json_documents(answers):
         attrs = item.get("spec", {}).get("resourceAttributes", {})
         if item.get("status", {}).get("allowed") is True:
             continue
