@@ -207,6 +207,8 @@ def test_a_missing_right_fails_in_one_line_with_the_role_that_grants_it(
             {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
         assert docs[1]["subjects"] == [{"kind": "ServiceAccount", "namespace": ns,
                                         "name": "limited"}]
+        assert docs[0]["metadata"]["name"] == docs[1]["roleRef"]["name"] == \
+            rights.role_name(f"system:serviceaccount:{ns}:limited")
     finally:
         cluster.kubectl("delete", "clusterrolebinding", role, "--ignore-not-found")
         cluster.kubectl("delete", "clusterrole", role, "--ignore-not-found")

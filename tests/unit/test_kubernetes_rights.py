@@ -83,6 +83,10 @@ def test_the_cluster_role_grants_exactly_what_is_missing() -> None:
     sa = rights.binding("itx-isotax", "system:serviceaccount:ci:runner")["subjects"]
     assert sa == [{"kind": "ServiceAccount", "namespace": "ci", "name": "runner"}]
     assert rights.whoami((K8S / "auth-whoami.json").read_text()) == "itx-user"
+    assert rights.role_name("itx-user") == "itx-isotax-itx-user"
+    assert rights.role_name("system:serviceaccount:ci:runner") == \
+        "itx-isotax-system-serviceaccount-ci-runner"
+    assert rights.role_name("") == "itx-isotax-account"
     assert rights.whoami("not json") == ""
 
 

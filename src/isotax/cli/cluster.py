@@ -133,9 +133,12 @@ def cluster_role(kubeconfig: str | None, pull_secrets: tuple[str, ...]) -> None:
             click.echo(f"# the account of {kubeconfig} may do all isotax needs")
             return
         user = rights.whoami(t.kubectl("auth", "whoami", "-o", "json", timeout=30).stdout)
-        docs = [rights.cluster_role(missing)]
+        # Named for the account: applied, it adds to what others were granted, never
+        # replaces the whole role another account is bound to.
+        name = rights.role_name(user)
+        docs = [rights.cluster_role(missing, name)]
         if user:
-            docs.append(rights.binding(rights.CLUSTER_ROLE, user))
+            docs.append(rights.binding(name, user))
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 

@@ -141,6 +141,12 @@ def cluster_role(rights: Iterable[Right], name: str = CLUSTER_ROLE) -> dict[str,
             "metadata": {"name": name, "labels": {"isotax": "1"}}, "rules": out}
 
 
+def role_name(username: str) -> str:
+    """The ClusterRole (and binding) for what one account lacks: itx-isotax-<account>. Pure."""
+    tail = re.sub(r"[^a-z0-9.-]+", "-", username.lower()).strip("-.")[:40].strip("-.")
+    return f"{CLUSTER_ROLE}-{tail or 'account'}"
+
+
 def binding(role: str, username: str, name: str = "") -> dict[str, Any]:
     """The ClusterRoleBinding of role to an account (`kubectl auth whoami`'s username: a
     ServiceAccount's system:serviceaccount:NS:NAME, else a user). Pure."""
