@@ -62,6 +62,16 @@ from isotax.protocols import Completed, Instance, Leftover, Reach, Unavailable
 from isotax.telemetry.cpuacct import usage_s
 
 POD = "itx-loadgen"
+# A one-shot TCP listener on ADDRESS PORT (argv), and a connection to one, for the wait on a
+# foreign cluster's Service (_through_proxy).
+ACCEPT_ONCE = ("import socket, sys\n"
+               "s = socket.socket()\n"
+               "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "s.bind((sys.argv[1], int(sys.argv[2])))\n"
+               "s.listen(8)\n"
+               "s.accept()[0].close()\n")
+CONNECT = ("import socket, sys\n"
+           "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()\n")
 NAMESPACE_PREFIX = "itx-lg-"
 SCRATCH = "/tmp"
 
@@ -257,19 +267,20 @@ class PodLoadGen:
                        timeout: float = 60) -> None:
         """On a foreign cluster, until this pod's node translates the Service's address to
         the pod (its proxy has synced the endpoint: the API does not say when): a one-shot
-        listener of busybox's nc on the pod's address and the port, and connections to the
-        Service's address from here until one is accepted there. Before, a connection is
-        refused by the proxy's rule for a Service without endpoints, or goes nowhere."""
+        listener on the pod's own address and the port, and connections to the Service's
+        address from here until one is accepted. Before, a connection is refused by the
+        proxy's rule for a Service without endpoints, or goes nowhere. (python3: the image's
+        busybox nc can neither bind an address nor only connect.)"""
         if service_ip in self._through:
             return
-        listener = f"busybox nc -l -p {port} -s {pod_ip} -e true"
-        started = inst.exec(["sh", "-c", f"timeout {timeout:.0f} {listener} >/dev/null 2>&1 "
-                             "</dev/null & echo $!"], 30)
+        started = inst.exec(["sh", "-c", f'timeout {timeout:.0f} python3 -c "$0" "$1" "$2" '
+                             '>/dev/null 2>&1 </dev/null & echo $!', ACCEPT_ONCE, pod_ip,
+                             str(port)], 30)
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
                 # Accepted only by the listener: the proxy's reject and a lost packet fail.
-                done = self.exec(["busybox", "nc", "-z", "-w", "1", service_ip, str(port)], 10)
+                done = self.exec(["python3", "-c", CONNECT, service_ip, str(port)], 10)
                 if done.returncode == 0:
                     self._through.add(service_ip)
                     return

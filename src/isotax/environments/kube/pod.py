@@ -169,6 +169,7 @@ def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[st
 class PodInstance:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
+        self.target = target.current()
         self.runtime_class = str(spec.options.get("runtime_class", ""))
         # What the plan expects it to be; on the local cluster, else, what isotax set its
         # class up to give (a foreign cluster's handler names are no proof of anything).
@@ -177,7 +178,6 @@ class PodInstance:
         # What the identity probe found the pod to be, and its words (start()).
         self.found: Isolation | None = None
         self.found_words = ""
-        self.target = target.current()
         node = str(spec.options.get("node", ""))
         # The local cluster's nodes are this host's (the first by default); a foreign one's
         # node is the scheduler's choice where the plan names none.
