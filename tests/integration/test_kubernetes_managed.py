@@ -140,9 +140,13 @@ def test_a_plan_runs_there_and_its_report_shows_the_pods_tax(account: str,
     report = (run_dir / "report.md").read_text()
     for name in ("pod-default", "pod-gvisor"):
         assert name in report
-    ratios = [r for r in doc.get("ratios", doc.get("verdicts", []))
-              if r.get("environment") == "pod-gvisor"]
-    assert ratios, sorted(doc)
+    # The gVisor pod's tax on TCP_RR, against the cluster's default runtime: in the results
+    # and in the report's table.
+    (tax,) = [r for r in doc["results"] if r["environment"] == "pod-gvisor"
+              and r["metric"] == "transactions_per_s"]
+    assert tax["n"] == 2 and tax["ratio"] > 0
+    assert f"| pod-gvisor | rr |  | transactions_per_s | {tax['verdict']} | " \
+           f"{tax['ratio']:.3f}" in report, report[-3000:]
     got = cluster.kubectl("get", "namespaces", "-o", "name").stdout
     assert "itx-pod-" not in got and "itx-lg-" not in got
     assert "itx-pull-" not in cluster.kubectl("get", "secrets", "-A", "-o", "name").stdout
