@@ -145,8 +145,8 @@ def test_a_plan_runs_there_and_its_report_shows_the_pods_tax(account: str,
     (tax,) = [r for r in doc["results"] if r["environment"] == "pod-gvisor"
               and r["metric"] == "transactions_per_s"]
     assert tax["n"] == 2 and tax["ratio"] > 0
-    assert f"| pod-gvisor | rr |  | transactions_per_s | {tax['verdict']} | " \
-           f"{tax['ratio']:.3f}" in report, report[-3000:]
+    assert any(line.startswith("| rr |  | transactions_per_s | ")
+               and f"{tax['ratio']:.3f} [" in line for line in report.splitlines()), report
     got = cluster.kubectl("get", "namespaces", "-o", "name").stdout
     assert "itx-pod-" not in got and "itx-lg-" not in got
     assert "itx-pull-" not in cluster.kubectl("get", "secrets", "-A", "-o", "name").stdout
@@ -154,7 +154,8 @@ def test_a_plan_runs_there_and_its_report_shows_the_pods_tax(account: str,
 
 def test_a_forbidden_host_network_fails_in_one_line(account: str, tmp_path: Path) -> None:
     plan = PLAN.replace('name = "pod-default"\nkind = "pod"\nnetwork = "service"',
-                        'name = "pod-host"\nkind = "pod"\nnetwork = "host"')
+                        'name = "pod-host"\nkind = "pod"\nnetwork = "host"'
+                        ).replace('baseline = "pod-default"', 'baseline = "pod-host"')
     assert "pod-host" in plan
     p = _isotax_run(plan, tmp_path, "--pod-image", account, "--pull-secret",
                     str(managed.PULL_SECRET))
