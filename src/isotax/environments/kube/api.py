@@ -355,7 +355,7 @@ def pull_refusal(pod_words_: str, image: str) -> str:
     if not any(w in pod_words_ for w in ("ErrImagePull", "ImagePullBackOff")) or not any(
             w in pod_words_ for w in PULL_WORDS):
         return ""
-    return (f"the cluster's nodes may not pull {image} ({pod_words_[-240:]}): give the "
+    return (f"the cluster's nodes may not pull {image} ({pod_words_[:400]}): give the "
             "registry's credentials with --pull-secret NAME|config.json, or options.pull_secret "
             "in the plan")
 
