@@ -80,7 +80,11 @@ def cluster_status() -> None:
         click.echo("no cluster" if not left else
                    f"no cluster running, but left: {'; '.join(left)} (`isotax cluster down`)")
         return
-    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}")
+    from isotax.host.kubernetes import managed
+
+    style = (f"; managed-style: account {managed.USER_KUBECONFIG}, registry "
+             f"https://{managed.REGISTRY}") if managed.MARK.exists() else ""
+    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}{style}")
     for args in (("get", "nodes", "-o", "wide"), ("get", "runtimeclass")):
         done = k.kubectl(*args, timeout=20)
         click.echo((done.stdout or done.stderr).rstrip())
