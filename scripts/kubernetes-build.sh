@@ -2,7 +2,8 @@
 # Builds a single-node Kubernetes from source, once, cached by version outside the checkout:
 #   /opt/isotax/kubernetes/<k8s-version>/bin/   kubelet kube-apiserver kube-controller-manager
 #       kube-scheduler kube-proxy kubectl etcd containerd containerd-shim-runc-v2 ctr
-#       containerd-shim-runsc-v1 crictl
+#       containerd-shim-runsc-v1 crictl, and for `isotax cluster up --managed` registry
+#       (distribution's), crane and itx-htpasswd
 #   /opt/isotax/kubernetes/<k8s-version>/cni/   bridge host-local loopback portmap
 #   /opt/isotax/kubernetes/<k8s-version>/images/pause.tar   OCI archive of Kubernetes' pause
 # Everything comes from the Go proxy (registry.k8s.io and GitHub releases are not reachable on
@@ -24,6 +25,10 @@ CONTAINERD_VERSION=v2.4.2    # github.com/containerd/containerd/v2
 CNI_VERSION=v1.10.0          # github.com/containernetworking/plugins
 CRICTL_VERSION=v1.37.0       # sigs.k8s.io/cri-tools
 PAUSE_VERSION=3.10.2         # build/pause/Makefile TAG in k8s.io/kubernetes v1.37.2
+# `isotax cluster up --managed`: a registry that asks for credentials, a pusher, bcrypt lines
+REGISTRY_VERSION=v3.1.2      # github.com/distribution/distribution/v3 cmd/registry
+CRANE_VERSION=v0.22.1        # github.com/google/go-containerregistry cmd/crane
+XCRYPTO_VERSION=v0.57.0      # golang.org/x/crypto (bcrypt), the one registry v3.1.2 uses
 PAUSE_IMAGE=localhost/itx/pause:$PAUSE_VERSION
 # gVisor's containerd shim comes from the same gvisor.dev/gvisor version as runsc, which
 # scripts/setup.sh pins (and only it).
@@ -186,6 +191,60 @@ if ! have "$BIN/crictl" sigs.k8s.io/cri-tools "$CRICTL_VERSION"; then
   go_install crictl "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION"
   step_end "crictl $CRICTL_VERSION"
+fi
+
+# --- a managed-style cluster's registry, pusher and htpasswd ----------------------------------
+if ! have "$BIN/registry" github.com/distribution/distribution/v3 "$REGISTRY_VERSION"; then
+  step_start "registry $REGISTRY_VERSION"
+  go_install registry "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"
+  step_end "registry $REGISTRY_VERSION"
+fi
+if ! have "$BIN/crane" github.com/google/go-containerregistry "$CRANE_VERSION"; then
+  step_start "crane $CRANE_VERSION"
+  go_install crane "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
+  step_end "crane $CRANE_VERSION"
+fi
+# distribution's htpasswd takes bcrypt lines only, and nothing on the host writes them
+# (apache2-utils is not installed): `itx-htpasswd USER` reads the password on stdin and prints
+# USER:<bcrypt>.
+if ! have "$BIN/itx-htpasswd" golang.org/x/crypto "$XCRYPTO_VERSION"; then
+  step_start "itx-htpasswd (golang.org/x/crypto $XCRYPTO_VERSION)"
+  W=$WORK/htpasswd
+  mkdir -p "$W"
+  cat > "$W/main.go" <<'EOF'
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: itx-htpasswd USER < password")
+		os.Exit(2)
+	}
+	pw, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && pw == "" {
+		fmt.Fprintln(os.Stderr, "itx-htpasswd: no password on stdin")
+		os.Exit(2)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(strings.TrimRight(pw, "\r\n")), bcrypt.DefaultCost)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "itx-htpasswd:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s:%s\n", os.Args[1], hash)
+}
+EOF
+  printf 'module isotax.local/htpasswd\n\ngo 1.24\n\nrequire golang.org/x/crypto %s\n' "$XCRYPTO_VERSION" > "$W/go.mod"
+  (cd "$W" && "$GO" mod tidy && "$GO" build -trimpath -ldflags "-s -w" -o "$W/itx-htpasswd" .)
+  install -m 755 "$W/itx-htpasswd" "$BIN/itx-htpasswd"
+  step_end "itx-htpasswd"
 fi
 
 # --- gVisor's containerd shim (runtime_type io.containerd.runsc.v1) ---------------------------

@@ -21,11 +21,10 @@ from isotax.environments.kube.pod import (
     POD,
     Pod,
     pod_manifest,
-    runtime_isolation,
     service_manifest,
 )
 from isotax.host.kubernetes import layout as L
-from isotax.protocols import Isolation, Port
+from isotax.protocols import Port
 
 
 def _pod(**kw: object) -> dict:
@@ -54,6 +53,11 @@ def test_the_pod_is_guaranteed_and_runs_the_workload_image_never_pulled() -> Non
     host = _pod(network="host", storage="rootfs")
     assert host["spec"]["hostNetwork"] is True
     assert {m["mountPath"] for m in host["spec"]["containers"][0]["volumeMounts"]} == {"/tmp"}
+    # No class named: the cluster's default runtime (a managed cluster may have no `runc`).
+    default = _pod(runtime_class="", pull="IfNotPresent", pull_secrets=["itx-pull-0"])["spec"]
+    assert "runtimeClassName" not in default
+    assert default["imagePullSecrets"] == [{"name": "itx-pull-0"}]
+    assert "imagePullSecrets" not in p["spec"]
 
 
 def test_the_service_carries_every_workload_port() -> None:
@@ -88,7 +92,9 @@ def test_a_pods_own_words_for_where_it_is() -> None:
 def test_the_kind_declares_its_facts() -> None:
     assert Pod.networks == ("pod", "host", "service")
     opts = {o.name: o for o in Pod.options}
-    assert set(opts) == {"runtime_class", "node"}
+    assert set(opts) == {"runtime_class", "node", "isolation", "pull_secret"}
+    assert opts["runtime_class"].default == "" and opts["isolation"].default == ""
+    assert opts["isolation"].choices == ("", "container", "sandbox", "vm")
     # No choices: a cluster --kubeconfig names has classes and nodes of its own, checked
     # when the pod starts; the local cluster's are named in the help.
     assert opts["runtime_class"].choices is None and opts["node"].choices is None
@@ -102,8 +108,6 @@ def test_the_kind_declares_its_facts() -> None:
     foreign = _pod(node="", pull="IfNotPresent")["spec"]
     assert "nodeSelector" not in foreign
     assert foreign["containers"][0]["imagePullPolicy"] == "IfNotPresent"
-    assert runtime_isolation("gvisor") is Isolation.SANDBOX
-    assert runtime_isolation("runc") is Isolation.CONTAINER
     assert "pod" in protocols.environments()
 
 
@@ -142,6 +146,9 @@ def test_a_namespace_names_the_run_that_made_it(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(owners, "my_run", lambda: "20261127-124909-k8s foreign/x")
     meta = namespace_manifest("itx-pod-abc123")["metadata"]
-    assert meta["labels"] == {"isotax": "1", "isotax.run": "20261127-124909-k8s-foreign-x"}
+    psa = "pod-security.kubernetes.io/enforce"
+    assert meta["labels"] == {"isotax": "1", "isotax.run": "20261127-124909-k8s-foreign-x",
+                              psa: "baseline"}
     monkeypatch.setattr(owners, "my_run", lambda: "")
-    assert namespace_manifest("itx-pod-abc123")["metadata"]["labels"] == {"isotax": "1"}
+    assert namespace_manifest("itx-pod-abc123", "privileged")["metadata"]["labels"] == {
+        "isotax": "1", psa: "privileged"}

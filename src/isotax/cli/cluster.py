@@ -5,6 +5,7 @@ second in a network namespace with its own containerd and kubelet."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -25,21 +26,32 @@ def cluster() -> None:
               help="2: a second node, itx-node2, in a network namespace of this host with its "
                    "own containerd, kubelet and kube-proxy (where a plan's [loadgen] node = "
                    "\"itx-node2\" puts the load generator).")
-def cluster_up(cpu_manager: str, nodes: int) -> None:
+@click.option("--managed", "managed_style", is_flag=True,
+              help="Set it up the way managed clusters are, to try `isotax run --kubeconfig` "
+                   "on: no runc RuntimeClass (gvisor, handler gvisor), an account with only "
+                   "isotax's ClusterRole (user.kubeconfig), Pod Security baseline enforced "
+                   "and privileged namespaces refused, the image in a registry that asks "
+                   "for credentials (pull-secret.json).")
+def cluster_up(cpu_manager: str, nodes: int, managed_style: bool) -> None:
     """Start the cluster: etcd, the API server, the controller manager, the scheduler, the
     kubelet on containerd, the CNI bridge and kube-proxy, with RuntimeClasses runc and
     gvisor. It runs until `isotax cluster down`."""
     from isotax.host.kubernetes import cluster as k
-    from isotax.host.kubernetes import layout
+    from isotax.host.kubernetes import layout, managed
 
     try:
-        seconds = k.up(cpu_manager, nodes=nodes)
+        seconds = k.up(cpu_manager, nodes=nodes, managed_style=managed_style)
     except k.ClusterError as e:
         fail(str(e))
     names = ", ".join(n.name for n in layout.NODES[:nodes])
+    classes = managed.RUNTIME_CLASSES if managed_style else layout.RUNTIME_CLASSES
     click.echo(f"cluster up in {seconds:.1f} s: Kubernetes {layout.K8S_VERSION}, "
                f"node{'s' if nodes > 1 else ''} {names} Ready, RuntimeClasses "
-               f"{', '.join(layout.RUNTIME_CLASSES)}; kubeconfig {layout.KUBECONFIG}")
+               f"{', '.join(classes)}; kubeconfig {layout.KUBECONFIG}")
+    if managed_style:
+        click.echo(f"managed-style: account kubeconfig {managed.USER_KUBECONFIG} (ClusterRole "
+                   f"itx-isotax alone), registry https://{managed.REGISTRY} (credentials "
+                   f"{managed.PULL_SECRET}); push the image: isotax cluster push")
 
 
 @cluster.command("down")
@@ -68,17 +80,78 @@ def cluster_status() -> None:
         click.echo("no cluster" if not left else
                    f"no cluster running, but left: {'; '.join(left)} (`isotax cluster down`)")
         return
-    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}")
+    from isotax.host.kubernetes import managed
+
+    style = (f"; managed-style: account {managed.USER_KUBECONFIG}, registry "
+             f"https://{managed.REGISTRY}") if managed.MARK.exists() else ""
+    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}{style}")
     for args in (("get", "nodes", "-o", "wide"), ("get", "runtimeclass")):
         done = k.kubectl(*args, timeout=20)
         click.echo((done.stdout or done.stderr).rstrip())
 
 
+@cluster.command("push")
+def cluster_push() -> None:
+    """Push the workload image to a managed-style cluster's registry (`cluster up
+    --managed`), with its credentials: prints the reference for --pod-image."""
+    from isotax.cli import _image
+    from isotax.host.kubernetes import cluster as k
+    from isotax.host.kubernetes import managed, registry
+
+    if k.supervisor_pid() is None or not managed.MARK.exists():
+        fail("no managed-style cluster runs here: isotax cluster up --managed")
+    try:
+        ref, seconds = registry.push(_image())
+    except RuntimeError as e:
+        fail(str(e))
+    click.echo(f"{ref} pushed in {seconds:.1f} s; isotax run PLAN --kubeconfig "
+               f"{managed.USER_KUBECONFIG} --pod-image {ref} --pull-secret "
+               f"{managed.PULL_SECRET}")
+
+
+@cluster.command("role")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, exists=True), metavar="PATH",
+              help="Only what this kubeconfig's account lacks, bound to it (else the whole "
+                   "ClusterRole isotax needs).")
+@click.option("--pull-secret", "pull_secrets", multiple=True, metavar="NAME|FILE",
+              help="As for isotax run: reading a Secret given by name is a right too.")
+def cluster_role(kubeconfig: str | None, pull_secrets: tuple[str, ...]) -> None:
+    """Print the ClusterRole that grants what `isotax run --kubeconfig` needs on a cluster
+    (YAML, for `kubectl apply -f -` by its admin): with --kubeconfig, exactly what that
+    account lacks, and the ClusterRoleBinding to it."""
+    import yaml
+
+    from isotax.environments.kube import api
+    from isotax.host.kubernetes import rights, target
+
+    if kubeconfig is None:
+        docs = [rights.cluster_role(rights.NEEDED)]
+    else:
+        t = target.Target(Path(kubeconfig).resolve(), local=False,
+                          pull_secrets=tuple(pull_secrets))
+        try:
+            missing = api.missing_rights(t, api.wanted_rights(t))
+        except (ValueError, RuntimeError) as e:
+            fail(f"{kubeconfig}: {e}")
+        if not missing:
+            click.echo(f"# the account of {kubeconfig} may do all isotax needs")
+            return
+        user = rights.whoami(t.kubectl("auth", "whoami", "-o", "json", timeout=30).stdout)
+        # Named for the account: applied, it adds to what others were granted, never
+        # replaces the whole role another account is bound to.
+        name = rights.role_name(user)
+        docs = [rights.cluster_role(missing, name)]
+        if user:
+            docs.append(rights.binding(name, user))
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+
 @cluster.command("serve", hidden=True)
 @click.option("--cpu-manager", type=click.Choice(["none", "static"]), default="none")
 @click.option("--nodes", type=click.IntRange(1, 2), default=1)
-def cluster_serve(cpu_manager: str, nodes: int) -> None:
+@click.option("--managed", "managed_style", is_flag=True)
+def cluster_serve(cpu_manager: str, nodes: int, managed_style: bool) -> None:
     """The supervisor `cluster up` starts (detached): runs the cluster until SIGTERM."""
     from isotax.host.kubernetes import cluster as k
 
-    sys.exit(k.serve(cpu_manager, nodes))
+    sys.exit(k.serve(cpu_manager, nodes, managed_style))

@@ -73,11 +73,16 @@ if TYPE_CHECKING:
               help="With --kubeconfig: the workload image's reference where the cluster's "
                    "nodes pull from (`isotax image oci-archive FILE` writes it; push FILE "
                    "there). Each pod's packages are checked against the image's.")
+@click.option("--pull-secret", "pull_secrets", multiple=True, metavar="NAME|FILE",
+              help="With --kubeconfig: credentials for the registry --pod-image is in, a "
+                   "Secret's NAME (NAMESPACE/NAME; else the kubeconfig's namespace) or a "
+                   "docker config.json, copied into each of isotax's namespaces there and "
+                   "removed with them. Repeatable; a pod's options.pull_secret adds its own.")
 # The run's id given by `isotax fleet run`, which follows each host's run by it in the store.
 @click.option("--run-id", "given_id", hidden=True)
 def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: bool,
         force: bool, beside: bool, budget: str | None, kubeconfig: str | None,
-        pod_image: str | None, given_id: str | None) -> None:
+        pod_image: str | None, pull_secrets: tuple[str, ...], given_id: str | None) -> None:
     """Run PLAN (a TOML file, or a built-in plan: quick, full, layers, contrasts) and write
     its report.
 
@@ -103,7 +108,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     # Room for the results, before anything is written or started (exit 2 if there is none).
     _check_run_space(p, results_dir, len(store.done_cells(run_id)) if store else 0,
                      not no_report)
-    kube = _kubernetes_target(store, resume_id, kubeconfig, pod_image)
+    kube = _kubernetes_target(store, resume_id, kubeconfig, pod_image, pull_secrets)
     turn = _measuring_turn(resume_id, beside)  # its recovery sweeps the run's cluster too
     if store is None:
         store = _open_store(results_dir, create=True)
@@ -141,7 +146,8 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
 
 
 def _kubernetes_target(store: Store | None, resume_id: str | None, kubeconfig: str | None,
-                       pod_image: str | None) -> dict[str, str]:
+                       pod_image: str | None, pull_secrets: tuple[str, ...] = ()
+                       ) -> dict[str, object]:
     """Set the run's Kubernetes cluster (host.kubernetes.target): --kubeconfig's, or the one a
     resumed run started with; {} for the local one. What to record with the run."""
     from isotax.host.kubernetes import target
@@ -149,17 +155,20 @@ def _kubernetes_target(store: Store | None, resume_id: str | None, kubeconfig: s
     if kubeconfig is None and store is not None and resume_id:
         stored = store.run_meta(resume_id).get("kubernetes") or {}
         kubeconfig, pod_image = stored.get("kubeconfig"), pod_image or stored.get("pod_image")
+        pull_secrets = pull_secrets or tuple(stored.get("pull_secrets") or ())
     if kubeconfig is None:
-        if pod_image:
-            fail("--pod-image goes with --kubeconfig: the local cluster's nodes get the image "
-                 "from this host")
+        if pod_image or pull_secrets:
+            fail(f"{'--pod-image' if pod_image else '--pull-secret'} goes with --kubeconfig: "
+                 "the local cluster's nodes get the image from this host")
         target.choose(None, None)
         return {}
     try:
-        target.choose(kubeconfig, pod_image)
+        target.choose(kubeconfig, pod_image, pull_secrets)
     except ValueError as e:
         fail(str(e))
-    return {"kubeconfig": str(target.current().kubeconfig), "pod_image": pod_image or ""}
+    chosen = target.current()
+    return {"kubeconfig": str(chosen.kubeconfig), "pod_image": pod_image or "",
+            "pull_secrets": list(chosen.pull_secrets)}
 
 
 def _check_run_args(plan: str | None, resume_id: str | None, given_id: str | None) -> None:

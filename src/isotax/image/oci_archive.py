@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 from typing import IO
@@ -99,4 +100,26 @@ def write(layer: Path, ref: str, out: IO[bytes], labels: dict[str, str] | None =
         info.size, info.mode = size, 0o644
         with open(layer, "rb") as f:
             tar.addfile(info, f)
+    return digest
+
+
+def write_layout(layer: Path, ref: str, out: Path, labels: dict[str, str] | None = None
+                 ) -> str:
+    """The same image as write()'s archive, as the OCI image layout directory it unpacks to
+    (what a pusher such as crane reads), at `out` (made, empty or absent): the layer is a
+    hard link to `layer` where both are on one filesystem, else a copy. Returns the layer's
+    digest."""
+    digest = layer_digest(layer)
+    blobs, index = documents(ref, digest, layer.stat().st_size, labels or {})
+    d = out / "blobs" / "sha256"
+    d.mkdir(parents=True, exist_ok=True)
+    (out / "oci-layout").write_bytes(b'{"imageLayoutVersion":"1.0.0"}')
+    (out / "index.json").write_bytes(index)
+    for name, data in blobs.items():
+        (d / name.removeprefix("sha256:")).write_bytes(data)
+    target = d / digest.removeprefix("sha256:")
+    try:
+        target.hardlink_to(layer)
+    except OSError:
+        shutil.copyfile(layer, target)
     return digest

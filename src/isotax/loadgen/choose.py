@@ -40,7 +40,10 @@ def open_loadgen(plan: Plan, image: ImageArtifacts) -> Iterator[LoadGen]:
                              "generator on this host may reach none of them: put it in the "
                              "cluster, [loadgen] node = \"NODE\"")
     if plan.loadgen.node is not None:
-        pod = PodLoadGen(plan.loadgen.node, image)
+        # Its image comes from where the plan's pods' does: their pull secrets too.
+        secrets = [str(e.options["pull_secret"]) for e in plan.run_environments
+                   if e.options.get("pull_secret")]
+        pod = PodLoadGen(plan.loadgen.node, image, secrets)
         try:
             pod.up()
             yield pod

@@ -45,6 +45,7 @@ from isotax.environments.kube.api import (
     lost,
     namespace_manifest,
     namespaces_left,
+    pull_secret_manifests,
     wait_marker,
     wait_running,
 )
@@ -61,22 +62,32 @@ from isotax.protocols import Completed, Instance, Leftover, Reach, Unavailable
 from isotax.telemetry.cpuacct import usage_s
 
 POD = "itx-loadgen"
+# A one-shot TCP listener on ADDRESS PORT (argv), and a connection to one, for the wait on a
+# foreign cluster's Service (_through_proxy).
+ACCEPT_ONCE = ("import socket, sys\n"
+               "s = socket.socket()\n"
+               "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+               "s.bind((sys.argv[1], int(sys.argv[2])))\n"
+               "s.listen(8)\n"
+               "s.accept()[0].close()\n")
+CONNECT = ("import socket, sys\n"
+           "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1).close()\n")
 NAMESPACE_PREFIX = "itx-lg-"
 SCRATCH = "/tmp"
 
 
 def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
-                     pull: str = "Never") -> dict[str, Any]:
-    """The load generator's pod on `node`: runc, the pod network, the image's clients, no
-    limits (a client held back by a limit would measure the limit), a token request so it
-    always fits. Pure."""
-    return {
+                     pull: str = "Never", pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The load generator's pod on `node`: the cluster's default runtime, the pod network,
+    the image's clients, no limits (a client held back by a limit would measure the limit),
+    a token request so it always fits. Pure."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": POD, "namespace": namespace,
                      "labels": {"isotax": "1", "app": POD},
                      "annotations": {"isotax.owner": owner}},
         "spec": {
-            "runtimeClassName": "runc", "restartPolicy": "Never",
+            "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
             "automountServiceAccountToken": False,
             "nodeSelector": {"kubernetes.io/hostname": node},
@@ -87,6 +98,9 @@ def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}],
         },
     }
+    if pull_secrets:
+        pod["spec"]["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
+    return pod
 
 
 class PodCpu:
@@ -107,9 +121,13 @@ class PodCpu:
 class PodLoadGen:
     """The LoadGen protocol (isotax.protocols.LoadGen) on a pod of another node."""
 
-    def __init__(self, node: str, image: ImageArtifacts) -> None:
+    def __init__(self, node: str, image: ImageArtifacts, pull_secrets: Sequence[str] = ()
+                 ) -> None:
         self.node_name = node
         self.image = image
+        self.pull_secrets = tuple(pull_secrets)  # the plan's pods' (--pull-secret's come too)
+        # The Service addresses (and a port) the pod has reached through its node's proxy.
+        self._through: set[str] = set()
         self.where = f"a pod on Kubernetes node {node}"
         self.tag = ""
         self.namespace = ""
@@ -128,7 +146,7 @@ class PodLoadGen:
         cannot hold it."""
         t = target.current()
         if not t.local:
-            access = foreign_access(t)
+            access = foreign_access(t, self.pull_secrets)
             if not access.ok:
                 raise LoadGenRefused(f"load generator pod: {access}")
             if not t.pod_image:
@@ -163,15 +181,25 @@ class PodLoadGen:
                 self.image_ref, _ = images.load(self.image, self.node)
             except RuntimeError as e:
                 raise LoadGenRefused(f"load generator on {self.node_name}: {e}") from None
-        for obj in (namespace_manifest(self.namespace),
-                    loadgen_manifest(namespace=self.namespace, image=self.image_ref,
-                                     node=self.node_name, owner=owners.mine(),
-                                     pull="Never" if self.node else "IfNotPresent")):
+        objs: list[dict[str, Any]] = [namespace_manifest(self.namespace)]
+        if self.node is None:
+            try:
+                objs += pull_secret_manifests(t, self.namespace,
+                                              [*t.pull_secrets, *self.pull_secrets])
+            except Unavailable as e:
+                raise LoadGenRefused(f"load generator on {self.node_name}: "
+                                     f"{e.availability}") from None
+        objs.append(loadgen_manifest(
+            namespace=self.namespace, image=self.image_ref, node=self.node_name,
+            owner=owners.mine(), pull="Never" if self.node else "IfNotPresent",
+            pull_secrets=[o["metadata"]["name"] for o in objs if o["kind"] == "Secret"]))
+        for obj in objs:
             done = kubectl("apply", "-f", "-", input_text=json.dumps(obj))
             if done.returncode != 0:
                 raise LoadGenRefused(f"load generator on {self.node_name}: kubectl apply of "
                                      f"its {obj['kind']}: {done.stderr.strip()[-200:]}")
-        pod = self._wait_running(120)
+        # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds.
+        pod = self._wait_running(120 if self.node else 600)
         self.address = pod["status"].get("podIP", "")
         if self.node is not None:  # a node of this host's: its cgroups and netns are here
             self.cpu_group = PodCpu(self.node, pod["metadata"]["uid"])
@@ -227,11 +255,43 @@ class PodLoadGen:
             # The load generator's own node translates the Service's address (its
             # kube-proxy); this host forwards to the pod's.
             self._admit_only_us("FORWARD", f.container_address, port, proto)
+            if self.node is None and proto == "tcp":
+                self._through_proxy(inst, f.published, f.container_address, port)
             return f.published, port
         raise NotApplicable(f"{kind}: network {mode!r} is a port mapping on an address of "
                             "this host for clients outside the cluster, which a load "
                             f"generator pod on {self.node_name} does not use; give it "
                             "network = \"host\"")
+
+    def _through_proxy(self, inst: Instance, service_ip: str, pod_ip: str, port: int,
+                       timeout: float = 60) -> None:
+        """On a foreign cluster, until this pod's node translates the Service's address to
+        the pod (its proxy has synced the endpoint: the API does not say when): a one-shot
+        listener on the pod's own address and the port, and connections to the Service's
+        address from here until one is accepted. Before, a connection is refused by the
+        proxy's rule for a Service without endpoints, or goes nowhere. (python3: the image's
+        busybox nc can neither bind an address nor only connect.)"""
+        if service_ip in self._through:
+            return
+        started = inst.exec(["sh", "-c", f'timeout {timeout:.0f} python3 -c "$0" "$1" "$2" '
+                             '>/dev/null 2>&1 </dev/null & echo $!', ACCEPT_ONCE, pod_ip,
+                             str(port)], 30)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                # Accepted only by the listener: the proxy's reject and a lost packet fail.
+                done = self.exec(["python3", "-c", CONNECT, service_ip, str(port)], 10)
+                if done.returncode == 0:
+                    self._through.add(service_ip)
+                    return
+                time.sleep(0.1)
+        finally:
+            pid = started.stdout.strip().splitlines()[-1:] or [""]
+            if pid[0].isdigit():
+                inst.exec(["sh", "-c", f"kill {pid[0]} 2>/dev/null; true"], 10)
+        raise SanityError(f"the Service {service_ip}:{port} does not reach pod {pod_ip} from "
+                          f"the load generator's node {self.node_name} within {timeout:.0f} s "
+                          "(its proxy has not translated it)")
 
     def listen(self, inst: Instance) -> str:
         return listen_address(inst, self._host_address(inst))

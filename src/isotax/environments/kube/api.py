@@ -7,16 +7,20 @@ the nodes say (ctr, iptables-save, EndpointSlices, dpkg-query)."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import functools
 import json
 import re
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from isotax.environments.base import READY_HELPER, READY_MARKER
 from isotax.environments.runtime_cli import timed_exit_status, under_timeout
 from isotax.host import command, owners
-from isotax.host.kubernetes import cluster, target
+from isotax.host.kubernetes import cluster, rights, target
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import (
     Availability,
@@ -40,16 +44,41 @@ def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> C
     return target.current().kubectl(*args, timeout=timeout, input_text=input_text)
 
 
-def namespace_manifest(name: str) -> dict[str, Any]:
-    """A namespace of isotax's, labelled isotax and with the run that made it (where the
-    process names one), so a cluster's owner sees whose it is."""
-    labels = {"isotax": "1"}
+# Pod Security admission: the level each of isotax's namespaces is labelled with, the least
+# its pod needs. The workload image runs as root with the runtime's default capabilities
+# (baseline allows that; restricted does not); hostNetwork needs privileged.
+PSA_LABEL = "pod-security.kubernetes.io/enforce"
+
+
+def pod_security_level(host_network: bool) -> str:
+    """The Pod Security level a pod of isotax's needs. Pure."""
+    return "privileged" if host_network else "baseline"
+
+
+def namespace_manifest(name: str, level: str = "baseline") -> dict[str, Any]:
+    """A namespace of isotax's, labelled isotax, with the run that made it (where the process
+    names one), so a cluster's owner sees whose it is, and with the Pod Security level its pod
+    needs (a cluster whose default enforces a stricter one admits it then, or says it
+    forbids it)."""
+    labels = {"isotax": "1", PSA_LABEL: level}
     run = re.sub(r"[^A-Za-z0-9_.-]", "-", owners.my_run())[:63].strip("-_.")
     if run:
         labels["isotax.run"] = run
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": labels,
                          "annotations": {"isotax.owner": owners.mine()}}}
+
+
+def pod_security_refusal(kubectl_words: str, level: str, why: str) -> str:
+    """The one line for a namespace or pod the cluster refused for its Pod Security (a level
+    it forbids in a namespace label, or a pod beyond the level a namespace enforces); "" for
+    any other refusal. Pure."""
+    words = kubectl_words.strip().splitlines()[-1] if kubectl_words.strip() else ""
+    if "PodSecurity" not in words and PSA_LABEL not in words and "pod-security" not in words:
+        return ""
+    return (f"the cluster forbids Pod Security level {level} in isotax's namespaces, which "
+            f"{why} needs ({words[-300:]}): give the pod network = \"pod\" or "
+            "\"service\", or ask the cluster's admin to allow that level")
 
 
 def exec_argv(namespace: str, argv: Sequence[str], timeout: float, pod: str) -> list[str]:
@@ -180,35 +209,155 @@ def namespaces_left(prefix: str, what: str) -> list[Leftover]:
     got = t.kubectl("get", "namespaces", "-l", "isotax=1", "-o", "name", timeout=30)
     names = [n.removeprefix("namespace/") for n in got.stdout.split()]
     return [Leftover(f"Kubernetes namespace {n}{what}",
-                     [(str(L.binary("kubectl")), f"--kubeconfig={t.kubeconfig}", "delete",
+                     [(t.kubectl_path, f"--kubeconfig={t.kubeconfig}", "delete",
                        "namespace", n, "--wait=true")], stage=Stage.CONTAINER, names=(n,))
             for n in names if n.startswith(prefix)]
 
 
-# What isotax does on a cluster it did not start: its own namespaces, pods and Services in
-# them, and commands in its pods.
-FOREIGN_VERBS = (("create", "namespaces"), ("delete", "namespaces"), ("create", "pods"),
-                 ("create", "services"), ("create", "pods/exec"), ("get", "nodes"))
+def foreign_access(t: target.Target, secrets: Sequence[str] = ()) -> Availability:
+    """Whether the account of t's kubeconfig can reach its API server, with a kubectl within
+    its supported version skew, and may do everything isotax does there (rights.NEEDED in
+    isotax's namespaces and the cluster's, and reading the pull secrets named by NAME), in
+    one line naming what it cannot and the fix. Asked once per process for each cluster and
+    set of secrets, before anything is created there."""
+    return _foreign_access(t, tuple(dict.fromkeys((*t.pull_secrets, *secrets))))
 
 
-def foreign_access(t: target.Target) -> Availability:
-    """Whether the account of t's kubeconfig can reach its API server and do what isotax does
-    there, in one line naming what it cannot."""
-    if not L.binary("kubectl").exists():
+@functools.lru_cache(maxsize=8)
+def _foreign_access(t: target.Target, secrets: tuple[str, ...]) -> Availability:
+    if not t.local and t.kubectl_path != str(L.binary("kubectl")):
+        if not Path(t.kubectl_path).is_file():
+            return Availability.no(f"{target.KUBECTL_VAR}={t.kubectl_path}: no such file",
+                                   "name a kubectl binary, or unset it for isotax's own")
+    elif not L.binary("kubectl").exists():
         return Availability.no(f"kubectl {L.K8S_VERSION} is not built here",
                                "bash scripts/setup.sh --kubernetes")
     version = t.kubectl("version", "-o", "json", "--request-timeout=15s", timeout=30)
-    if version.returncode != 0 or "serverVersion" not in version.stdout:
+    client, server = "", ""
+    with contextlib.suppress(ValueError):
+        client, server = rights.versions(version.stdout)
+    if not server:
         return Availability.no(f"{t.words()} cannot be reached: "
                                f"{kubectl_failed(version) or version.stderr.strip()[-200:]}",
                                "check the kubeconfig's server and credentials")
-    denied = [f"{verb} {what}" for verb, what in FOREIGN_VERBS
-              if t.kubectl("auth", "can-i", verb, what, timeout=30).stdout.strip() != "yes"]
-    if denied:
-        return Availability.no(f"the account of {t.kubeconfig} may not {', '.join(denied)}",
-                               "use an account that can (a namespace admin's does not reach "
-                               "nodes; isotax needs to read them)")
+    skew = rights.skew_problem(client, server)
+    if skew:
+        return Availability.no(skew, f"set {target.KUBECTL_VAR} to a kubectl "
+                                     f"v{'.'.join(map(str, rights.minor(server) or ()))}.x")
+    try:
+        wanted = wanted_rights(t, secrets)
+    except ValueError as e:
+        return Availability.no(str(e), "give --pull-secret an existing docker config.json "
+                                       "or the NAME (NAMESPACE/NAME) of a Secret")
+    try:
+        missing = missing_rights(t, wanted)
+    except RuntimeError as e:
+        return Availability.no(f"{t.words()} did not answer isotax's access reviews: {e}",
+                               "use an account that may create SelfSubjectAccessReviews "
+                               "(every authenticated one may, through system:basic-user)")
+    if missing:
+        return Availability.no(
+            f"the account of {t.kubeconfig} may not "
+            f"{', '.join(r.words() for r in missing)}",
+            f"have the cluster's admin grant exactly that: isotax cluster role --kubeconfig "
+            f"{t.kubeconfig} | kubectl apply -f -")
     return Availability.yes()
+
+
+def wanted_rights(t: target.Target, secrets: Sequence[str] = ()) -> list[rights.Right]:
+    """Every right isotax needs on t: rights.NEEDED, and reading each pull secret given by
+    name. ValueError in one line for a pull secret that is neither a file nor a name."""
+    specs = dict.fromkeys((*t.pull_secrets, *secrets))
+    named = [src for src in (pull_secret_source(s, kubeconfig_namespace(t)) for s in specs)
+             if isinstance(src, tuple)]
+    return [*rights.NEEDED, *(rights.secret_right(ns, name) for ns, name in named)]
+
+
+def missing_rights(t: target.Target, wanted: Sequence[rights.Right]) -> list[rights.Right]:
+    """Those of `wanted` the account of t may not do, in one kubectl call: a List of
+    SelfSubjectAccessReviews, isotax's namespaces asked in one name of each prefix (none
+    exists before the run makes it). RuntimeError where the reviews get no answer."""
+    probe = [f"{prefix}rights" for prefix in rights.NAMESPACE_PREFIXES]
+    asked = t.kubectl("create", "-o", "json", "-f", "-", timeout=60,
+                      input_text=json.dumps(rights.reviews(wanted, probe)))
+    if asked.returncode != 0:
+        raise RuntimeError(kubectl_failed(asked) or asked.stderr.strip()[-200:])
+    return rights.denied(asked.stdout, wanted)
+
+
+# -- pull secrets --------------------------------------------------------------------------
+
+PULL_SECRET_PREFIX = "itx-pull-"
+
+
+def kubeconfig_namespace(t: target.Target) -> str:
+    """The namespace of the kubeconfig's current context ("default" where it names none):
+    where a pull secret named without one is."""
+    got = t.kubectl("config", "view", "--minify", "-o",
+                    "jsonpath={.contexts[0].context.namespace}", timeout=20)
+    return got.stdout.strip() or "default"
+
+
+def pull_secret_source(spec: str, default_namespace: str) -> Path | tuple[str, str]:
+    """Where a pull secret comes from: a docker config.json file (its path), or a Secret of
+    the user's, (namespace, name). ValueError in one line for neither."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        try:
+            auths = json.loads(path.read_text()).get("auths")
+        except (OSError, ValueError, AttributeError):
+            auths = None
+        if not isinstance(auths, dict):
+            raise ValueError(f"pull secret {spec}: not a docker config.json (no \"auths\")")
+        return path
+    ns, _, name = spec.rpartition("/")
+    if not re.fullmatch(r"[a-z0-9]([-.a-z0-9]*[a-z0-9])?", name) or (
+            ns and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", ns)):
+        raise ValueError(f"pull secret {spec!r}: no such file, nor a Secret's NAME or "
+                         "NAMESPACE/NAME")
+    return (ns or default_namespace, name)
+
+
+def pull_secret_manifests(t: target.Target, namespace: str, specs: Sequence[str]
+                          ) -> list[dict[str, Any]]:
+    """The pull secrets, as Secrets of isotax's namespace (itx-pull-N, labelled isotax):
+    a file's content as a dockerconfigjson, a named Secret's type and data copied.
+    Unavailable in one line where a named Secret cannot be read."""
+    out = []
+    for i, spec in enumerate(dict.fromkeys(specs)):
+        src = pull_secret_source(spec, kubeconfig_namespace(t))
+        if isinstance(src, Path):
+            kind = "kubernetes.io/dockerconfigjson"
+            data = {".dockerconfigjson": base64.b64encode(src.read_bytes()).decode()}
+        else:
+            got = t.kubectl("get", "secret", "-n", src[0], src[1], "-o", "json", timeout=30)
+            if got.returncode != 0:
+                raise Unavailable(Availability.no(
+                    f"pull secret {spec}: {kubectl_failed(got) or got.stderr.strip()[-200:]}",
+                    f"create it (kubectl create secret docker-registry {src[1]} -n {src[0]} "
+                    "...), or give --pull-secret a docker config.json"))
+            secret = json.loads(got.stdout)
+            kind, data = secret.get("type", "Opaque"), secret.get("data", {})
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": kind,
+                    "metadata": {"name": f"{PULL_SECRET_PREFIX}{i}", "namespace": namespace,
+                                 "labels": {"isotax": "1"}},
+                    "data": data})
+    return out
+
+
+PULL_WORDS = ("401", "403", "Unauthorized", "unauthorized", "no basic auth",
+              "authorization failed", "pull access denied", "denied")
+
+
+def pull_refusal(pod_words_: str, image: str) -> str:
+    """The one line for a pod whose image its node could not pull for want of credentials;
+    "" for any other state. Pure."""
+    if not any(w in pod_words_ for w in ("ErrImagePull", "ImagePullBackOff")) or not any(
+            w in pod_words_ for w in PULL_WORDS):
+        return ""
+    return (f"the cluster's nodes may not pull {image} ({pod_words_[:400]}): give the "
+            "registry's credentials with --pull-secret NAME|config.json, or options.pull_secret "
+            "in the plan")
 
 
 def get_pod(namespace: str, name: str) -> dict[str, Any]:
@@ -231,7 +380,10 @@ def wait_running(namespace: str, name: str, timeout: float) -> dict[str, Any]:
                                               f"ran: {pod_words(pod)}"))
         waiting = pod_words(pod)
         if any(w in waiting for w in HOPELESS):
-            raise Unavailable(Availability.no(f"pod {namespace}/{name}: {waiting}"))
+            images = [c.get("image", "") for c in pod.get("spec", {}).get("containers", [])]
+            pulling = pull_refusal(waiting, images[0] if images else "its image")
+            raise Unavailable(Availability.no(f"pod {namespace}/{name}: "
+                                              f"{pulling or waiting}"))
         time.sleep(0.05)
     raise Unavailable(Availability.no(f"pod {namespace}/{name} not running after "
                                       f"{timeout:.0f} s: {pod_words(get_pod(namespace, name))}"))

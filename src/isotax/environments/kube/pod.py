@@ -20,9 +20,14 @@ The plan's axes:
            pod. So the pod is Burstable: limits the node's allocatable CPUs and its memory
            less a margin (no tighter than the others), requests a token 100m CPU and 64 MiB
            (so every pod of the plan fits); its words say which.
-  options  runtime_class: the pod's RuntimeClass (runc, gvisor: what `isotax cluster up`
-           registers); node: the node it runs on (itx-node1, this host's own, by default;
-           itx-node2 is the second node of `isotax cluster up --nodes 2`).
+  options  runtime_class: the pod's RuntimeClass ("": none named, the cluster's default
+           runtime; runc, gvisor: what `isotax cluster up` registers); isolation: what the
+           plan expects the pod to be (container, sandbox, vm; "": whatever it is), checked
+           against what the identity probe finds inside it (gVisor's dmesg, a VM's own
+           kernel), never read from the RuntimeClass handler's name; pull_secret: a Secret's
+           NAME or a docker config.json for the image's registry (on a foreign cluster);
+           node: the node it runs on (itx-node1, this host's own, by default; itx-node2 is
+           the second node of `isotax cluster up --nodes 2`).
 
 Commands run through `kubectl exec` under coreutils' `timeout` inside (killing kubectl does not
 stop the process in the pod). The pod's own cgroup (the kubelet's, under /itx-k8s/kubepods)
@@ -51,6 +56,7 @@ from isotax.environments.base import (
     undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
+from isotax.environments.evidence import PROBE, Evidence, detected, host_facts, parse_facts
 from isotax.environments.kube.api import (
     CONTAINER,
     api_unreachable,
@@ -68,7 +74,10 @@ from isotax.environments.kube.api import (
     lost,
     namespace_manifest,
     namespaces_left,
+    pod_security_level,
+    pod_security_refusal,
     pod_words,
+    pull_secret_manifests,
     service_programmed,
     task_status,
     wait_marker,
@@ -103,27 +112,15 @@ TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
 REACH = {"pod": Reach.ROUTED, "host": Reach.HOST, "service": Reach.SERVICE}
 
 
-def handler_isolation(handler: str) -> Isolation:
-    """What a pod whose RuntimeClass has this containerd handler is: runsc (gVisor) a sandbox,
-    Kata's a VM, anything else (runc, crun) a container. Pure."""
-    if handler == "runsc":
-        return Isolation.SANDBOX
-    return Isolation.VM if handler.startswith("kata") else Isolation.CONTAINER
-
-
-def runtime_isolation(runtime_class: str) -> Isolation:
-    """What a pod of one of the local cluster's RuntimeClasses is."""
-    return handler_isolation(L.RUNTIME_CLASSES.get(runtime_class, runtime_class))
-
-
 def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
                  storage: str, cpu: str, memory_mib: int, owner: str,
-                 guaranteed: bool = True, node: str = L.NODE, pull: str = "Never"
-                 ) -> dict[str, Any]:
+                 guaranteed: bool = True, node: str = L.NODE, pull: str = "Never",
+                 pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
     """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
-    and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable). The local
-    cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
-    ("IfNotPresent"). Pure."""
+    and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable); its
+    RuntimeClass only where the plan names one (else the cluster's default runtime). The
+    local cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
+    ("IfNotPresent"), with the pull secrets named. Pure."""
     mounts = [{"name": "scratch", "mountPath": SCRATCH}]
     volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
     if storage == "volume":
@@ -132,7 +129,7 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
     limits = {"cpu": cpu, "memory": f"{memory_mib}Mi"}
     requests = limits if guaranteed else {"cpu": TOKEN_CPU, "memory": f"{TOKEN_MEMORY_MIB}Mi"}
     spec: dict[str, Any] = {
-        "runtimeClassName": runtime_class, "restartPolicy": "Never",
+        "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "containers": [{
@@ -143,6 +140,10 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
             "volumeMounts": mounts}],
         "volumes": volumes,
     }
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
     if node:
         # The scheduler still checks that it fits: "no room" is its Unschedulable.
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
@@ -168,8 +169,15 @@ def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[st
 class PodInstance:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
-        self.runtime_class = str(spec.options.get("runtime_class", "runc"))
         self.target = target.current()
+        self.runtime_class = str(spec.options.get("runtime_class", ""))
+        # What the plan expects it to be; on the local cluster, else, what isotax set its
+        # class up to give (a foreign cluster's handler names are no proof of anything).
+        self.expected = str(spec.options.get("isolation", "")) or (
+            L.RUNTIME_ISOLATION.get(self.runtime_class, "") if self.target.local else "")
+        # What the identity probe found the pod to be, and its words (start()).
+        self.found: Isolation | None = None
+        self.found_words = ""
         node = str(spec.options.get("node", ""))
         # The local cluster's nodes are this host's (the first by default); a foreign one's
         # node is the scheduler's choice where the plan names none.
@@ -182,7 +190,9 @@ class PodInstance:
                     f"node {node!r}: the local cluster's nodes are "
                     f"{', '.join(n.name for n in L.NODES)}")) from None
         self.node_wanted = self.layout.name if self.layout else node
-        self.handler = L.RUNTIME_CLASSES.get(self.runtime_class, "")
+        # Its RuntimeClass's handler, as the cluster says: words only, never what it is.
+        self.handler = L.RUNTIME_CLASSES.get(self.runtime_class, "") if self.target.local \
+            else ""
         self.elsewhere = ""  # the node, where it is not this host
         self.cpus_words = ""  # the CPUs its processes may use (a static CPU manager's cores)
         # (kernel release, boot id) of the pod's node, where it is not this host: what the
@@ -218,7 +228,13 @@ class PodInstance:
         self.cpu, self.memory_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
-        self._apply(namespace_manifest(self.namespace))
+        level = pod_security_level(self.spec.network == "host")
+        self._apply(namespace_manifest(self.namespace, level), level)
+        secrets: list[str] = []
+        if self.layout is None:
+            for obj in pull_secret_manifests(self.target, self.namespace, self._pull_specs()):
+                self._apply(obj)
+                secrets.append(obj["metadata"]["name"])
         if self.spec.network == "service":
             self._apply(service_manifest(self.namespace, protocols.workload_ports()))
         sw.mark("create")
@@ -227,8 +243,10 @@ class PodInstance:
                                  storage=self.spec.storage, cpu=self.cpu,
                                  memory_mib=self.memory_mib, owner=owners.mine(),
                                  guaranteed=self.guaranteed, node=self.node_wanted,
-                                 pull="Never" if self.layout else "IfNotPresent"))
-        pod = wait_running(self.namespace, POD, timeout=120)
+                                 pull="Never" if self.layout else "IfNotPresent",
+                                 pull_secrets=secrets), level)
+        # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds.
+        pod = wait_running(self.namespace, POD, timeout=120 if self.layout else 600)
         sw.mark("started")
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]
@@ -258,6 +276,7 @@ class PodInstance:
                     f"the Service in front of pod {self.namespace}/{POD} has no address: "
                     f"{got.stderr.strip()[:200]}"))
             self._wait_service(timeout=60)
+        self._what_it_is()
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
         if self.layout is None:
@@ -275,6 +294,8 @@ class PodInstance:
                 "from", "`isotax image oci-archive FILE`, push FILE to a registry (skopeo copy "
                 "oci-archive:FILE docker://REGISTRY/isotax-workload:TAG), then isotax run "
                 "--pod-image REGISTRY/isotax-workload:TAG"))
+        if not self.runtime_class:
+            return self.target.pod_image  # the cluster's default runtime
         got = kubectl("get", "runtimeclass", self.runtime_class, "-o", "json", timeout=30)
         if got.returncode != 0:
             if down := api_unreachable():
@@ -283,9 +304,45 @@ class PodInstance:
             raise Unavailable(Availability.no(
                 f"{self.target.words()} has no RuntimeClass {self.runtime_class!r} (it has: "
                 f"{', '.join(h.removeprefix('runtimeclass.node.k8s.io/') for h in have) or 'none'}"
-                ")", "name one of those as runtime_class in the plan"))
+                ")", "name one of those as runtime_class in the plan, or none for the "
+                "cluster's default"))
         self.handler = str(json.loads(got.stdout).get("handler", ""))
         return self.target.pod_image
+
+    def _pull_specs(self) -> list[str]:
+        """The pull secrets for this pod: --pull-secret's, and the plan's option."""
+        own = str(self.spec.options.get("pull_secret", ""))
+        return [*self.target.pull_secrets, *([own] if own else [])]
+
+    def _what_it_is(self) -> None:
+        """What the pod is, from the identity probe inside it against its node's kernel and
+        boot (gVisor's dmesg, a VM's own kernel; the RuntimeClass handler's name says
+        nothing): Unavailable, in one line, where that is not what the plan expects."""
+        done = self.exec(["sh", "-c", PROBE], 60)
+        try:
+            shown = parse_facts(done.stdout)
+        except ValueError as e:
+            raise Unavailable(Availability.no(
+                f"pod {self.namespace}/{POD}: the identity probe: {e}")) from None
+        node = host_facts()
+        if self.node_identity is not None:
+            node = Evidence(boot_id=self.node_identity[1], pidns="",
+                            release=self.node_identity[0], version=shown.version, dmesg="",
+                            cgroup="")
+        self.found = detected(shown, node)
+        if self.found is Isolation.HOST:
+            self.found = Isolation.CONTAINER  # the node's own kernel and boot: a container
+        self.found_words = shown.words()
+        if self.expected and self.expected != self.found.value:
+            raise Unavailable(Availability.no(
+                f"pod {self.namespace}/{POD} of {self._class_words()} is a {self.found} "
+                f"({self.found_words}), the plan expects a {self.expected}",
+                "name the RuntimeClass that gives one as options.runtime_class, or fix "
+                "options.isolation"))
+
+    def _class_words(self) -> str:
+        return (f"RuntimeClass {self.runtime_class}" if self.runtime_class
+                else "the cluster's default runtime")
 
     def _know_the_node(self, host_ip: str) -> None:
         """Whether the pod's node is this host (native is then on the same node), and that
@@ -329,13 +386,19 @@ class PodInstance:
         memory_kib = kib(str(alloc.get("memory", "1048576Ki")))
         return cpu, max(256, memory_kib // 1024 - MEMORY_MARGIN_MIB)
 
-    def _apply(self, obj: Mapping[str, Any]) -> None:
+    def _apply(self, obj: Mapping[str, Any], level: str = "") -> None:
         self.spec.workdir.mkdir(parents=True, exist_ok=True)
-        path = self.spec.workdir / f"{obj['kind'].lower()}.json"
+        name = obj["metadata"]["name"] if obj["kind"] == "Secret" else obj["kind"].lower()
+        path = self.spec.workdir / f"{name}.json"
         path.write_text(json.dumps(obj))
         done = kubectl("apply", "-f", str(path))
         if done.returncode != 0 and (down := api_unreachable()):
             raise lost(down)
+        refused = pod_security_refusal(done.stderr, level, f"pod {self.spec.name} (network "
+                                       f"{self.spec.network})") if level and done.returncode \
+            else ""
+        if refused:
+            raise Unavailable(Availability.no(refused))
         if done.returncode != 0:
             raise Unavailable(Availability.no(
                 f"kubectl apply of the {obj['kind']} failed: {done.stderr.strip()[-300:]}",
@@ -353,12 +416,12 @@ class PodInstance:
         nodes = [n for n in L.NODES if not n.netns or Path(f"/run/netns/{n.netns}").exists()]
         while time.monotonic() < deadline:
             if self.layout is None:
-                # A foreign cluster's nodes are out of reach: its endpoint ready, and a
-                # moment for the proxies' sync.
+                # A foreign cluster's nodes are out of reach: its endpoint ready. Whether the
+                # client's node's proxy translates the address to it, the load generator pod
+                # finds out from there (loadgen.pod: a connection through it).
                 got = kubectl("get", "endpointslices", "-n", self.namespace, "-l",
                               f"kubernetes.io/service-name={POD}", "-o", "json", timeout=30)
                 if got.returncode == 0 and endpoint_ready(json.loads(got.stdout), self.pod_ip):
-                    time.sleep(2)
                     return
             else:
                 nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
@@ -380,19 +443,20 @@ class PodInstance:
 
     @property
     def socket_stack(self) -> SocketStack:
-        if handler_isolation(self.handler) is Isolation.SANDBOX:
+        if self.found is Isolation.SANDBOX:
             return SocketStack.GVISOR_HOSTINET if self.spec.network == "host" \
                 else SocketStack.GVISOR_NETSTACK
         return SocketStack.LINUX
 
     def facts(self) -> Facts:
-        iso = handler_isolation(self.handler)
         return Facts(
             # hostNetwork on a node other than this host: the node's own address, routed.
             "pod", Reach.ROUTED if self.spec.network == "host" and self.layout is not L.LOCAL
             else REACH[self.spec.network],
-            isolation=iso if iso is not Isolation.CONTAINER else None,
-            runtime=f"RuntimeClass {self.runtime_class} ({self.handler or '?'})",
+            # What the identity probe found inside it (start()), as the plan expected.
+            isolation=self.found,
+            runtime=self._class_words() + (f" (handler {self.handler})" if self.handler
+                                           else ""),
             bridge=self.layout.bridge if self.layout and self.spec.network != "host" else "",
             elsewhere=self.elsewhere,
             published=self.cluster_ip,
@@ -527,17 +591,26 @@ def leaked_namespaces() -> list[Leftover]:
 @register
 class Pod(EnvironmentBase):
     kind: ClassVar[str] = "pod"
-    description: ClassVar[str] = ("a Kubernetes pod of a RuntimeClass (runc, gvisor) on the "
+    description: ClassVar[str] = ("a Kubernetes pod (the cluster's default runtime, or a "
+                                  "RuntimeClass: runc, gvisor) on the "
                                   "cluster `isotax cluster up` starts here, or on the one "
                                   "`isotax run --kubeconfig` names")
-    isolation: ClassVar[Isolation] = Isolation.CONTAINER  # gvisor's RuntimeClass: a sandbox
+    # A pod's instance says what it is (the identity probe inside it: a gvisor pod a sandbox).
+    isolation: ClassVar[Isolation] = Isolation.CONTAINER
     supports_numa: ClassVar[bool] = False
     leak_finders: ClassVar[tuple[Any, ...]] = (leaked_namespaces,)
     options: ClassVar[tuple[ParamSpec, ...]] = (
         # No choices: a cluster --kubeconfig names has RuntimeClasses and nodes of its own
         # (checked when the pod starts).
-        ParamSpec("runtime_class", str, "runc", "the pod's RuntimeClass (the local cluster "
-                  f"has {', '.join(L.RUNTIME_CLASSES)})"),
+        ParamSpec("runtime_class", str, "", "the pod's RuntimeClass (\"\": none, the "
+                  "cluster's default runtime; the local cluster has "
+                  f"{', '.join(L.RUNTIME_CLASSES)})"),
+        ParamSpec("isolation", str, "", "what the plan expects the pod to be, checked against "
+                  "what the identity probe finds inside it (\"\": whatever it is)",
+                  choices=("", "container", "sandbox", "vm")),
+        ParamSpec("pull_secret", str, "", "on a cluster --kubeconfig names: the image's "
+                  "registry credentials, a Secret's NAME (NAMESPACE/NAME) or a docker "
+                  "config.json, copied into the pod's namespace"),
         ParamSpec("node", str, "", f"the node the pod runs on (the local cluster: {L.NODE}, "
                   f"this host, by default; {L.WORKER.name}, the second node of `isotax "
                   "cluster up --nodes 2`; a foreign one: the scheduler's choice)"),

@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from isotax.host import command, network, numa, owners
-from isotax.host.kubernetes import configs, pki, teardown
+from isotax.host.kubernetes import configs, managed, pki, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes.components import Component, argvs, node_argvs
 from isotax.host.kubernetes.target import Target
@@ -42,11 +45,13 @@ class ClusterError(Exception):
     """The cluster cannot be started or stopped here; one line saying why and the fix."""
 
 
-def missing() -> str | None:
-    """What this host lacks to start the cluster, with the fix; None when it has it all."""
+def missing(managed_style: bool = False) -> str | None:
+    """What this host lacks to start the cluster (managed-style: with the registry and its
+    tools), with the fix; None when it has it all."""
     if os.geteuid() != 0:
         return "`isotax cluster up` needs root (containers, cgroups, iptables)"
-    lacking = [n for n in (*L.COMPONENTS, *L.TOOLS) if not L.binary(n).exists()]
+    tools = (*L.COMPONENTS, *L.TOOLS, *(L.MANAGED_TOOLS if managed_style else ()))
+    lacking = [n for n in tools if not L.binary(n).exists()]
     lacking += [str(p) for p in (L.PAUSE_TAR, *(L.CNI_BIN / c for c in ("bridge", "host-local",
                                                                         "portmap")))
                 if not p.exists()]
@@ -184,23 +189,47 @@ def _uplink_mtu() -> int:
         return network.uplink_mtu(ipr)
 
 
-def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL) -> None:
-    for rel, text in configs.files(cpu_manager, n, _uplink_mtu(),
-                                   max(1, len(numa.nodes()))).items():
+def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL,
+                  managed_style: bool = False) -> None:
+    for rel, text in configs.files(cpu_manager, n, _uplink_mtu(), max(1, len(numa.nodes())),
+                                   managed_style).items():
         path = n.etc / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         # kube-proxy exits when its config file changes: only what differs is rewritten.
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
     if n is L.LOCAL:
-        pki.make()
+        pki.make(more=managed.CERTS if managed_style else None)
         pki.write_kubeconfigs()
+        if managed_style:
+            _managed_secrets()
 
 
-def serve(cpu_manager: str = "none", nodes: int = 1) -> int:
-    """The supervisor: start the cluster (`nodes` 2: with a second node, layout.WORKER), say
-    so in layout.STATE, stay until SIGTERM or SIGINT, then remove it all. Its exit status: 0
-    when everything was removed."""
+def _managed_secrets() -> None:
+    """The managed-style cluster's account (its kubeconfig) and the registry's credentials:
+    a password made now, its bcrypt line for the registry, and a docker config.json."""
+    server = f"https://{L.NODE_IP}:{L.APISERVER_PORT}"
+    managed.USER_KUBECONFIG.write_text(pki.kubeconfig(
+        server, (L.PKI / "ca.crt").read_bytes(), (L.PKI / "user.crt").read_bytes(),
+        (L.PKI / "user.key").read_bytes(), managed.USER))
+    if managed.HTPASSWD.exists() and managed.PULL_SECRET.exists():
+        return
+    password = secrets.token_urlsafe(18)
+    done = command.run([str(L.binary("itx-htpasswd")), managed.REGISTRY_USER], 30,
+                       input=password)
+    if done.returncode != 0:
+        raise ClusterError(f"itx-htpasswd: {done.stderr.strip()[-200:]}")
+    managed.HTPASSWD.write_text(done.stdout)
+    managed.PULL_SECRET.write_text(managed.docker_config(password))
+    for path in (managed.USER_KUBECONFIG, managed.HTPASSWD, managed.PULL_SECRET):
+        path.chmod(0o600)
+
+
+def serve(cpu_manager: str = "none", nodes: int = 1, managed_style: bool = False) -> int:
+    """The supervisor: start the cluster (`nodes` 2: with a second node, layout.WORKER;
+    managed_style: set up as managed clusters are, host.kubernetes.managed), say so in
+    layout.STATE, stay until SIGTERM or SIGINT, then remove it all. Its exit status: 0 when
+    everything was removed."""
     owners.claim()
     for name in (L.CGROUP_ROOT, L.CNI_BRIDGE, L.NODE_LINK, L.NODE):
         owners.mark(name)
@@ -220,12 +249,14 @@ def serve(cpu_manager: str = "none", nodes: int = 1) -> int:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         _prepare_host()
-        _write_config(cpu_manager)
+        if managed_style:
+            managed.MARK.write_text("managed\n")
+        _write_config(cpu_manager, managed_style=managed_style)
         L.LOGS.mkdir(parents=True, exist_ok=True)
-        _start_all(procs, stop)
+        _start_all(procs, stop, managed_style)
         if nodes > 1:
             _prepare_worker(L.WORKER)
-            _write_config(cpu_manager, L.WORKER)
+            _write_config(cpu_manager, L.WORKER, managed_style)
             _start_worker(L.WORKER, procs, stop)
         L.STATE.write_text(READY)
         while not stop["now"]:
@@ -301,8 +332,9 @@ def _start_worker(n: L.NodeLayout, procs: dict[str, subprocess.Popen[bytes]],
     _wait(f"kube-proxy of {n.name}", _healthz(n), 60, p)
 
 
-def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool]) -> None:
-    by_name = {c.name: c for c in argvs()}
+def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool],
+               managed_style: bool = False) -> None:
+    by_name = {c.name: c for c in argvs(managed_style)}
 
     def start(name: str) -> subprocess.Popen[bytes]:
         return _launch(by_name[name], L.LOCAL, procs, stop)
@@ -324,16 +356,55 @@ def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool])
     _wait("kube-proxy", _healthz(L.LOCAL), 60, p)
     _wait("the default ServiceAccount", lambda: kubectl(
         "-n", "default", "get", "serviceaccount", "default", timeout=10).returncode == 0, 60, p)
+    if managed_style:
+        _start_managed(start("registry"), procs["kube-apiserver"])
+
+
+def _start_managed(registry: subprocess.Popen[bytes], apiserver: subprocess.Popen[bytes]
+                   ) -> None:
+    """The managed-style cluster's own objects (the account's ClusterRole, the policy that
+    refuses privileged namespaces), each waited for until the API server enforces it, and
+    its registry, waited for until it answers (401: it asks for credentials)."""
+    done = kubectl("apply", "-f", str(L.ETC / "managed.json"))
+    if done.returncode != 0:
+        raise ClusterError(f"the managed-style objects: {done.stderr.strip()[-200:]}")
+    probe = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "itx-ceiling-probe", "labels": {"pod-security.kubernetes.io/enforce":
+                                                "privileged"}}})
+    _wait("the policy refusing privileged namespaces", lambda: managed.CEILING in kubectl(
+        "create", "--dry-run=server", "-f", "-", input_text=probe, timeout=10).stderr, 60,
+        apiserver)
+    user = Target(managed.USER_KUBECONFIG)
+    _wait("the account's ClusterRole", lambda: user.kubectl(
+        "auth", "can-i", "create", "pods", "--subresource=exec", "-n", "itx-pod-probe",
+        timeout=10
+    ).stdout.strip() == "yes", 60, apiserver)
+    _wait("the registry", lambda: _registry_asks(), 60, registry)
+
+
+def _registry_asks() -> bool:
+    """Whether the registry answers its /v2/ with 401 (it wants credentials), over TLS
+    checked against the cluster's CA."""
+    context = ssl.create_default_context(cafile=str(L.PKI / "ca.crt"))
+    try:
+        urllib.request.urlopen(f"https://{managed.REGISTRY}/v2/", timeout=2, context=context)
+    except urllib.error.HTTPError as e:
+        return e.code == 401
+    except OSError:
+        return False
+    return False
 
 
 # -- the commands -----------------------------------------------------------------------------
 
-def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1) -> float:
-    """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2); the seconds
-    it took. ClusterError with one line (and everything removed) when it cannot start."""
+def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1,
+       managed_style: bool = False) -> float:
+    """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2), set up as
+    managed clusters are with managed_style; the seconds it took. ClusterError with one line
+    (and everything removed) when it cannot start."""
     if nodes not in (1, 2):
         raise ClusterError(f"--nodes {nodes}: the local cluster has 1 or 2 nodes")
-    why = missing()
+    why = missing(managed_style)
     if why:
         raise ClusterError(why)
     if supervisor_pid() is not None:
@@ -352,7 +423,7 @@ def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1) -> float
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "isotax", *SERVE_WORDS, f"--cpu-manager={cpu_manager}",
-             f"--nodes={nodes}"],
+             f"--nodes={nodes}", *(["--managed"] if managed_style else [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     deadline = time.monotonic() + timeout
     while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isotax.host.kubernetes import layout as L
+from isotax.host.kubernetes.managed import registry_argv as managed_registry_argv
 
 
 @dataclass(frozen=True)
@@ -14,9 +15,10 @@ class Component:
     argv: tuple[str, ...]
 
 
-def argvs() -> list[Component]:
+def argvs(managed: bool = False) -> list[Component]:
     """Every component's command line, in start order. Pure. Each listens on loopback or on
-    the node's own address (layout.NODE_IP on itx-node0), never on a wildcard."""
+    the node's own address (layout.NODE_IP on itx-node0), never on a wildcard. managed: the
+    API server with Pod Security's defaults (host.kubernetes.managed), and the registry."""
     etc, pki, b = L.ETC, L.PKI, L.binary
     kube = lambda n: str(etc / f"{n}.kubeconfig")  # noqa: E731
     own = {c.name: c for c in _node_own(L.LOCAL)}
@@ -41,7 +43,8 @@ def argvs() -> list[Component]:
             f"--service-account-signing-key-file={pki}/sa.key",
             f"--service-cluster-ip-range={L.SERVICE_CIDR}",
             "--service-node-port-range=30000-32767", "--authorization-mode=Node,RBAC",
-            "--allow-privileged=true")),
+            "--allow-privileged=true",
+            *([f"--admission-control-config-file={etc}/admission.json"] if managed else []))),
         Component("kube-controller-manager", (
             str(b("kube-controller-manager")), "--bind-address=127.0.0.1",
             "--secure-port=10257", f"--kubeconfig={kube('controller-manager')}",
@@ -61,6 +64,7 @@ def argvs() -> list[Component]:
         # Only once the node is registered: kube-proxy exits when its node's addresses change
         # (none -> NODE_IP), which they do when the kubelet registers it.
         own["kube-proxy"],
+        *([Component("registry", managed_registry_argv())] if managed else []),
     ]
 
 

@@ -21,10 +21,16 @@ from __future__ import annotations
 import json
 
 from isotax.host.kubernetes import layout as L
+from isotax.host.kubernetes import managed
 
 
-def containerd_toml(n: L.NodeLayout = L.LOCAL) -> str:
-    """containerd 2's config (version 3), with the runtimes the RuntimeClasses name."""
+def containerd_toml(n: L.NodeLayout = L.LOCAL, gvisor_handler: str = "runsc",
+                    hosts_dir: str = "") -> str:
+    """containerd 2's config (version 3), with the runtimes the RuntimeClasses name (gVisor's
+    under the handler name `gvisor_handler`); with hosts_dir, the registries' hosts configs
+    (a managed-style cluster's registry)."""
+    registry = (f"\n    [plugins.'io.containerd.cri.v1.images'.registry]\n"
+                f"      config_path = \"{hosts_dir}\"" if hosts_dir else "")
     return f"""version = 3
 root = "{n.lib}/containerd"
 state = "{n.run}/containerd"
@@ -53,7 +59,7 @@ temp = "{n.lib}/containerd-tmp"
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = "{L.PAUSE_IMAGE}"
+      sandbox = "{L.PAUSE_IMAGE}"{registry}
   [plugins.'io.containerd.cri.v1.runtime']
     enable_selinux = false
     restrict_oom_score_adj = true
@@ -66,9 +72,9 @@ temp = "{n.lib}/containerd-tmp"
           BinaryName = "/usr/bin/runc"
           Root = "{n.run}/runc"
           SystemdCgroup = false
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{gvisor_handler}]
         runtime_type = "io.containerd.runsc.v1"
-        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{gvisor_handler}.options]
           TypeUrl = "io.containerd.runsc.v1.options"
           ConfigPath = "{n.etc}/runsc.toml"
     [plugins.'io.containerd.cri.v1.runtime'.cni]
@@ -159,12 +165,13 @@ def kube_proxy_config(n: L.NodeLayout = L.LOCAL) -> str:
     }, indent=1) + "\n"
 
 
-def runtime_classes() -> str:
+def runtime_classes(classes: dict[str, str] | None = None) -> str:
     """The RuntimeClasses, one per containerd runtime handler (as a kubectl List)."""
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
          "metadata": {"name": name, "labels": {"isotax": "1"}}, "handler": handler}
-        for name, handler in L.RUNTIME_CLASSES.items()]}, indent=1) + "\n"
+        for name, handler in (L.RUNTIME_CLASSES if classes is None else classes).items()]},
+        indent=1) + "\n"
 
 
 def crictl_yaml(n: L.NodeLayout = L.LOCAL) -> str:
@@ -173,7 +180,7 @@ def crictl_yaml(n: L.NodeLayout = L.LOCAL) -> str:
 
 
 def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL, mtu: int = 1500,
-          numa_nodes: int = 1) -> dict[str, str]:
+          numa_nodes: int = 1, managed: bool = False) -> dict[str, str]:
     """Every file of a node under its etc (layout.ETC for the first), by its path there; the
     cluster's own (the RuntimeClasses) with the first node's. A second node never gets the
     static CPU manager: both kubelets see the same CPUs, and two static policies would hand
@@ -185,4 +192,21 @@ def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL, mtu: int = 1500,
            "kube-proxy.json": kube_proxy_config(n), "crictl.yaml": crictl_yaml(n)}
     if n is L.LOCAL:
         out["runtimeclasses.json"] = runtime_classes()
+    if managed:
+        out.update(managed_files(n))
+    return out
+
+
+def managed_files(n: L.NodeLayout) -> dict[str, str]:
+    """What `cluster up --managed` changes of a node's files (host.kubernetes.managed): gVisor
+    under the handler `gvisor`, the registry's hosts config; the first node's also the
+    RuntimeClasses (gvisor alone), Pod Security's admission config, the objects applied at
+    the start and the registry's configuration."""
+    out = {"containerd.toml": containerd_toml(n, managed.GVISOR_HANDLER, managed.hosts_dir(n)),
+           f"certs.d/{managed.REGISTRY}/hosts.toml": managed.hosts_toml()}
+    if n is L.LOCAL:
+        out.update({"runtimeclasses.json": runtime_classes(managed.RUNTIME_CLASSES),
+                    "admission.json": managed.admission_config(),
+                    "managed.json": managed.objects(),
+                    "registry.json": managed.registry_config()})
     return out

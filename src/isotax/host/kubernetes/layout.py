@@ -21,6 +21,9 @@ RUNSC = Path("/opt/isotax/runsc/runsc")  # where scripts/setup.sh installs gViso
 COMPONENTS = ("containerd", "etcd", "kube-apiserver", "kube-controller-manager",
               "kube-scheduler", "kubelet", "kube-proxy")
 TOOLS = ("kubectl", "crictl", "ctr", "containerd-shim-runc-v2", "containerd-shim-runsc-v1")
+# A managed-style cluster's (`cluster up --managed`): distribution's registry, a pusher, and
+# the registry's bcrypt htpasswd lines.
+MANAGED_TOOLS = ("registry", "crane", "itx-htpasswd")
 
 LIB = Path("/var/lib/itx-k8s")  # persistent state: etcd, containerd's root, the kubelet's
 RUN = Path("/run/itx-k8s")  # runtime state: containerd's state and socket, runsc's root
@@ -54,6 +57,10 @@ DEFAULT_DIRS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/va
 
 # RuntimeClass name -> containerd runtime handler (configs.containerd_toml declares both).
 RUNTIME_CLASSES = {"runc": "runc", "gvisor": "runsc"}
+# What a pod of each is, as isotax set them up ("": containerd's default runtime, runc): what
+# a local pod is expected to be where the plan's options.isolation says nothing. A foreign
+# cluster's classes say nothing of the kind (a handler's name is no proof).
+RUNTIME_ISOLATION = {"": "container", "runc": "container", "gvisor": "sandbox"}
 
 
 

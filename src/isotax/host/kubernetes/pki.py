@@ -48,14 +48,15 @@ def extensions(san: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def make(pki: Path = L.PKI) -> None:
-    """Every certificate and key that is not there yet."""
+def make(pki: Path = L.PKI,
+         more: dict[str, tuple[str, str, str | None]] | None = None) -> None:
+    """Every certificate and key that is not there yet (CERTS, and `more`)."""
     pki.mkdir(parents=True, exist_ok=True)
     ca, ca_key = pki / "ca.crt", pki / "ca.key"
     if not ca.exists():
         _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
                  "-out", str(ca), "-days", DAYS, "-subj", "/CN=itx-k8s-ca")
-    for name, (cn, org, san) in CERTS.items():
+    for name, (cn, org, san) in {**CERTS, **(more or {})}.items():
         crt, key = pki / f"{name}.crt", pki / f"{name}.key"
         if crt.exists():
             continue

@@ -12,7 +12,10 @@
   is the pods' node; elsewhere the plan names a pod as its baseline.
 
 `isotax run` passes its choice down in the environment (ISOTAX_KUBECONFIG,
-ISOTAX_POD_IMAGE), so every part of the run, and the processes it starts, see the same one.
+ISOTAX_POD_IMAGE, ISOTAX_PULL_SECRETS), so every part of the run, and the processes it starts,
+see the same one. A foreign cluster's kubectl is isotax's own build unless ISOTAX_KUBECTL
+names another (one within a minor version of that cluster's API server: kubectl's supported
+skew, which isotax checks).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from isotax.protocols import Completed
 
 KUBECONFIG_VAR = "ISOTAX_KUBECONFIG"
 POD_IMAGE_VAR = "ISOTAX_POD_IMAGE"
+PULL_SECRETS_VAR = "ISOTAX_PULL_SECRETS"  # --pull-secret's, newline-separated
+KUBECTL_VAR = "ISOTAX_KUBECTL"
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,19 @@ class Target:
     kubeconfig: Path
     pod_image: str = ""  # a foreign cluster's: the workload image's reference there
     local: bool = True  # the cluster `isotax cluster up` started on this host
+    # --pull-secret's: a secret's name (NAME, NAMESPACE/NAME) or a docker config.json file,
+    # copied into each of isotax's namespaces for its pods' image pulls
+    pull_secrets: tuple[str, ...] = ()
+
+    @property
+    def kubectl_path(self) -> str:
+        given = os.environ.get(KUBECTL_VAR, "") if not self.local else ""
+        return given or str(L.binary("kubectl"))
 
     def kubectl(self, *args: str, timeout: float = 60, input_text: str | None = None
                 ) -> Completed:
-        return command.run([str(L.binary("kubectl")), f"--kubeconfig={self.kubeconfig}",
-                            *args], timeout, input=input_text)
+        return command.run([self.kubectl_path, f"--kubeconfig={self.kubeconfig}", *args],
+                           timeout, input=input_text)
 
     def words(self) -> str:
         return ("the local cluster (`isotax cluster up`)" if self.local
@@ -50,15 +63,19 @@ def current() -> Target:
     given = os.environ.get(KUBECONFIG_VAR, "")
     if not given:
         return Target(L.KUBECONFIG)
-    return Target(Path(given), os.environ.get(POD_IMAGE_VAR, ""), local=False)
+    secrets = tuple(s for s in os.environ.get(PULL_SECRETS_VAR, "").split("\n") if s)
+    return Target(Path(given), os.environ.get(POD_IMAGE_VAR, ""), local=False,
+                  pull_secrets=secrets)
 
 
-def choose(kubeconfig: str | None, pod_image: str | None) -> None:
-    """Set the run's cluster (isotax run's --kubeconfig and --pod-image) for this process and
-    those it starts. ValueError, one line with the fix, for a kubeconfig that is not there."""
+def choose(kubeconfig: str | None, pod_image: str | None,
+           pull_secrets: tuple[str, ...] = ()) -> None:
+    """Set the run's cluster (isotax run's --kubeconfig, --pod-image and --pull-secret) for
+    this process and those it starts. ValueError, one line with the fix, for a kubeconfig
+    that is not there."""
     if kubeconfig is None:
-        os.environ.pop(KUBECONFIG_VAR, None)
-        os.environ.pop(POD_IMAGE_VAR, None)
+        for var in (KUBECONFIG_VAR, POD_IMAGE_VAR, PULL_SECRETS_VAR):
+            os.environ.pop(var, None)
         return
     path = Path(kubeconfig).expanduser().resolve()
     if not path.is_file():
@@ -66,3 +83,7 @@ def choose(kubeconfig: str | None, pod_image: str | None) -> None:
                          "cluster to run the pods on")
     os.environ[KUBECONFIG_VAR] = str(path)
     os.environ[POD_IMAGE_VAR] = pod_image or ""
+    # A file's path absolute, so a resumed run in another directory finds it again.
+    os.environ[PULL_SECRETS_VAR] = "\n".join(
+        str(Path(s).expanduser().resolve()) if Path(s).expanduser().is_file() else s
+        for s in pull_secrets)
