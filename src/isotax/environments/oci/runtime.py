@@ -42,6 +42,12 @@ from isotax.protocols import Availability, Completed, Leftover, Stage
 
 # Where isotax keeps OCI runtime state (`--root`), private so we never list others' containers.
 OCI_STATE_ROOT = Path("/run/isotax")
+# Where a probe's or a start-time measurement's bundle and rootfs go: not under /run, which
+# systemd mounts nosuid,nodev,noexec; runsc's gofer remounts the bundle's root read-only
+# keeping only nosuid,nodev, and the kernel refuses to drop the locked noexec (EPERM: "Error
+# setting up root FS", seen in the guest room's Debian 12 and 13 guests). /var/tmp is on a
+# disk, as a run's own workdir is, and the leak finder looks there.
+BUNDLE_SCRATCH = Path("/var/tmp")
 
 
 # -- crun's hybrid-cgroup workaround --------------------------------------------------------
@@ -135,7 +141,7 @@ def probe(runtime: Runtime, timeout: float = 30) -> Availability:
                                "run isotax as root")
     OCI_STATE_ROOT.mkdir(parents=True, exist_ok=True)
     cid = new_container_id("probe")
-    with tempfile.TemporaryDirectory(prefix="itx-probe-", dir=OCI_STATE_ROOT) as tmp:
+    with tempfile.TemporaryDirectory(prefix="itx-probe-", dir=BUNDLE_SCRATCH) as tmp:
         root, mounts = probe_bundle(Path(tmp))
         write_bundle(Path(tmp) / "bundle", bundle_config(
             root=root, args=["/bin/true"], hostname=cid, cgroups_path=f"/{cid}",
@@ -215,7 +221,7 @@ def start_times_ms(runtime: str, image: ImageArtifacts, n: int = 20,
     rt = Runtime(runtime)
     rootfs = image.rootfs.resolve()
     times = []
-    with tempfile.TemporaryDirectory(prefix="itx-start-", dir=OCI_STATE_ROOT) as tmp:
+    with tempfile.TemporaryDirectory(prefix="itx-start-", dir=BUNDLE_SCRATCH) as tmp:
         for _ in range(n):
             cid = new_container_id("start")
             bundle = Path(tmp) / cid
