@@ -36,10 +36,22 @@ def cluster_up(cpu_manager: str, nodes: int) -> None:
         seconds = k.up(cpu_manager, nodes=nodes)
     except k.ClusterError as e:
         fail(str(e))
+    from isotax.host.kubernetes import nodecgroups
+
     names = ", ".join(n.name for n in layout.NODES[:nodes])
     click.echo(f"cluster up in {seconds:.1f} s: Kubernetes {layout.K8S_VERSION}, "
                f"node{'s' if nodes > 1 else ''} {names} Ready, RuntimeClasses "
                f"{', '.join(layout.RUNTIME_CLASSES)}; kubeconfig {layout.KUBECONFIG}")
+    click.echo(f"addresses {layout.cluster_range()}{_range_note()}: node {layout.NODE_IP}, "
+               f"pods {', '.join(n.pod_cidr for n in layout.NODES[:nodes])}, Services "
+               f"{layout.SERVICE_CIDR}; {nodecgroups.host().words()}")
+
+
+def _range_note() -> str:
+    from isotax.host.kubernetes import layout
+
+    return "" if str(layout.cluster_range()) == layout.DEFAULT_RANGE else \
+        f" ({layout.DEFAULT_RANGE} is taken on this host)"
 
 
 @cluster.command("down")
@@ -68,7 +80,8 @@ def cluster_status() -> None:
         click.echo("no cluster" if not left else
                    f"no cluster running, but left: {'; '.join(left)} (`isotax cluster down`)")
         return
-    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}")
+    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}; "
+               f"addresses {layout.cluster_range()}")
     for args in (("get", "nodes", "-o", "wide"), ("get", "runtimeclass")):
         done = k.kubectl(*args, timeout=20)
         click.echo((done.stdout or done.stderr).rstrip())
