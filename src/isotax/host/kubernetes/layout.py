@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isotax.host.kubernetes import nodecgroups
 
@@ -86,15 +87,16 @@ def in_range(net: IPv4Network, third: int, fourth: int = 0, prefixlen: int = 32)
     return str(address) if prefixlen == 32 else f"{address}/{prefixlen}"
 
 
-def __getattr__(name: str) -> str:
-    net = cluster_range()
-    derived = {"NODE_IP": lambda: in_range(net, 0, 1),
-               "POD_CIDR": lambda: in_range(net, 1, prefixlen=24),
-               "SERVICE_CIDR": lambda: in_range(net, 128, prefixlen=20),
-               "SERVICE_FIRST_IP": lambda: in_range(net, 128, 1)}
-    if name in derived:
-        return derived[name]()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if not TYPE_CHECKING:  # mypy reads the annotations above, so a misspelt name is still caught
+    def __getattr__(name: str) -> str:
+        net = cluster_range()
+        derived = {"NODE_IP": lambda: in_range(net, 0, 1),
+                   "POD_CIDR": lambda: in_range(net, 1, prefixlen=24),
+                   "SERVICE_CIDR": lambda: in_range(net, 128, prefixlen=20),
+                   "SERVICE_FIRST_IP": lambda: in_range(net, 128, 1)}
+        if name in derived:
+            return derived[name]()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
