@@ -220,7 +220,8 @@ def make_root(layout: CgroupLayout, root: str) -> None:
               if c in (CGROUP / "cgroup.controllers").read_text().split()]
     if layout.systemd:
         unit = root_unit(root)
-        cpus = (CGROUP / "cpuset.cpus.effective").read_text().strip()
+        effective = CGROUP / "cpuset.cpus.effective"  # only where the host has cpuset
+        cpus = effective.read_text().strip() if effective.exists() else ""
         for argv in (["systemctl", "set-property", "--runtime", unit, *SLICE_PROPERTIES,
                       *([f"AllowedCPUs={cpus}"] if cpus else [])],
                      ["systemctl", "start", unit]):
