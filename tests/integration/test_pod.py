@@ -45,6 +45,11 @@ def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
         assert identity.declared(f) is want
         assert identity.mismatch(f, identity.probe(inst), identity.host_facts()) is None
         assert f"{'Guaranteed' if sized else 'Burstable'} QoS" in f.words["pod"]
+        # The limits its cgroup really has, read from the host (v1 here, v2 in the guests).
+        print(f"pod cgroup: {f.words['cgroup']}")
+        if sized:
+            assert f.words["cgroup"].startswith("CPU 1, memory 512 MiB, CPUs ")
+        assert "the cgroupfs driver" in f.words["cgroup"] or "systemd" in f.words["cgroup"]
         assert set(inst.milestones) >= {"create", "started", "first_instruction", "ready"}
         assert inst.exec(["sh", "-c", "exit 3"], 30).returncode == 3
         assert inst.exec(["no-such-program"], 30).returncode == 127

@@ -131,9 +131,13 @@ def test_a_pod_killed_mid_cell_fails_that_cell_and_is_restarted(
 
 PLAN = PLAN_OF.format(name="itx-pod-faults",
                       workload='name = "compress"\nparams = { corpus_mib = 1, threads = 1 }')
-REFUSE_API = ("INPUT", "-d", L.NODE_IP, "-p", "tcp", "--dport", str(L.APISERVER_PORT), "-j",
-              "REJECT", "--reject-with", "tcp-reset", "-m", "comment", "--comment",
-              "isotax test: the API server unreachable")
+
+
+def refuse_api() -> tuple[str, ...]:
+    """The rule that refuses the API server: read once the cluster is up (its range)."""
+    return ("INPUT", "-d", L.NODE_IP, "-p", "tcp", "--dport", str(L.APISERVER_PORT), "-j",
+            "REJECT", "--reject-with", "tcp-reset", "-m", "comment", "--comment",
+            "isotax test: the API server unreachable")
 
 
 def _first_part(tmp_path: Path, until: int, then: object) -> tuple[int, str, str]:
@@ -181,7 +185,7 @@ def test_the_api_server_unreachable_stops_the_run_and_resume_completes_it(
 
     def refuse(p: subprocess.Popen[bytes]) -> None:
         nonlocal refused
-        done = command.run(["iptables", "-w", "10", "-I", *REFUSE_API], 30)
+        done = command.run(["iptables", "-w", "10", "-I", *refuse_api()], 30)
         assert done.returncode == 0, done.stderr
         refused = True
 
@@ -189,7 +193,7 @@ def test_the_api_server_unreachable_stops_the_run_and_resume_completes_it(
         rc, out, run_id = _first_part(tmp_path, 2, refuse)
     finally:
         if refused:
-            command.run(["iptables", "-w", "10", "-D", *REFUSE_API], 30)
+            command.run(["iptables", "-w", "10", "-D", *refuse_api()], 30)
     last = [ln for ln in out.splitlines() if ln.startswith("isotax: ")][-1]
     assert rc == 1, out[-2000:]
     assert "the Kubernetes API server" in last and "does not answer" in last, last

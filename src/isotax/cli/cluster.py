@@ -43,15 +43,27 @@ def cluster_up(cpu_manager: str, nodes: int, managed_style: bool) -> None:
         seconds = k.up(cpu_manager, nodes=nodes, managed_style=managed_style)
     except k.ClusterError as e:
         fail(str(e))
+    from isotax.host.kubernetes import nodecgroups
+
     names = ", ".join(n.name for n in layout.NODES[:nodes])
     classes = managed.RUNTIME_CLASSES if managed_style else layout.RUNTIME_CLASSES
     click.echo(f"cluster up in {seconds:.1f} s: Kubernetes {layout.K8S_VERSION}, "
                f"node{'s' if nodes > 1 else ''} {names} Ready, RuntimeClasses "
                f"{', '.join(classes)}; kubeconfig {layout.KUBECONFIG}")
+    click.echo(f"addresses {layout.cluster_range()}{_range_note()}: node {layout.NODE_IP}, "
+               f"pods {', '.join(n.pod_cidr for n in layout.NODES[:nodes])}, Services "
+               f"{layout.SERVICE_CIDR}; {nodecgroups.host().words()}")
     if managed_style:
         click.echo(f"managed-style: account kubeconfig {managed.USER_KUBECONFIG} (ClusterRole "
                    f"itx-isotax alone), registry https://{managed.REGISTRY} (credentials "
                    f"{managed.PULL_SECRET}); push the image: isotax cluster push")
+
+
+def _range_note() -> str:
+    from isotax.host.kubernetes import layout
+
+    return "" if str(layout.cluster_range()) == layout.DEFAULT_RANGE else \
+        f" ({layout.DEFAULT_RANGE} is taken on this host)"
 
 
 @cluster.command("down")
@@ -84,7 +96,8 @@ def cluster_status() -> None:
 
     style = (f"; managed-style: account {managed.USER_KUBECONFIG}, registry "
              f"https://{managed.REGISTRY}") if managed.MARK.exists() else ""
-    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}{style}")
+    click.echo(f"supervisor {pid}: {k.state() or '?'}; kubeconfig {layout.KUBECONFIG}; "
+               f"addresses {layout.cluster_range()}{style}")
     for args in (("get", "nodes", "-o", "wide"), ("get", "runtimeclass")):
         done = k.kubectl(*args, timeout=20)
         click.echo((done.stdout or done.stderr).rstrip())

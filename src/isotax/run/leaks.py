@@ -204,7 +204,7 @@ def leaked_cluster() -> list[Leftover]:
     host's isotax upgraded under it): removed whole, in its own order
     (isotax.host.kubernetes.teardown), before the other finders' pieces of it. Nothing while
     its supervisor lives: `isotax cluster down` stops it."""
-    from isotax.host.kubernetes import cluster, teardown
+    from isotax.host.kubernetes import cluster, nodecgroups, teardown
     from isotax.host.kubernetes import layout as kube
 
     if cluster.supervisor_pid() is not None:
@@ -217,7 +217,8 @@ def leaked_cluster() -> list[Leftover]:
                      how="isotax cluster down", stage=Stage.CONTAINER,
                      names=(kube.CGROUP_ROOT, kube.CNI_BRIDGE, kube.NODE_LINK,
                             kube.WORKER.netns, kube.WORKER.host_link,
-                            kube.WORKER.cgroup_root),
+                            kube.WORKER.cgroup_root,
+                            *(nodecgroups.root_unit(n.cgroup_root) for n in kube.NODES)),
                      removal=_remove_cluster)]
 
 

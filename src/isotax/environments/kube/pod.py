@@ -30,8 +30,9 @@ The plan's axes:
            the second node of `isotax cluster up --nodes 2`).
 
 Commands run through `kubectl exec` under coreutils' `timeout` inside (killing kubectl does not
-stop the process in the pod). The pod's own cgroup (the kubelet's, under /itx-k8s/kubepods)
-is what its footprint is read from; pause and resume go through the node's containerd (its
+stop the process in the pod). The pod's own cgroup (the kubelet's, under its cgroup root's
+kubepods: host.kubernetes.nodecgroups says where on v1 and v2) is what its footprint, its
+processes and its limits are read from; pause and resume go through the node's containerd (its
 runtime's own pause).
 """
 
@@ -85,7 +86,7 @@ from isotax.environments.kube.api import (
 )
 from isotax.host import command, owners
 from isotax.host.cgroups import tree_pids
-from isotax.host.kubernetes import cluster, images, target
+from isotax.host.kubernetes import cluster, images, nodecgroups, target
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import (
     Availability,
@@ -489,6 +490,8 @@ class PodInstance:
             else f"the container's writable layer, data in {ROOTFS_DATA_DIR}",
             "pid1": f"{READY_HELPER} --hold",
             **({"cpus": self.cpus_words} if self.cpus_words else {}),
+            **({"cgroup": f"{limits} ({nodecgroups.host().words()})"}
+               if self.layout and (limits := L.pod_limits(self.layout, self.uid)) else {}),
         }
 
     def _read_cpus(self) -> str:
@@ -515,8 +518,8 @@ class PodInstance:
         return f"CPU manager {policy}: {where or 'no process seen'}"
 
     def _cgroup(self, hierarchy: str) -> Path | None:
-        """The pod's cgroup in a v1 hierarchy (its node's kubelet's, under its cgroup root);
-        None on a foreign cluster."""
+        """The pod's cgroup (its node's kubelet's, under its cgroup root): on v1 in the
+        hierarchy named, on v2 the one group; None on a foreign cluster."""
         return L.pod_cgroup(self.layout, hierarchy, self.uid) if self.layout else None
 
     def host_pids(self) -> Sequence[int]:
@@ -524,7 +527,9 @@ class PodInstance:
         return tree_pids(d) if d is not None else []
 
     def kernel_memory_bytes(self) -> int | None:
-        return cgroup_kernel_bytes(self._cgroup("memory"), None)
+        d = self._cgroup("memory")
+        return cgroup_kernel_bytes(None, d) if nodecgroups.host().version == 2 \
+            else cgroup_kernel_bytes(d, None)
 
     def _task(self, verb: str) -> Completed:
         """`ctr tasks <verb>` of the workload container, through the node's containerd: its

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from isotax.host import command, network, numa, owners
-from isotax.host.kubernetes import configs, managed, pki, teardown
+from isotax.host.kubernetes import configs, managed, nodecgroups, pki, ranges, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes.components import Component, argvs, node_argvs
 from isotax.host.kubernetes.target import Target
@@ -143,14 +143,11 @@ def _prepare_host() -> None:
 
 
 def _cgroup_root(name: str) -> None:
-    """A kubelet's cgroupRoot: it checks it in every v1 hierarchy (name=systemd included)."""
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        if hierarchy.name != "unified" and hierarchy.is_dir():
-            (hierarchy / name).mkdir(exist_ok=True)
-    cpuset = Path("/sys/fs/cgroup/cpuset")
-    if (cpuset / name).is_dir():
-        for f in ("cpuset.cpus", "cpuset.mems"):
-            (cpuset / name / f).write_text((cpuset / f).read_text())
+    """A kubelet's cgroupRoot, made as this host's cgroup layout needs it (nodecgroups)."""
+    try:
+        nodecgroups.make_root(nodecgroups.host(), name)
+    except nodecgroups.RootError as e:
+        raise ClusterError(f"the kubelet's cgroup root: {e}") from None
 
 
 def _prepare_worker(n: L.NodeLayout) -> None:
@@ -192,7 +189,7 @@ def _uplink_mtu() -> int:
 def _write_config(cpu_manager: str, n: L.NodeLayout = L.LOCAL,
                   managed_style: bool = False) -> None:
     for rel, text in configs.files(cpu_manager, n, _uplink_mtu(), max(1, len(numa.nodes())),
-                                   managed_style).items():
+                                   managed_style, nodecgroups.host()).items():
         path = n.etc / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         # kube-proxy exits when its config file changes: only what differs is rewritten.
@@ -231,10 +228,12 @@ def serve(cpu_manager: str = "none", nodes: int = 1, managed_style: bool = False
     layout.STATE, stay until SIGTERM or SIGINT, then remove it all. Its exit status: 0 when
     everything was removed."""
     owners.claim()
-    for name in (L.CGROUP_ROOT, L.CNI_BRIDGE, L.NODE_LINK, L.NODE):
+    for name in (L.CGROUP_ROOT, nodecgroups.root_unit(L.CGROUP_ROOT), L.CNI_BRIDGE,
+                 L.NODE_LINK, L.NODE):
         owners.mark(name)
     if nodes > 1:
-        for name in (L.WORKER.name, L.WORKER.netns, L.WORKER.host_link, L.WORKER.cgroup_root):
+        for name in (L.WORKER.name, L.WORKER.netns, L.WORKER.host_link, L.WORKER.cgroup_root,
+                     nodecgroups.root_unit(L.WORKER.cgroup_root)):
             owners.mark(name)
     stop = {"now": False}
 
@@ -397,11 +396,23 @@ def _registry_asks() -> bool:
 
 # -- the commands -----------------------------------------------------------------------------
 
+def choose_range() -> str:
+    """The /16 the cluster takes here: the first of ranges.CANDIDATES that none of the host's
+    routes and addresses overlaps, recorded (layout.RANGE_FILE) for every later command."""
+    try:
+        net = ranges.choose(ranges.host_taken())
+    except ranges.RangeError as e:
+        raise ClusterError(str(e)) from None
+    L.LIB.mkdir(parents=True, exist_ok=True)
+    L.RANGE_FILE.write_text(f"{net}\n")
+    return str(net)
+
+
 def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1,
        managed_style: bool = False) -> float:
-    """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2), set up as
-    managed clusters are with managed_style; the seconds it took. ClusterError with one line
-    (and everything removed) when it cannot start."""
+    """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2), on the range
+    choose_range() takes, set up as managed clusters are with managed_style; the seconds it
+    took. ClusterError with one line (and everything removed) when it cannot start."""
     if nodes not in (1, 2):
         raise ClusterError(f"--nodes {nodes}: the local cluster has 1 or 2 nodes")
     why = missing(managed_style)
@@ -418,6 +429,7 @@ def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1,
         raise ClusterError("this host has KUBE-/CNI- iptables chains: another Kubernetes runs "
                            "here; isotax starts its own only on a host without one")
     t0 = time.monotonic()
+    choose_range()
     L.RUN.mkdir(parents=True, exist_ok=True)
     log = L.RUN / "supervisor.log"
     with open(log, "ab") as out:

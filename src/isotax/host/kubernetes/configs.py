@@ -8,9 +8,12 @@ What this host needs, each found the hard way (measured here, 2026-11-27):
 - everything private: containerd's root, state, sockets and CNI dirs, runc's and runsc's
   roots, the netns mounts (under containerd's state dir); NRI off (it would open
   /var/run/nri/nri.sock); no TCP listener but the CRI streaming server on 127.0.0.1.
-- the kubelet: `failCgroupV1: false` (Kubernetes 1.35 and later refuse cgroup v1 otherwise),
-  the cgroupfs driver, its cgroupRoot /itx-k8s, its read-only port off, its healthz on
-  127.0.0.1, its serving port on the node's own address.
+- the kubelet: its cgroupRoot /itx-k8s, the cgroup driver the host's layout calls for
+  (nodecgroups: cgroupfs on v1 and on v2 without systemd, systemd on v2 under systemd, with
+  containerd's runc `SystemdCgroup` and runsc's `systemd-cgroup` to match: the kubelet takes
+  its driver from containerd), `failCgroupV1: false` on v1 only (Kubernetes 1.35 and later
+  refuse cgroup v1 otherwise), its read-only port off, its healthz on 127.0.0.1, its serving
+  port on the node's own address.
 - kube-proxy in iptables mode on the node's address, node ports on that address alone, no
   localhost node ports.
 - the CNI bridge `itxcni0` without masquerading: pods talk to the node and each other only.
@@ -22,13 +25,15 @@ import json
 
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes import managed
+from isotax.host.kubernetes.nodecgroups import V1, CgroupLayout
 
 
 def containerd_toml(n: L.NodeLayout = L.LOCAL, gvisor_handler: str = "runsc",
-                    hosts_dir: str = "") -> str:
+                    hosts_dir: str = "", cgroups: CgroupLayout = V1) -> str:
     """containerd 2's config (version 3), with the runtimes the RuntimeClasses name (gVisor's
     under the handler name `gvisor_handler`); with hosts_dir, the registries' hosts configs
-    (a managed-style cluster's registry)."""
+    (a managed-style cluster's registry); runc's cgroups through systemd where the kubelet's
+    are (containerd tells the kubelet its driver from the default runtime's SystemdCgroup)."""
     registry = (f"\n    [plugins.'io.containerd.cri.v1.images'.registry]\n"
                 f"      config_path = \"{hosts_dir}\"" if hosts_dir else "")
     return f"""version = 3
@@ -71,7 +76,7 @@ temp = "{n.lib}/containerd-tmp"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "/usr/bin/runc"
           Root = "{n.run}/runc"
-          SystemdCgroup = false
+          SystemdCgroup = {str(cgroups.systemd).lower()}
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{gvisor_handler}]
         runtime_type = "io.containerd.runsc.v1"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{gvisor_handler}.options]
@@ -84,8 +89,11 @@ temp = "{n.lib}/containerd-tmp"
 """
 
 
-def runsc_toml(n: L.NodeLayout = L.LOCAL) -> str:
-    """gVisor's shim options: isotax's runsc, its root, and runsc's own flags (systrap)."""
+def runsc_toml(n: L.NodeLayout = L.LOCAL, cgroups: CgroupLayout = V1) -> str:
+    """gVisor's shim options: isotax's runsc, its root, and runsc's own flags (systrap; its
+    cgroups through systemd where the kubelet's are: the shim passes --systemd-cgroup on and
+    reads the sandbox's cgroup as systemd's)."""
+    systemd = '  systemd-cgroup = "true"\n' if cgroups.systemd else ""
     return f"""binary_name = "{L.RUNSC}"
 root = "{n.run}/runsc"
 log_path = "{n.logs}/runsc/%ID%/shim.log"
@@ -93,7 +101,7 @@ log_level = "info"
 [runsc_config]
   platform = "systrap"
   debug-log = "{n.logs}/runsc/%ID%/"
-"""
+{systemd}"""
 
 
 def cni_conflist(n: L.NodeLayout = L.LOCAL, mtu: int = 1500) -> str:
@@ -112,7 +120,7 @@ def cni_conflist(n: L.NodeLayout = L.LOCAL, mtu: int = 1500) -> str:
 
 
 def kubelet_config(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL,
-                   numa_nodes: int = 1) -> str:
+                   numa_nodes: int = 1, cgroups: CgroupLayout = V1) -> str:
     """The KubeletConfiguration (YAML is a superset of JSON: written as JSON). cpu_manager
     "static" gives Guaranteed pods with whole CPUs exclusive cores, CPU 0 kept for the
     system; on a host of several NUMA nodes with the topology manager's single-numa-node
@@ -127,7 +135,9 @@ def kubelet_config(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": f"{L.PKI}/ca.crt"}},
         "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{n.cgroup_root}", "failCgroupV1": False,
+        # The root in cgroupfs form on either driver: the systemd one makes it a slice itself.
+        "cgroupDriver": cgroups.driver, "cgroupRoot": f"/{n.cgroup_root}",
+        **({"failCgroupV1": False} if cgroups.version == 1 else {}),
         "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{n.containerd_socket}",
         "imageServiceEndpoint": f"unix://{n.containerd_socket}",
@@ -180,29 +190,32 @@ def crictl_yaml(n: L.NodeLayout = L.LOCAL) -> str:
 
 
 def files(cpu_manager: str = "none", n: L.NodeLayout = L.LOCAL, mtu: int = 1500,
-          numa_nodes: int = 1, managed: bool = False) -> dict[str, str]:
+          numa_nodes: int = 1, managed: bool = False,
+          cgroups: CgroupLayout = V1) -> dict[str, str]:
     """Every file of a node under its etc (layout.ETC for the first), by its path there; the
     cluster's own (the RuntimeClasses) with the first node's. A second node never gets the
     static CPU manager: both kubelets see the same CPUs, and two static policies would hand
     out the same core twice."""
-    out = {"containerd.toml": containerd_toml(n), "runsc.toml": runsc_toml(n),
+    out = {"containerd.toml": containerd_toml(n, cgroups=cgroups),
+           "runsc.toml": runsc_toml(n, cgroups),
            "cni/net.d/10-itx.conflist": cni_conflist(n, mtu),
            "kubelet.json": kubelet_config(cpu_manager if n is L.LOCAL else "none", n,
-                                          numa_nodes),
+                                          numa_nodes, cgroups),
            "kube-proxy.json": kube_proxy_config(n), "crictl.yaml": crictl_yaml(n)}
     if n is L.LOCAL:
         out["runtimeclasses.json"] = runtime_classes()
     if managed:
-        out.update(managed_files(n))
+        out.update(managed_files(n, cgroups))
     return out
 
 
-def managed_files(n: L.NodeLayout) -> dict[str, str]:
+def managed_files(n: L.NodeLayout, cgroups: CgroupLayout = V1) -> dict[str, str]:
     """What `cluster up --managed` changes of a node's files (host.kubernetes.managed): gVisor
     under the handler `gvisor`, the registry's hosts config; the first node's also the
     RuntimeClasses (gvisor alone), Pod Security's admission config, the objects applied at
     the start and the registry's configuration."""
-    out = {"containerd.toml": containerd_toml(n, managed.GVISOR_HANDLER, managed.hosts_dir(n)),
+    out = {"containerd.toml": containerd_toml(n, managed.GVISOR_HANDLER, managed.hosts_dir(n),
+                                              cgroups),
            f"certs.d/{managed.REGISTRY}/hosts.toml": managed.hosts_toml()}
     if n is L.LOCAL:
         out.update({"runtimeclasses.json": runtime_classes(managed.RUNTIME_CLASSES),

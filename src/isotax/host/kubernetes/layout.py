@@ -1,13 +1,24 @@
 """Where the local cluster lives and how it is addressed: one place for every path, name and
 address its parts share. Every name isotax gives starts with itx (its state under
-/var/lib/itx-k8s and /run/itx-k8s, its links itx-node0 and itxcni0, its cgroup root /itx-k8s),
-so the leak finders see what is left of it."""
+/var/lib/itx-k8s and /run/itx-k8s, its links itx-node0 and itxcni0, its cgroup root /itx-k8s:
+a slice itx_k8s.slice under systemd, see nodecgroups), so the leak finders see what is left of
+it.
+
+Its addresses all lie in one /16 (10.217.0.0/16 unless the host holds it: ranges.py), which
+`cluster up` records in RANGE_FILE; every later command (pods, the load generator, teardown,
+doctor) reads the range from there. NODE_IP, POD_CIDR, SERVICE_CIDR and SERVICE_FIRST_IP are
+therefore not constants but module attributes computed on each read (__getattr__ below), as
+are a node's ip and pod_cidr."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from isotax.host.kubernetes import nodecgroups
 
 K8S_VERSION = "v1.37.2"  # what scripts/kubernetes-build.sh builds (and only it pins)
 # Where scripts/kubernetes-build.sh installs the binaries, cached by version.
@@ -38,16 +49,21 @@ BEFORE = LIB / "host-before.json"
 
 NODE = "itx-node1"
 NODE_LINK = "itx-node0"  # a port-less bridge holding the node's address (no dummy driver here)
-NODE_IP = "10.217.0.1"
 CNI_BRIDGE = "itxcni0"
-POD_CIDR = "10.217.1.0/24"
-SERVICE_CIDR = "10.217.128.0/20"
-SERVICE_FIRST_IP = "10.217.128.1"  # the `kubernetes` Service: the API server's certificate names it
+DEFAULT_RANGE = "10.217.0.0/16"
+RANGE_FILE = LIB / "range"  # the /16 `cluster up` chose (ranges.choose), one line
+# Computed from the recorded range on each read (__getattr__): the first node's address
+# (x.y.0.1), its pods' range (x.y.1.0/24), the Services' range (x.y.128.0/20) and its first
+# address (the `kubernetes` Service: the API server's certificate names it).
+NODE_IP: str
+POD_CIDR: str
+SERVICE_CIDR: str
+SERVICE_FIRST_IP: str
 APISERVER_PORT = 6443
 ETCD_CLIENT = "http://127.0.0.1:12379"
 ETCD_PEER = "http://127.0.0.1:12380"
 CONTAINERD_SOCKET = RUN / "containerd" / "containerd.sock"
-CGROUP_ROOT = "itx-k8s"  # the kubelet's cgroupRoot, in every v1 hierarchy
+CGROUP_ROOT = "itx-k8s"  # the kubelet's cgroupRoot (nodecgroups: where that is on this host)
 KUBECONFIG = ETC / "admin.kubeconfig"  # what `isotax run` and kubectl use for this cluster
 
 # Default paths the kubelet, containerd, gVisor's shim and the CNI plugins use whatever their
@@ -63,6 +79,31 @@ RUNTIME_CLASSES = {"runc": "runc", "gvisor": "runsc"}
 RUNTIME_ISOLATION = {"": "container", "runc": "container", "gvisor": "sandbox"}
 
 
+def cluster_range() -> IPv4Network:
+    """The cluster's /16: the one `cluster up` recorded, else the default (no cluster)."""
+    try:
+        return IPv4Network(RANGE_FILE.read_text().strip())
+    except (OSError, ValueError):
+        return IPv4Network(DEFAULT_RANGE)
+
+
+def in_range(net: IPv4Network, third: int, fourth: int = 0, prefixlen: int = 32) -> str:
+    """An address (prefixlen 32) or a network of the cluster's /16, by its last two bytes.
+    Pure."""
+    address = net.network_address + (third << 8) + fourth
+    return str(address) if prefixlen == 32 else f"{address}/{prefixlen}"
+
+
+if not TYPE_CHECKING:  # mypy reads the annotations above, so a misspelt name is still caught
+    def __getattr__(name: str) -> str:
+        net = cluster_range()
+        derived = {"NODE_IP": lambda: in_range(net, 0, 1),
+                   "POD_CIDR": lambda: in_range(net, 1, prefixlen=24),
+                   "SERVICE_CIDR": lambda: in_range(net, 128, prefixlen=20),
+                   "SERVICE_FIRST_IP": lambda: in_range(net, 128, 1)}
+        if name in derived:
+            return derived[name]()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -74,16 +115,23 @@ class NodeLayout:
     second machine, inside the cluster."""
 
     name: str
-    ip: str
-    pod_cidr: str
+    index: int  # its address is x.y.0.<index> of the cluster's range, its pods' x.y.<index>.0/24
     bridge: str  # the CNI bridge its pods are on
-    cgroup_root: str  # the kubelet's cgroupRoot, in every v1 hierarchy
+    cgroup_root: str  # the kubelet's cgroupRoot (nodecgroups: where that is on this host)
     lib: Path
     run: Path
     etc: Path
     netns: str = ""  # "" for this host's own network namespace
     host_link: str = ""  # the host's end of the veth pair to netns
     link: str = ""  # its end in netns, holding ip
+
+    @property
+    def ip(self) -> str:
+        return in_range(cluster_range(), 0, self.index)
+
+    @property
+    def pod_cidr(self) -> str:
+        return in_range(cluster_range(), self.index, prefixlen=24)
 
     @property
     def containerd_socket(self) -> Path:
@@ -96,7 +144,7 @@ class NodeLayout:
     @property
     def kubeconfig(self) -> Path:
         """The kubelet's: a client certificate of its own node (the Node authorizer's)."""
-        return ETC / ("kubelet.kubeconfig" if self is LOCAL else f"kubelet-{self.name}"
+        return ETC / ("kubelet.kubeconfig" if not self.netns else f"kubelet-{self.name}"
                       ".kubeconfig")
 
     def enter(self, argv: list[str]) -> list[str]:
@@ -106,8 +154,8 @@ class NodeLayout:
             else argv
 
 
-LOCAL = NodeLayout(NODE, NODE_IP, POD_CIDR, CNI_BRIDGE, CGROUP_ROOT, LIB, RUN, ETC)
-WORKER = NodeLayout("itx-node2", "10.217.0.2", "10.217.2.0/24", "itxcni1", "itx-k8s-n2",
+LOCAL = NodeLayout(NODE, 1, CNI_BRIDGE, CGROUP_ROOT, LIB, RUN, ETC)
+WORKER = NodeLayout("itx-node2", 2, "itxcni1", "itx-k8s-n2",
                     LIB / "node2", RUN / "node2", ETC / "node2", netns="itx-node2",
                     host_link="itx-n2h", link="itx-n2c")
 NODES = (LOCAL, WORKER)
@@ -133,11 +181,18 @@ def ctr_argv(*args: str, node: NodeLayout | None = None) -> list[str]:
 
 
 def pod_cgroup(n: NodeLayout, hierarchy: str, uid: str) -> Path | None:
-    """A pod's cgroup in a v1 hierarchy: the node's kubelet's, under its cgroup root, in its
-    QoS class's group; None when it is not there."""
-    base = Path("/sys/fs/cgroup") / hierarchy / n.cgroup_root / "kubepods"
+    """A pod's cgroup: the node's kubelet's, under its cgroup root, in its QoS class's group;
+    on v1 in the hierarchy named (cpuacct, memory, ...), on v2 the one group. None when it is
+    not there."""
+    layout = nodecgroups.host()
     for qos in ("", "burstable", "besteffort"):
-        d = base / qos / f"pod{uid}"
+        d = nodecgroups.pod_dir(layout, n.cgroup_root, qos, uid, hierarchy)
         if uid and d.is_dir():
             return d
     return None
+
+
+def pod_limits(n: NodeLayout, uid: str) -> str:
+    """The limits a pod's cgroup really has, in words ("" where it cannot be read)."""
+    return nodecgroups.read_limits(nodecgroups.host(), {
+        h: pod_cgroup(n, h, uid) for h in ("cpu", "memory", "cpuset")})

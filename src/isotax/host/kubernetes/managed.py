@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes import rights
@@ -33,17 +33,34 @@ USER = "itx-user"
 USER_KUBECONFIG = L.ETC / "user.kubeconfig"
 PULL_SECRET = L.ETC / "pull-secret.json"  # the registry's credentials, a docker config.json
 REGISTRY_PORT = 5000
-REGISTRY = f"{L.NODE_IP}:{REGISTRY_PORT}"
+# The registry's address, on the first node's, in the cluster's recorded range: computed on
+# each read (__getattr__ below), like layout.NODE_IP, so a cluster moved off 10.217.0.0/16
+# has its registry where its node is.
+REGISTRY: str
 REGISTRY_USER = "itx"
 HTPASSWD = L.ETC / "registry.htpasswd"
 GVISOR_CLASS = GVISOR_HANDLER = "gvisor"
 RUNTIME_CLASSES = {GVISOR_CLASS: GVISOR_HANDLER}
 CEILING = "itx-pod-security-ceiling"  # the policy that refuses privileged namespaces
-# The account's certificate and the registry's serving one (pki.make adds them).
-CERTS: dict[str, tuple[str, str, str | None]] = {
-    "user": (USER, "", None),
-    "registry": ("itx-registry", "", f"IP:{L.NODE_IP}"),
-}
+# The account's certificate and the registry's serving one (pki.make adds them): computed on
+# each read, as the registry's address is.
+CERTS: dict[str, tuple[str, str, str | None]]
+
+
+
+def registry() -> str:
+    """host:port of the registry: the first node's address in the recorded range."""
+    return f"{L.NODE_IP}:{REGISTRY_PORT}"
+
+
+if not TYPE_CHECKING:  # mypy reads the annotations above, so a misspelt name is still caught
+    def __getattr__(name: str) -> Any:
+        if name == "REGISTRY":
+            return registry()
+        if name == "CERTS":
+            return {"user": (USER, "", None),
+                    "registry": ("itx-registry", "", f"IP:{L.NODE_IP}")}
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def admission_config() -> str:
@@ -101,7 +118,7 @@ def registry_config() -> str:
         "version": 0.1, "log": {"level": "warn"},
         "storage": {"filesystem": {"rootdirectory": str(L.LIB / "registry")},
                     "delete": {"enabled": True}},
-        "http": {"addr": REGISTRY, "tls": {"certificate": str(L.PKI / "registry.crt"),
+        "http": {"addr": registry(), "tls": {"certificate": str(L.PKI / "registry.crt"),
                                            "key": str(L.PKI / "registry.key")}},
         "auth": {"htpasswd": {"realm": "itx-registry", "path": str(HTPASSWD)}},
     }, indent=1) + "\n"
@@ -115,7 +132,7 @@ def registry_argv() -> tuple[str, ...]:
 
 def hosts_toml() -> str:
     """containerd's hosts config for the registry's address alone: HTTPS, the cluster's CA."""
-    return (f'server = "https://{REGISTRY}"\n\n[host."https://{REGISTRY}"]\n'
+    return (f'server = "https://{registry()}"\n\n[host."https://{registry()}"]\n'
             f'  capabilities = ["pull", "resolve"]\n  ca = "{L.PKI / "ca.crt"}"\n')
 
 
@@ -128,8 +145,8 @@ def docker_config(password: str) -> str:
     """The registry's credentials as a docker config.json (what --pull-secret and a pusher
     take). Pure."""
     auth = base64.b64encode(f"{REGISTRY_USER}:{password}".encode()).decode()
-    return json.dumps({"auths": {REGISTRY: {"auth": auth}}}, indent=1) + "\n"
+    return json.dumps({"auths": {registry(): {"auth": auth}}}, indent=1) + "\n"
 
 
 def workload_ref(recipe_hash: str) -> str:
-    return f"{REGISTRY}/itx/workload:{recipe_hash}"
+    return f"{registry()}/itx/workload:{recipe_hash}"

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isotax.host import command, network
-from isotax.host.cgroups import remove_cgroup_tree
 from isotax.host.kubernetes import layout as L
+from isotax.host.kubernetes import nodecgroups
 from isotax.host.locks import exclusive
 from isotax.host.processes import cmdlines, read_cmdline, zombie
 from isotax.parsers import procfs
@@ -160,13 +160,8 @@ def worker_forward_rules(n: L.NodeLayout) -> list[tuple[str, ...]]:
 
 
 def _cgroups(problems: list[str]) -> None:
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        for n in L.NODES:
-            d = hierarchy / n.cgroup_root
-            try:
-                remove_cgroup_tree(d)
-            except OSError as e:
-                problems.append(f"cgroup {d}: {e.strerror}")
+    """The kubelets' cgroup roots: their slices stopped under systemd, else removed."""
+    nodecgroups.remove_roots(nodecgroups.host(), [n.cgroup_root for n in L.NODES], problems)
 
 
 def _dirs(recorded: dict[str, object], problems: list[str]) -> None:
@@ -235,4 +230,5 @@ def present() -> list[str]:
     out += [f"process {pid} ({' '.join(read_cmdline(pid))[:80]})" for pid in our_processes()]
     if before().get("chains") is False and host_has_chains():
         out.append("iptables KUBE-/CNI- chains")
+    out += nodecgroups.roots_present(nodecgroups.host(), [n.cgroup_root for n in L.NODES])
     return out
