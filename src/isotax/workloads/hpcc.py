@@ -13,9 +13,7 @@ words that fits in it.
 So N is the one knob, and each workload runs hpcc with the N that suits it (its `n` param) and
 reads only its own metric; the rest of the output is kept in the test data, not stored.
 The fair part: the command line, environment variables, input file and size are byte for byte
-the same in every environment with the same Open MPI release (4.1 and 5 name a few options
-differently: `mpirun_options`), but for how mpirun gets its network namespace (below), which
-changes nothing the ranks do, so each environment runs exactly the same program.
+the same in every environment, so each environment runs exactly the same program.
 
 Measured natively here (2 vCPUs, OpenBLAS SkylakeX kernels, 2 ranks x 1 thread, wall time of
 the whole hpcc run, noisy host): N=1000 ~0.5-1 s, N=2000 ~1-2 s, N=3000 ~9-15 s, N=6000
@@ -26,10 +24,9 @@ quick size measures cache-resident bandwidth; DRAM bandwidth needs 3 vectors wel
 last-level cache (N of 10^4 and more), which is a long run.
 
 MPI settings (identical in every environment, chosen to work in containers and VMs):
-`--mca pml ob1 --mca btl self,vader` (5: `self,sm`): shared-memory transport only (no UCX,
-whose transport choice differs with what a sandbox exposes);
-`btl_vader_single_copy_mechanism none`: no CMA (process_vm_readv needs ptrace rights that
-container runtimes withhold); the vader backing
+`--mca pml ob1 --mca btl self,vader`: shared-memory transport only (no UCX, whose transport
+choice differs with what a sandbox exposes); `btl_vader_single_copy_mechanism none`: no CMA
+(process_vm_readv needs ptrace rights that container runtimes withhold); the vader backing
 files and Open MPI's session directory go to the run's own tmpfs directory (not a small
 container /dev/shm); `--bind-to none` by default (param `bind`), because binding depends on
 what hwloc sees, which differs between a container's cpuset and a VM's vCPUs. `timeout` inside
@@ -50,23 +47,6 @@ any measured figure. Without `gl`, mpirun starts in 0.05 s in runc as natively. 
 under TCG, start-up drops from 0.75-0.8 s to 0.65 s. hpcc runs on CPUs and uses no GPU, so
 dropping GL devices from the topology changes nothing it measures, and the variable is set in
 every environment.
-
-Nothing on a wildcard (issue 40). mpirun's out-of-band listener (Open MPI 4.1's ORTE, 5's
-PRRTE) binds 0.0.0.0 and :: on ports of its own choosing, unconditionally in both releases
-(oob_tcp_listener.c binds INADDR_ANY and in6addr_any; `oob_tcp_if_include lo` changes only the
-addresses it advertises, and 5 then refuses to start: "No network interfaces were found"); 5's
-PMIx server listens on the first non-loopback address as well. Measured natively (4.1.4) and in
-a Debian 13 chroot (5.0.7): 3 listeners per mpirun, 2 of them wildcards. So mpirun runs in a
-network namespace of its own with no link out of it (`NETNS`, `NETNS_SETUP`): its sockets are
-reachable from that namespace alone, and the ranks need no network (shared-memory BTL, no TCP
-BTL). `unshare --net` needs CAP_SYS_ADMIN (natively as root, a VM's guest); a container with
-the usual capabilities gets the same inside a new user namespace. On gVisor's netstack PMIx
-cannot listen on the loopback ("The PMIx server's listener thread failed to start", also with
-ptl_tcp_if_include=lo in the sandbox's own namespace), so there the namespace also holds a veth
-pair whose ends both stay inside it. Where no namespace can be made (a seccomp profile that
-keeps unshare to CAP_SYS_ADMIN), the point is not applicable, never run exposed. Start-up measured
-natively (4.1, `-np 2 true`, one run each): 0.29 s in its own namespace, 0.35 s in the
-user-namespace way, 0.36 s without one.
 
 The environment's clock must be past its first second (`wait_for_mpi_clock`, before every
 mpirun, in every environment). Open MPI 4.1's MPI_Wtime (libmpi 4.1.4) reads CLOCK_MONOTONIC and
@@ -104,7 +84,7 @@ from typing import Any, ClassVar
 
 from isotax.image.recipe import ImageHook
 from isotax.model import NotApplicable, Sample, SanityError
-from isotax.parsers.hpcc import parse_ldd, parse_mpirun_version, parse_openblas_core, why_sigill
+from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
 from isotax.protocols import (
     ExecError,
     FigureHints,
@@ -137,38 +117,6 @@ PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
 # hwloc's discovery without its X/OpenGL plugin: see the module docstring (5 s DNS timeouts).
 HWLOC_COMPONENTS = "-gl"
 BIND_CHOICES = ("none", "core")
-# Where mpirun runs (module docstring, "Nothing on a wildcard"): a network namespace of its own
-# with no link out of it, made by unshare (util-linux) in the environment: with CAP_SYS_ADMIN
-# (natively as root, a VM's guest) or, without it (a container with the usual capabilities),
-# inside a new user namespace that maps the caller to root.
-NETNS: dict[str, tuple[str, ...]] = {
-    "net": ("unshare", "--net"),
-    "user+net": ("unshare", "--user", "--map-root-user", "--net"),
-}
-# What the namespace holds, set up inside it before mpirun starts (a new namespace's loopback
-# starts down). "lo": the loopback alone. "lo+veth": and a veth pair whose two ends both stay
-# in the namespace, one with 192.0.2.1/32 (TEST-NET-1, RFC 5737): for gVisor's netstack, where
-# PMIx cannot listen on the loopback (measured: "The PMIx server's listener thread failed to
-# start", even with ptl_tcp_if_include=lo in the sandbox's own namespace) and takes the first
-# other interface. The pair leads nowhere; it goes with the namespace when mpirun exits.
-NETNS_SETUP: dict[str, str] = {
-    "lo": "ip link set lo up",
-    "lo+veth": ("ip link set lo up && ip link add itx-mpi0 type veth peer name itx-mpi1"
-                " && ip addr add 192.0.2.1/32 dev itx-mpi0 && ip link set itx-mpi0 up"),
-}
-
-
-def netns_layout(stack: SocketStack) -> str:
-    """Which NETNS_SETUP mpirun's namespace gets on an instance whose sockets `stack` serves.
-    Pure."""
-    return "lo+veth" if stack is SocketStack.GVISOR_NETSTACK else "lo"
-
-
-NO_PRIVATE_NETNS = (
-    "mpirun's out-of-band listener binds every address (0.0.0.0 and ::, in Open MPI 4.1 and 5 "
-    "alike, with no setting to change it), and this environment cannot give mpirun a network "
-    "namespace of its own, with no link out of it; fix: allow unshare there (CAP_SYS_ADMIN, "
-    "or user namespaces: a seccomp profile that permits unshare), and iproute2's ip")
 # MPI_Wtime (Open MPI 4.1) returns 0 until the environment's CLOCK_MONOTONIC reads 1 s (module
 # docstring); mpirun starts only after that.
 MPI_CLOCK_MIN_S = 1.0
@@ -284,84 +232,22 @@ def hpccinf_text(n: int, nb: int, p: int, q: int, threshold: float = 16.0) -> st
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class MpiLaunch:
-    """How mpirun starts in one environment: the Open MPI release there (4.1 and 5 name their
-    options differently) and the `NETNS` way it gets its private network namespace."""
-
-    version: tuple[int, int, int]
-    netns: str
-    layout: str = "lo"
-
-    def __post_init__(self) -> None:
-        if self.version[0] not in (4, 5):
-            raise SanityError(f"Open MPI {'.'.join(map(str, self.version))} is not one isotax "
-                              "knows (4.1: Debian 12, 5.0: Debian 13); fix: install one of those")
-        if self.netns not in NETNS:
-            raise ValueError(f"netns must be one of {', '.join(NETNS)}, not {self.netns!r}")
-        if self.layout not in NETNS_SETUP:
-            raise ValueError(f"layout must be one of {', '.join(NETNS_SETUP)}, "
-                             f"not {self.layout!r}")
-
-    def labels(self) -> dict[str, str]:
-        return {"mpi": "Open MPI " + ".".join(map(str, self.version)),
-                "mpi_netns": f"{self.netns} ({self.layout})"}
-
-
-def mpirun_options(version: tuple[int, int, int], rundir: str) -> list[str]:
-    """The options that differ between Open MPI 4.1 (ORTE) and 5 (PRRTE) for the same launch:
-    oversubscription (5 took it into --map-by) and the shared-memory BTL (4.1's `vader` is 5's
-    `sm`, its parameters renamed with it). Pure."""
-    if version[0] >= 5:
-        return ["--map-by", ":OVERSUBSCRIBE", "--mca", "btl", "self,sm",
-                "--mca", "btl_sm_single_copy_mechanism", "none",
-                "--mca", "btl_sm_backing_directory", rundir]
-    return ["--oversubscribe", "--mca", "btl", "self,vader",
-            "--mca", "btl_vader_single_copy_mechanism", "none",
-            "--mca", "btl_vader_backing_directory", rundir]
-
-
-def hpcc_script(rundir: str, cfg: HpccConfig, mpi: MpiLaunch, program: str = "hpcc") -> str:
-    """The shell command run inside the environment (same string everywhere but the path, for
-    one Open MPI release and one way to a private network namespace).
+def hpcc_script(rundir: str, cfg: HpccConfig) -> str:
+    """The shell command run inside the environment (same string everywhere but the path).
     OPENBLAS_VERBOSE=2 makes each rank print the kernel set OpenBLAS picked ("Core: ...",
-    on stderr); HWLOC_COMPONENTS keeps mpirun's start-up off DNS; mpirun runs in a network
-    namespace of its own with no link out of it (module docstring). `timeout` -> unshare ->
-    sh each exec the next, so mpirun is the process timeout signals."""
+    on stderr); HWLOC_COMPONENTS keeps mpirun's start-up off DNS (module docstring)."""
     d = shlex.quote(rundir)
     env = (f"TMPDIR={d} OPENBLAS_NUM_THREADS={cfg.threads} OMP_NUM_THREADS={cfg.threads} "
            f"OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS={HWLOC_COMPONENTS}")
-    # Words that need no quoting for sh, but the directory (quoted like everywhere here).
-    mpirun = " ".join([
-        "mpirun", "--allow-run-as-root", "--bind-to", cfg.bind,
-        "--mca", "pml", "ob1", "--mca", "osc", "^ucx",
-        *mpirun_options(mpi.version, d),
-        "-np", str(cfg.processes), shlex.quote(program)])
-    inner = f"{NETNS_SETUP[mpi.layout]} && exec {mpirun}"
-    return (f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} "
-            f"{shlex.join(NETNS[mpi.netns])} sh -c {shlex.quote(inner)}")
-
-
-def mpi_launch(inst: Instance) -> MpiLaunch:
-    """Ask the environment which Open MPI it has and which `NETNS` way works there (the first
-    that does: `unshare --net` needs CAP_SYS_ADMIN, the user namespace way only that user
-    namespaces are allowed), probing with the very namespace setup the run will do.
-    NotApplicable where neither works: mpirun would listen on every address of the
-    environment's network."""
-    done = inst.exec(["mpirun", "--version"], timeout=60)
-    if done.returncode != 0:
-        raise ExecError(f"mpirun --version exited {done.returncode}: "
-                        f"{(done.stderr or done.stdout).strip()[:200]}; fix: install openmpi-bin")
-    version = parse_mpirun_version(done.stdout + done.stderr)
-    layout = netns_layout(inst.socket_stack)
-    tried = []
-    for key, argv in NETNS.items():
-        probe = inst.exec([*argv, "sh", "-c", NETNS_SETUP[layout]], timeout=60)
-        if probe.returncode == 0:
-            return MpiLaunch(version, key, layout)
-        said = (probe.stderr or probe.stdout).strip().splitlines()
-        tried.append(f"{shlex.join(argv)}: {said[-1][:120] if said else probe.returncode}")
-    raise NotApplicable(f"{NO_PRIVATE_NETNS} ({'; '.join(tried)})")
+    mpirun = (
+        "mpirun --allow-run-as-root --oversubscribe"
+        f" --bind-to {cfg.bind}"
+        " --mca pml ob1 --mca btl self,vader --mca osc ^ucx"
+        " --mca btl_vader_single_copy_mechanism none"
+        f" --mca btl_vader_backing_directory {d}"
+        f" -np {cfg.processes} hpcc"
+    )
+    return f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} {mpirun}"
 
 
 def parse_clock_wait(stdout: str) -> tuple[float, float]:
@@ -433,11 +319,9 @@ class HpccRun:
     wall_s: float  # host-measured, includes the environment's exec path and MPI start-up
     blas: str
     blas_core: str
-    mpi: MpiLaunch
 
     def labels(self) -> dict[str, Any]:
         return {
-            **self.mpi.labels(),
             "threads": self.config.threads,
             "bind": self.config.bind,
             "blas": self.blas,
@@ -455,10 +339,8 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
     try:
         p, q = process_grid(cfg.processes)
         put_text(inst, f"{rundir}/hpccinf.txt", hpccinf_text(cfg.n, cfg.nb, p, q))
-        mpi = mpi_launch(inst)
         wait_for_mpi_clock(inst)
-        done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg, mpi)],
-                         timeout=cfg.timeout_s + 60)
+        done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg)], timeout=cfg.timeout_s + 60)
         out = inst.exec(["cat", f"{rundir}/hpccoutf.txt"], timeout=120)
         if done.returncode != 0:
             why = "timed out" if done.returncode == 124 else f"exited {done.returncode}"
@@ -476,7 +358,7 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
         if out.returncode != 0:
             raise SanityError("hpcc exited 0 but wrote no hpccoutf.txt")
         return HpccRun(cfg, out.stdout, done.stdout + done.stderr, done.wall_s, blas,
-                       parse_openblas_core(done.stderr + done.stdout), mpi)
+                       parse_openblas_core(done.stderr + done.stdout))
     finally:
         inst.exec(["rm", "-rf", rundir], timeout=120)
 
