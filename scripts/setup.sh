@@ -39,6 +39,10 @@ PACKAGES=(
   # the network backend isotax names on podman's command line, as Podman 5 has no CNI, and
   # aardvark-dns, its DNS); policy-rc.d below keeps their services from starting
   docker.io podman netavark aardvark-dns
+  # netavark's firewall: Debian 13's (1.14) drives nftables through the nft program, which
+  # podman only recommends (without it every bridged `podman run` fails: "unable to execute
+  # nft"); Debian 12's (1.4) drives iptables
+  nftables
   # the system container (nspawn); NIC offloads for parity; NUMA placement
   systemd-container ethtool numactl
   # the image: debootstrap, ext4 export, static guest helpers
