@@ -269,16 +269,15 @@ def setup_key(checkout: Path, images: list[Path], kubernetes: bool) -> str:
 
 def images_for(suite: str, cache: Path = Path("/var/cache/isotax")) -> list[Path]:
     """This host's workload images of the guest's own Debian release (the one isotax picks on
-    such a host), by their manifests; an image whose manifest names no release is bookworm's."""
+    such a host), by their manifests' distribution; one that names none is bookworm's (built
+    before the release was a choice)."""
     out = []
     for img in workload_images(cache):
         try:
             manifest = json.loads((img / "manifest.json").read_text())
         except (OSError, ValueError):
             continue
-        text = json.dumps(manifest)
-        release = "trixie" if "trixie" in text else "bookworm"
-        if release == suite:
+        if (manifest.get("distribution") or {}).get("codename", "bookworm") == suite:
             out.append(img)
     return out
 

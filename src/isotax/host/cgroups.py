@@ -58,3 +58,26 @@ def tree_pids(d: Path) -> list[int]:
         with contextlib.suppress(OSError, ValueError):
             pids.update(procfs.parse_pids(procs.read_text()))
     return sorted(pids)
+
+
+# -- limits, on either version ------------------------------------------------------------
+
+def cpu_limit(quota: str, period: str = "") -> float | None:
+    """CPUs a cgroup may use: v2's cpu.max ("max 100000", "150000 100000") alone, or v1's
+    cpu.cfs_quota_us and cpu.cfs_period_us; None when unlimited. Pure."""
+    if not period:
+        quota, _, period = quota.strip().partition(" ")
+    q = quota.strip()
+    if q in ("max", "-1"):
+        return None
+    return int(q) / int(period)
+
+
+def memory_limit(text: str) -> int | None:
+    """Bytes from v2's memory.max or v1's memory.limit_in_bytes; None when unlimited (v2
+    "max"; v1's largest value, page-aligned LONG_MAX). Pure."""
+    t = text.strip()
+    if t == "max":
+        return None
+    value = int(t)
+    return None if value >= (1 << 62) else value

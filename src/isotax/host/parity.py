@@ -14,10 +14,12 @@ measures anything; `parity = "flag"` runs and lists them in the report.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from isotax.facts import Facts, stored_facts
+from isotax.host.cgroups import cpu_limit, memory_limit
 from isotax.protocols import Instance, Isolation, isolation_of
 
 # The limits the probe's own cgroup really has, on either cgroup version: on v2 (the unified
@@ -121,28 +123,24 @@ class Resources:
 def cgroup_limits(lines: list[str]) -> tuple[int | None, float | None]:
     """The probe's "cg FILE=VALUE" lines (its cgroup and those above it, either version) ->
     (the lowest memory limit in bytes, the lowest CPU quota in CPUs); None where no group has
-    one ("max", v1's -1 quota or its ~2^63 "unlimited"). Pure."""
+    one ("max", v1's -1 quota or its ~2^63 "unlimited"); a value that is no number is skipped.
+    Each file is read by host.cgroups' readers of limits, the pod's too. Pure."""
     memory: list[int] = []
     quotas: list[float] = []
-    v1_quota: int | None = None
+    v1_quota: str | None = None
     for line in lines:
         name, _, value = line.partition("=")
-        value = value.strip()
-        if name in ("memory.max", "memory.limit_in_bytes") and value.isdigit():
-            memory.append(int(value))
-        elif name == "cpu.max":
-            quota, _, period = value.partition(" ")
-            if quota.isdigit() and period.isdigit() and int(period) > 0:
-                quotas.append(int(quota) / int(period))
-        elif name == "cpu.cfs_quota_us":
-            v1_quota = int(value) if value.lstrip("-").isdigit() else None
-        elif name == "cpu.cfs_period_us" and v1_quota is not None:
-            if v1_quota > 0 and value.isdigit() and int(value) > 0:
-                quotas.append(v1_quota / int(value))
-            v1_quota = None
-    # v1 writes "unlimited" as the largest page-aligned 63-bit number: no limit.
-    limits = [m for m in memory if m < 2**62]
-    return (min(limits) if limits else None), (min(quotas) if quotas else None)
+        with contextlib.suppress(ValueError, ZeroDivisionError):
+            if name in ("memory.max", "memory.limit_in_bytes"):
+                memory += [m for m in [memory_limit(value)] if m is not None]
+            elif name == "cpu.max":
+                quotas += [q for q in [cpu_limit(value)] if q is not None]
+            elif name == "cpu.cfs_quota_us":
+                v1_quota = value
+            elif name == "cpu.cfs_period_us" and v1_quota is not None:
+                quota, v1_quota = v1_quota, None
+                quotas += [q for q in [cpu_limit(quota, value)] if q is not None]
+    return (min(memory) if memory else None), (min(quotas) if quotas else None)
 
 
 def parse_probe(text: str, hugepages: str = "none") -> Resources:

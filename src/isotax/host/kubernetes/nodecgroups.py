@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from isotax.host import command
-from isotax.host.cgroups import remove_cgroup_tree
+from isotax.host.cgroups import cpu_limit, memory_limit, remove_cgroup_tree
 from isotax.parsers import procfs
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -141,27 +141,6 @@ def pod_dir(layout: CgroupLayout, root: str, qos: str, uid: str, hierarchy: str)
 
 
 # -- limits -----------------------------------------------------------------------------------
-
-def cpu_limit(quota: str, period: str = "") -> float | None:
-    """CPUs a cgroup may use: v2's cpu.max ("max 100000", "150000 100000") alone, or v1's
-    cpu.cfs_quota_us and cpu.cfs_period_us; None when unlimited. Pure."""
-    if not period:
-        quota, _, period = quota.strip().partition(" ")
-    q = quota.strip()
-    if q in ("max", "-1"):
-        return None
-    return int(q) / int(period)
-
-
-def memory_limit(text: str) -> int | None:
-    """Bytes from v2's memory.max or v1's memory.limit_in_bytes; None when unlimited (v2
-    "max"; v1's largest value, page-aligned LONG_MAX). Pure."""
-    t = text.strip()
-    if t == "max":
-        return None
-    value = int(t)
-    return None if value >= (1 << 62) else value
-
 
 def limits_words(cpus: float | None, memory: int | None, cpuset: str) -> str:
     """A cgroup's limits in words. Pure."""
