@@ -35,7 +35,7 @@ from isotax.environments.oci.bundle import (
     write_bundle,
 )
 from isotax.environments.runtime_cli import parse_version
-from isotax.host import cgroups, command
+from isotax.host import cgroups, command, owners
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
 from isotax.protocols import Availability, Completed, Leftover, Stage
@@ -141,7 +141,8 @@ def probe(runtime: Runtime, timeout: float = 30) -> Availability:
                                "run isotax as root")
     OCI_STATE_ROOT.mkdir(parents=True, exist_ok=True)
     cid = new_container_id("probe")
-    with tempfile.TemporaryDirectory(prefix="itx-probe-", dir=BUNDLE_SCRATCH) as tmp:
+    with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("probe"),
+                                     dir=BUNDLE_SCRATCH) as tmp:
         root, mounts = probe_bundle(Path(tmp))
         write_bundle(Path(tmp) / "bundle", bundle_config(
             root=root, args=["/bin/true"], hostname=cid, cgroups_path=f"/{cid}",
@@ -221,7 +222,8 @@ def start_times_ms(runtime: str, image: ImageArtifacts, n: int = 20,
     rt = Runtime(runtime)
     rootfs = image.rootfs.resolve()
     times = []
-    with tempfile.TemporaryDirectory(prefix="itx-start-", dir=BUNDLE_SCRATCH) as tmp:
+    with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("start"),
+                                     dir=BUNDLE_SCRATCH) as tmp:
         for _ in range(n):
             cid = new_container_id("start")
             bundle = Path(tmp) / cid
