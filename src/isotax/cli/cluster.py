@@ -32,7 +32,11 @@ def cluster() -> None:
                    "isotax's ClusterRole (user.kubeconfig), Pod Security baseline enforced "
                    "and privileged namespaces refused, the image in a registry that asks "
                    "for credentials (pull-secret.json).")
-def cluster_up(cpu_manager: str, nodes: int, managed_style: bool) -> None:
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=60), default=300,
+              show_default=True, metavar="SECONDS",
+              help="How long the cluster may take to start; every wait inside it grows to "
+                   "match (a slow or emulated host: 3000 and more).")
+def cluster_up(cpu_manager: str, nodes: int, managed_style: bool, timeout_s: float) -> None:
     """Start the cluster: etcd, the API server, the controller manager, the scheduler, the
     kubelet on containerd, the CNI bridge and kube-proxy, with RuntimeClasses runc and
     gvisor. It runs until `isotax cluster down`."""
@@ -40,7 +44,8 @@ def cluster_up(cpu_manager: str, nodes: int, managed_style: bool) -> None:
     from isotax.host.kubernetes import layout, managed
 
     try:
-        seconds = k.up(cpu_manager, nodes=nodes, managed_style=managed_style)
+        seconds = k.up(cpu_manager, timeout=timeout_s, nodes=nodes,
+                       managed_style=managed_style)
     except k.ClusterError as e:
         fail(str(e))
     from isotax.host.kubernetes import nodecgroups
@@ -163,8 +168,9 @@ def cluster_role(kubeconfig: str | None, pull_secrets: tuple[str, ...]) -> None:
 @click.option("--cpu-manager", type=click.Choice(["none", "static"]), default="none")
 @click.option("--nodes", type=click.IntRange(1, 2), default=1)
 @click.option("--managed", "managed_style", is_flag=True)
-def cluster_serve(cpu_manager: str, nodes: int, managed_style: bool) -> None:
+@click.option("--timeout", "timeout_s", type=float, default=300)
+def cluster_serve(cpu_manager: str, nodes: int, managed_style: bool, timeout_s: float) -> None:
     """The supervisor `cluster up` starts (detached): runs the cluster until SIGTERM."""
     from isotax.host.kubernetes import cluster as k
 
-    sys.exit(k.serve(cpu_manager, nodes, managed_style))
+    sys.exit(k.serve(cpu_manager, nodes, managed_style, timeout_s))

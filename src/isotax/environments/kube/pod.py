@@ -246,8 +246,10 @@ class PodInstance:
                                  guaranteed=self.guaranteed, node=self.node_wanted,
                                  pull="Never" if self.layout else "IfNotPresent",
                                  pull_secrets=secrets), level)
-        # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds.
-        pod = wait_running(self.namespace, POD, timeout=120 if self.layout else 600)
+        # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds. The
+        # local one waits at the pace it was started with (an emulated host's is slower).
+        pace = cluster.pace() if self.layout else 1.0
+        pod = wait_running(self.namespace, POD, timeout=120 * pace if self.layout else 600)
         sw.mark("started")
         self.uid = pod["metadata"]["uid"]
         statuses = pod["status"].get("containerStatuses") or [{}]
@@ -259,7 +261,7 @@ class PodInstance:
         host_ip = pod["status"].get("hostIP", "")
         if self.layout is None:
             self._know_the_node(host_ip)
-        stamp = wait_marker(self.namespace, POD, timeout=60)
+        stamp = wait_marker(self.namespace, POD, timeout=60 * pace)
         seen = sw.mark("ready")
         sw.marks["first_instruction"] = seen
         if stamp is not None and sw.t0 < stamp / 1e9 <= time.monotonic():
@@ -276,7 +278,7 @@ class PodInstance:
                 raise Unavailable(Availability.no(
                     f"the Service in front of pod {self.namespace}/{POD} has no address: "
                     f"{got.stderr.strip()[:200]}"))
-            self._wait_service(timeout=60)
+            self._wait_service(timeout=60 * pace)
         self._what_it_is()
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()

@@ -89,8 +89,31 @@ def kubectl(*args: str, timeout: float = 60, input_text: str | None = None) -> C
 
 # -- the supervisor ---------------------------------------------------------------------------
 
+# How long `cluster up` waits, in all, at the default pace; every wait of the supervisor (and
+# every call it makes while waiting) is scaled by the pace `--timeout` sets against it: a host
+# under emulation (the guest room's guests under QEMU TCG) starts the same cluster many times
+# slower, and waits sized for a real host would refuse it there.
+DEFAULT_TIMEOUT_S = 300.0
+_pace = {"factor": 1.0}
+
+
+def _s(seconds: float) -> float:
+    """`seconds` (a wait sized for a real host) at this supervisor's pace."""
+    return seconds * _pace["factor"]
+
+
+def pace() -> float:
+    """The running cluster's pace (1: a real host's), for what waits on it from outside (a
+    pod's start)."""
+    try:
+        return max(1.0, float(L.PACE.read_text()))
+    except (OSError, ValueError):
+        return 1.0
+
+
 def _wait(what: str, ok: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes]
           ) -> None:
+    timeout = _s(timeout)
     deadline = time.monotonic() + timeout
     while not ok():
         if proc.poll() is not None:
@@ -110,7 +133,7 @@ def _http_ok(url: str) -> bool:
 
 
 def _succeeds(argv: list[str]) -> Callable[[], bool]:
-    return lambda: command.run(argv, 20).returncode == 0
+    return lambda: command.run(argv, _s(20)).returncode == 0
 
 
 def _prepare_host() -> None:
@@ -222,11 +245,13 @@ def _managed_secrets() -> None:
         path.chmod(0o600)
 
 
-def serve(cpu_manager: str = "none", nodes: int = 1, managed_style: bool = False) -> int:
+def serve(cpu_manager: str = "none", nodes: int = 1, managed_style: bool = False,
+          timeout: float = DEFAULT_TIMEOUT_S) -> int:
     """The supervisor: start the cluster (`nodes` 2: with a second node, layout.WORKER;
-    managed_style: set up as managed clusters are, host.kubernetes.managed), say so in
-    layout.STATE, stay until SIGTERM or SIGINT, then remove it all. Its exit status: 0 when
-    everything was removed."""
+    managed_style: set up as managed clusters are, host.kubernetes.managed), its waits paced
+    by `timeout` (the time `cluster up` gives it), say so in layout.STATE, stay until SIGTERM
+    or SIGINT, then remove it all. Its exit status: 0 when everything was removed."""
+    _pace["factor"] = max(1.0, timeout / DEFAULT_TIMEOUT_S)
     owners.claim()
     for name in (L.CGROUP_ROOT, nodecgroups.root_unit(L.CGROUP_ROOT), L.CNI_BRIDGE,
                  L.NODE_LINK, L.NODE):
@@ -245,6 +270,7 @@ def serve(cpu_manager: str = "none", nodes: int = 1, managed_style: bool = False
     L.RUN.mkdir(parents=True, exist_ok=True)
     L.SUPERVISOR_PID.write_text(str(os.getpid()))
     L.STATE.write_text(STARTING)
+    L.PACE.write_text(f"{_pace['factor']:g}\n")
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         _prepare_host()
@@ -295,17 +321,17 @@ def _containerd_ready(n: L.NodeLayout, p: subprocess.Popen[bytes]) -> None:
     for argv in (L.ctr_argv("images", "import", "--all-platforms", str(L.PAUSE_TAR), node=n),
                  L.ctr_argv("images", "label", L.PAUSE_IMAGE,
                             "io.cri-containerd.pinned=pinned", node=n)):
-        done = command.run(argv, 120)
+        done = command.run(argv, _s(120))
         if done.returncode != 0:
             raise ClusterError(f"the pause image on {n.name}: {done.stderr.strip()[-200:]}")
 
 
 def _node_ready(n: L.NodeLayout, p: subprocess.Popen[bytes]) -> None:
     _wait(f"the kubelet's node {n.name}", lambda: kubectl(
-        "get", "node", n.name, timeout=10).returncode == 0, 120, p)
+        "get", "node", n.name, timeout=_s(10)).returncode == 0, 120, p)
     _wait(f"the node {n.name} Ready", lambda: kubectl(
         "get", "node", n.name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
-        timeout=10).stdout.strip() == "True", 180, p)
+        timeout=_s(10)).stdout.strip() == "True", 180, p)
 
 
 def _healthz(n: L.NodeLayout) -> Callable[[], bool]:
@@ -342,19 +368,30 @@ def _start_all(procs: dict[str, subprocess.Popen[bytes]], stop: dict[str, bool],
     p = start("etcd")
     _wait("etcd", lambda: _http_ok(f"{L.ETCD_CLIENT}/health"), 60, p)
     p = start("kube-apiserver")
-    _wait("the API server", lambda: kubectl("get", "--raw", "/readyz", timeout=10).returncode
+    _wait("the API server", lambda: kubectl("get", "--raw", "/readyz", timeout=_s(10)).returncode
           == 0, 180, p)
     start("kube-controller-manager")
     start("kube-scheduler")
     p = start("kubelet")
-    done = kubectl("apply", "-f", str(L.ETC / "runtimeclasses.json"))
-    if done.returncode != 0:
-        raise ClusterError(f"the RuntimeClasses: {done.stderr.strip()[-200:]}")
+    # Retried: a young API server may not serve its OpenAPI yet, which kubectl's validation
+    # reads (seen under TCG: "timed out ... openapi").
+    tried: list[Completed] = []
+
+    def classes_applied() -> bool:
+        tried.append(kubectl("apply", "-f", str(L.ETC / "runtimeclasses.json"),
+                             timeout=_s(60)))
+        return tried[-1].returncode == 0
+
+    try:
+        _wait("the RuntimeClasses", classes_applied, 120, procs["kube-apiserver"])
+    except ClusterError as e:
+        raise ClusterError(f"{e}: {tried[-1].stderr.strip()[-200:]}" if tried
+                           else str(e)) from None
     _node_ready(L.LOCAL, p)
     p = start("kube-proxy")
     _wait("kube-proxy", _healthz(L.LOCAL), 60, p)
     _wait("the default ServiceAccount", lambda: kubectl(
-        "-n", "default", "get", "serviceaccount", "default", timeout=10).returncode == 0, 60, p)
+        "-n", "default", "get", "serviceaccount", "default", timeout=_s(10)).returncode == 0, 60, p)
     if managed_style:
         _start_managed(start("registry"), procs["kube-apiserver"])
 
@@ -364,19 +401,19 @@ def _start_managed(registry: subprocess.Popen[bytes], apiserver: subprocess.Pope
     """The managed-style cluster's own objects (the account's ClusterRole, the policy that
     refuses privileged namespaces), each waited for until the API server enforces it, and
     its registry, waited for until it answers (401: it asks for credentials)."""
-    done = kubectl("apply", "-f", str(L.ETC / "managed.json"))
+    done = kubectl("apply", "-f", str(L.ETC / "managed.json"), timeout=_s(60))
     if done.returncode != 0:
         raise ClusterError(f"the managed-style objects: {done.stderr.strip()[-200:]}")
     probe = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": "itx-ceiling-probe", "labels": {"pod-security.kubernetes.io/enforce":
                                                 "privileged"}}})
     _wait("the policy refusing privileged namespaces", lambda: managed.CEILING in kubectl(
-        "create", "--dry-run=server", "-f", "-", input_text=probe, timeout=10).stderr, 60,
+        "create", "--dry-run=server", "-f", "-", input_text=probe, timeout=_s(10)).stderr, 60,
         apiserver)
     user = Target(managed.USER_KUBECONFIG)
     _wait("the account's ClusterRole", lambda: user.kubectl(
         "auth", "can-i", "create", "pods", "--subresource=exec", "-n", "itx-pod-probe",
-        timeout=10
+        timeout=_s(10)
     ).stdout.strip() == "yes", 60, apiserver)
     _wait("the registry", lambda: _registry_asks(), 60, registry)
 
@@ -408,11 +445,12 @@ def choose_range() -> str:
     return str(net)
 
 
-def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1,
+def up(cpu_manager: str = "none", timeout: float = DEFAULT_TIMEOUT_S, nodes: int = 1,
        managed_style: bool = False) -> float:
     """Start the cluster (its supervisor, detached), with `nodes` nodes (1 or 2), on the range
-    choose_range() takes, set up as managed clusters are with managed_style; the seconds it
-    took. ClusterError with one line (and everything removed) when it cannot start."""
+    choose_range() takes, set up as managed clusters are with managed_style, within `timeout`
+    seconds (each of the supervisor's waits scaled to match); the seconds it took.
+    ClusterError with one line (and everything removed) when it cannot start."""
     if nodes not in (1, 2):
         raise ClusterError(f"--nodes {nodes}: the local cluster has 1 or 2 nodes")
     why = missing(managed_style)
@@ -435,7 +473,8 @@ def up(cpu_manager: str = "none", timeout: float = 300, nodes: int = 1,
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "isotax", *SERVE_WORDS, f"--cpu-manager={cpu_manager}",
-             f"--nodes={nodes}", *(["--managed"] if managed_style else [])],
+             f"--nodes={nodes}", f"--timeout={timeout:g}",
+             *(["--managed"] if managed_style else [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     deadline = time.monotonic() + timeout
     while True:

@@ -43,6 +43,7 @@ PKI = LIB / "pki"
 LOGS = LIB / "logs"
 SUPERVISOR_PID = RUN / "supervisor.pid"
 STATE = RUN / "state"  # the supervisor's word: "starting", "ready" or "failed: <why>"
+PACE = RUN / "pace"  # how many times a real host's waits `cluster up --timeout` gave it
 # What the host was like before `cluster up`, for teardown: ip_forward, the default paths the
 # components make whatever their flags say, and whether any KUBE-/CNI- chain was there.
 BEFORE = LIB / "host-before.json"
