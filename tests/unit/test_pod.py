@@ -17,12 +17,8 @@ from isotax.environments.kube.api import (
     service_programmed,
     task_status,
 )
-from isotax.environments.kube.pod import (
-    POD,
-    Pod,
-    pod_manifest,
-    service_manifest,
-)
+from isotax.environments.kube.manifests import POD, pod_manifest, service_manifest
+from isotax.environments.kube.pod import Pod
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import Port
 

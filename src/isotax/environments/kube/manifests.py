@@ -1,0 +1,73 @@
+"""The pod environment's objects as the Kubernetes API takes them: the pod (its resources,
+RuntimeClass, network, storage, node and pull secrets) and the Service in front of it. Pure
+functions, apart from the pod environment (kube/pod.py) that applies them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from isotax import protocols
+from isotax.environments.base import GUEST_ENV, READY_HELPER
+from isotax.environments.container_fs import SCRATCH, VOLUME_DIR
+from isotax.environments.kube.api import CONTAINER
+from isotax.host.kubernetes import layout as L
+
+POD = "itx-pod"  # the pod's name in its own namespace
+# A Burstable pod's requests (the plan sets no vcpus and memory_mib): what the scheduler
+# reserves for it, small enough that every pod of a plan fits on the node at once.
+TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
+
+
+def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
+                 storage: str, cpu: str, memory_mib: int, owner: str,
+                 guaranteed: bool = True, node: str = L.NODE, pull: str = "Never",
+                 pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
+    and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable); its
+    RuntimeClass only where the plan names one (else the cluster's default runtime). The
+    local cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
+    ("IfNotPresent"), with the pull secrets named. Pure."""
+    mounts = [{"name": "scratch", "mountPath": SCRATCH}]
+    volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
+    if storage == "volume":
+        mounts.append({"name": "data", "mountPath": VOLUME_DIR})
+        volumes.append({"name": "data", "emptyDir": {}})
+    limits = {"cpu": cpu, "memory": f"{memory_mib}Mi"}
+    requests = limits if guaranteed else {"cpu": TOKEN_CPU, "memory": f"{TOKEN_MEMORY_MIB}Mi"}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [{
+            "name": CONTAINER, "image": image, "imagePullPolicy": pull,
+            "command": [READY_HELPER, "--hold"],
+            "env": [{"name": k, "value": v} for k, v in {**GUEST_ENV, "TMPDIR": SCRATCH}.items()],
+            "resources": {"requests": requests, "limits": limits},
+            "volumeMounts": mounts}],
+        "volumes": volumes,
+    }
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
+    if node:
+        # The scheduler still checks that it fits: "no room" is its Unschedulable.
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if network == "host":
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": POD, "namespace": namespace,
+                         "labels": {"isotax": "1", "app": POD},
+                         "annotations": {"isotax.owner": owner}},
+            "spec": spec}
+
+
+def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[str, Any]:
+    """A ClusterIP Service with every workload port (each protocol) in front of the pod. Pure."""
+    entries = [{"name": f"p{p.number}-{proto}", "port": p.number, "targetPort": p.number,
+                "protocol": proto.upper()} for p in ports for proto in p.protocols]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": POD, "namespace": namespace, "labels": {"isotax": "1"}},
+            "spec": {"type": "ClusterIP", "selector": {"app": POD}, "ports": entries}}
