@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 from support import DATA
@@ -151,3 +152,32 @@ def test_the_captured_node_and_runtime_classes() -> None:
     assert ready[0]["status"] == "True"
     classes = json.loads((DATA / "kubernetes" / "runtimeclasses.json").read_text())["items"]
     assert {c["metadata"]["name"]: c["handler"] for c in classes} == L.RUNTIME_CLASSES
+
+
+def test_a_longer_timeout_paces_every_wait_and_the_pods_start(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """`cluster up --timeout 3600` (the guest room's, under TCG): the supervisor's waits
+    grow twelvefold, a wait that outlasts even that names its step, and the pace is left
+    for a pod's start to read; never below a real host's."""
+    import subprocess
+    import sys
+
+    from isotax.host.kubernetes import cluster
+
+    monkeypatch.setattr(L, "PACE", tmp_path / "pace")
+    assert cluster.pace() == 1.0  # no cluster: a real host's
+    monkeypatch.setitem(cluster._pace, "factor", 3600 / cluster.DEFAULT_TIMEOUT_S)
+    assert cluster._s(10) == 120
+    (tmp_path / "pace").write_text("12\n")
+    assert cluster.pace() == 12
+    (tmp_path / "pace").write_text("0.5\n")
+    assert cluster.pace() == 1.0
+    monkeypatch.setitem(cluster._pace, "factor", 0.001)  # a wait of 60 s becomes 0.06 s
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(cluster.ClusterError, match=r"^the API server: not up after 0 s"):
+            cluster._wait("the API server", lambda: False, 60, sleeper)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
