@@ -3,10 +3,17 @@ behind NAT, runc on the host's network; Redis, MariaDB, netperf, sockperf and ip
 "outsider" network namespace beside the load generator, routed through this host like it.
 While each server listens, the outsider tries every address of this host and the instance's
 own on the server's port: every attempt must fail, while the load generator's own attempt
-(the control) succeeds; and no server of isotax's listens on a wildcard address."""
+(the control) succeeds; and no server of isotax's listens on a wildcard address.
+
+MPI too (issue 40): linpack's mpirun runs in each environment, and no socket of mpirun's
+(Open MPI 4.1's mpirun, 5's prterun: its out-of-band and PMIx listeners, on ports of their
+own choosing) may listen on a wildcard address of the host's network namespace. In an
+environment's own namespace (the bridged runc) its wildcard reaches that environment's own
+address alone, which the issue allows."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -67,6 +74,9 @@ params = { seconds = 1 }
 [[workloads]]
 name = "mysql"
 params = { tables = 1, table_size = 1000, seconds = 1, threads = 1, buffer_pool_mib = 32 }
+[[workloads]]
+name = "linpack"
+params = { n = 400, nb = 64, processes = 2, timeout_s = 300 }
 """
 
 # From a namespace: try each (address, port) with TCP; print which connected.
@@ -143,6 +153,25 @@ def _probe(netns: str, targets: list[tuple[str, int]]) -> list[list[Any]]:
 
 
 SERVERS = ("redis-server", "mariadbd", "netserver", "sockperf", "iperf3", "memcached")
+# Open MPI's launchers (4.1: mpirun; 5: prterun, which mpirun execs): any port, any socket.
+MPI = ("mpirun", "prterun")
+
+
+def _sockets(pid: str) -> set[str]:
+    """The inodes of a process's own sockets (its namespace's tables list everyone's)."""
+    out = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                out.add(target[len("socket:["):-1])
+    return out
+
+
+def _links(pid: str) -> set[str]:
+    """The interfaces of a process's network namespace (/proc/PID/net/dev)."""
+    lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
+    return {ln.split(":", 1)[0].strip() for ln in lines if ":" in ln}
 
 
 class WildcardWatch:
@@ -157,6 +186,8 @@ class WildcardWatch:
 
         self.ports = {f"{p.number:04X}" for p in protocols.workload_ports()}
         self.seen: set[str] = set()
+        self.mpi_seen: set[str] = set()  # MPI sockets on a wildcard, reachable from a link
+        self.mpi_pids: set[str] = set()  # every MPI launcher the watch read
         self.looks = 0
         self.host_netns = os.readlink("/proc/self/ns/net")
         self._stop = threading.Event()
@@ -177,15 +208,17 @@ class WildcardWatch:
                     continue
                 try:
                     comm = Path(f"/proc/{name}/comm").read_text().strip()
-                    if comm not in SERVERS:
+                    if comm not in SERVERS + MPI:
                         continue
                     tables = {t: Path(f"/proc/{name}/net/{t}").read_text()
                               for t in ("tcp", "tcp6", "udp", "udp6")}
-                except OSError:
-                    continue
-                try:
+                    links = _links(name)
+                    own = _sockets(name) if comm in MPI else set()
                     netns = os.readlink(f"/proc/{name}/ns/net")
                 except OSError:
+                    continue
+                if comm in MPI:
+                    self._mpi(name, comm, tables, links, own, netns)
                     continue
                 self.looks += 1
                 where = "host netns" if netns == self.host_netns else "own netns"
@@ -197,6 +230,22 @@ class WildcardWatch:
                         if port.upper() in self.ports and f[3] == state and \
                                 set(address) == {"0"}:
                             self.seen.add(f"{comm} (PID {name}, {where}): {table} {f[1]}")
+
+    def _mpi(self, pid: str, comm: str, tables: dict[str, str], links: set[str],
+             own: set[str], netns: str) -> None:
+        """Any wildcard socket of an MPI launcher's own (`own`: its sockets' inodes) in the
+        host's network namespace (mpirun's private one, with only `lo`, is reachable from
+        nowhere else; an environment's own reaches that environment alone)."""
+        self.mpi_pids.add(pid)
+        if netns != self.host_netns:
+            return
+        for table, text in tables.items():
+            state = "0A" if table.startswith("tcp") else "07"
+            for line in text.splitlines()[1:]:
+                f = line.split()
+                if f[3] == state and f[9] in own and set(f[1].rpartition(":")[0]) == {"0"}:
+                    self.mpi_seen.add(f"{comm} (PID {pid}, links {sorted(links)}): "
+                                      f"{table} {f[1]}")
 
 
 def _wildcards(inst: Instance, port: int) -> list[str]:
@@ -262,8 +311,23 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
             control.kill()
             control.wait(10)
         assert any(f"PID {control.pid}" in x for x in watch.seen), watch.seen
+        # And for MPI: a bare mpirun on this host's network, as hpcc ran before issue 40, is
+        # seen on its wildcard listeners.
+        bare = subprocess.Popen(["mpirun", "--allow-run-as-root", "-np", "1", "sleep", "5"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "HWLOC_COMPONENTS": "-gl"})
+        try:
+            deadline = time.monotonic() + 10
+            while not watch.mpi_seen and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            bare.kill()
+            bare.wait(10)
+        assert any(f"PID {bare.pid}" in x for x in watch.mpi_seen), watch.mpi_seen
         time.sleep(0.2)
         watch.seen.clear()
+        watch.mpi_seen.clear()
+        watch.mpi_pids.clear()
         with ran(PLAN, image, tmp_path) as (store, run_id):
             failed = [(c.key.environment, c.key.workload, c.reason)
                       for c in store.cells(run_id) if c.status.value != "ok"]
@@ -292,3 +356,8 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
     wrong = {x for x in watch.seen if "host netns" in x
              or not (x.startswith("netserver") and x.endswith(f":{data}"))}
     assert wrong == set(), watch.seen
+    # linpack's mpirun ran in each of the three environments, the watch read each, and none
+    # listened on a wildcard of the host's network.
+    assert len(watch.mpi_pids - {str(bare.pid)}) >= 3, watch.mpi_pids
+    # (The control's mpirun may be read once more just as the watch is cleared.)
+    assert {x for x in watch.mpi_seen if f"PID {bare.pid}," not in x} == set(), watch.mpi_seen

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
+
+import pytest
 
 from isotax.host import command
 from isotax.parsers import procfs
@@ -30,6 +34,27 @@ def test_a_timeout_kills_the_whole_group() -> None:
     while not _dead(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _dead(child)
+
+
+def test_pipes_held_outside_the_group_do_not_hang_the_caller(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    """A process in another session keeps the command's stdout (as gVisor's sandbox keeps what
+    `runsc exec` started): killing the group cannot close it; the caller gives up on it after
+    the grace period instead of waiting for ever (it had, 12 minutes, in an integration test)."""
+    monkeypatch.setattr(command, "DRAIN_GRACE_S", 0.5)
+    pidfile = tmp_path / "pid"
+    t0 = time.monotonic()
+    done = command.run(["sh", "-c", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 30' & "
+                        "sleep 30"], 1)
+    took = time.monotonic() - t0
+    holder = int(pidfile.read_text())
+    try:
+        assert done.returncode == command.TIMED_OUT
+        assert took < 5, took
+        assert not _dead(holder)  # still holding the pipe: the case this is about
+    finally:
+        os.kill(holder, signal.SIGKILL)
 
 
 def test_a_missing_program_is_127() -> None:

@@ -4,12 +4,15 @@ and the driver's pure parts."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import pytest
 from support import DATA
 
-from isotax.model import SanityError
+from isotax.facts import Facts, Reach
+from isotax.model import NotApplicable, SanityError
 from isotax.parsers import hpcc as p
+from isotax.protocols import Completed, SocketStack
 from isotax.workloads import hpcc as drv
 
 COMPLETE = ["n1000-np2-t1.txt", "n2000-np2-t1.txt", "n3000-np2-t1.txt", "n4000-np2-t1.txt",
@@ -205,15 +208,129 @@ def test_hpccinf_layout() -> None:
     assert lines[12].split()[0] == "16.0"
 
 
-def test_command_line_golden() -> None:
+def _version(name: str) -> tuple[int, int, int]:
+    return p.parse_mpirun_version((DATA / "hpcc" / name).read_text())
+
+
+def test_mpirun_versions_of_debian_12_and_13() -> None:
+    assert _version("mpirun-version-debian12.txt") == (4, 1, 4)
+    assert _version("mpirun-version-debian13.txt") == (5, 0, 7)
+
+
+def test_an_mpirun_that_is_not_open_mpi_is_named() -> None:
+    with pytest.raises(SanityError, match=r"mpirun is not Open MPI \(it says 'HYDRA build"):
+        p.parse_mpirun_version("HYDRA build details:\n    Version: 4.0.2\n")
+
+
+def test_command_line_golden_open_mpi_4_1() -> None:
+    """Debian 12's Open MPI 4.1 (ORTE): --oversubscribe, the `vader` shared-memory BTL."""
     cfg = drv.HpccConfig(n=2000, nb=128, processes=2, threads=1, bind="none", timeout_s=1800)
-    assert drv.hpcc_script("/tmp/hpcc-x", cfg) == (
+    mpi = drv.MpiLaunch(_version("mpirun-version-debian12.txt"), "net")
+    assert drv.hpcc_script("/tmp/hpcc-x", cfg, mpi) == (
         "cd /tmp/hpcc-x && exec env TMPDIR=/tmp/hpcc-x OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1"
-        " OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS=-gl timeout -k 10 1800 mpirun --allow-run-as-root"
-        " --oversubscribe"
-        " --bind-to none --mca pml ob1 --mca btl self,vader --mca osc ^ucx"
+        " OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS=-gl timeout -k 10 1800"
+        " unshare --net sh -c 'ip link set lo up && exec mpirun"
+        " --allow-run-as-root --bind-to none --mca pml ob1 --mca osc ^ucx"
+        " --oversubscribe --mca btl self,vader"
         " --mca btl_vader_single_copy_mechanism none"
-        " --mca btl_vader_backing_directory /tmp/hpcc-x -np 2 hpcc")
+        " --mca btl_vader_backing_directory /tmp/hpcc-x -np 2 hpcc'")
+
+
+def test_command_line_golden_open_mpi_5() -> None:
+    """Debian 13's Open MPI 5 (PRRTE): oversubscription is a --map-by modifier, the BTL is `sm`;
+    and the user namespace way, for a container without CAP_SYS_ADMIN."""
+    cfg = drv.HpccConfig(n=2000, nb=128, processes=2, threads=1, bind="core", timeout_s=60)
+    mpi = drv.MpiLaunch(_version("mpirun-version-debian13.txt"), "user+net")
+    assert drv.hpcc_script("/tmp/hpcc-x", cfg, mpi) == (
+        "cd /tmp/hpcc-x && exec env TMPDIR=/tmp/hpcc-x OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1"
+        " OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS=-gl timeout -k 10 60"
+        " unshare --user --map-root-user --net sh -c 'ip link set lo up &&"
+        " exec mpirun --allow-run-as-root --bind-to core --mca pml ob1 --mca osc ^ucx"
+        " --map-by :OVERSUBSCRIBE --mca btl self,sm"
+        " --mca btl_sm_single_copy_mechanism none"
+        " --mca btl_sm_backing_directory /tmp/hpcc-x -np 2 hpcc'")
+
+
+def test_only_known_open_mpi_releases_and_ways() -> None:
+    with pytest.raises(SanityError, match=r"Open MPI 3\.1\.6 is not one isotax knows"):
+        drv.MpiLaunch((3, 1, 6), "net")
+    with pytest.raises(ValueError, match=r"netns must be one of own, net, user[+]net"):
+        drv.MpiLaunch((4, 1, 4), "host")
+
+
+class _Answers:
+    """An instance whose execs answer from a table keyed by argv's first words."""
+
+    scratch = "/tmp"
+    socket_stack = SocketStack.LINUX
+
+    def __init__(self, answers: dict[tuple[str, ...], tuple[int, str, str]],
+                 reach: Reach = Reach.HOST) -> None:
+        self.answers = answers
+        self.reach = reach
+        self.calls: list[tuple[str, ...]] = []
+
+    def facts(self) -> Facts:
+        return Facts(kind="runc", reach=self.reach)
+
+    def exec(self, argv: Sequence[str], timeout: float) -> Completed:
+        a = tuple(argv)
+        self.calls.append(a)
+        for key, (rc, out, err) in self.answers.items():
+            if a[:len(key)] == key:
+                return Completed(a, rc, out, err, 0.01)
+        raise AssertionError(f"unexpected exec {a}")
+
+
+VERSION_13 = (0, (DATA / "hpcc" / "mpirun-version-debian13.txt").read_text(), "")
+NO_NETNS = (1, "", "unshare: unshare failed: Operation not permitted\n")
+
+
+def test_the_first_way_to_a_private_namespace_that_works_is_taken() -> None:
+    inst = _Answers({("mpirun", "--version"): VERSION_13, ("unshare", "--net"): NO_NETNS,
+                     ("unshare", "--user"): (0, "", "")})
+    assert drv.mpi_launch(inst) == drv.MpiLaunch((5, 0, 7), "user+net")  # type: ignore[arg-type]
+    # Each probe makes its namespace and raises its loopback, as the run will.
+    lo_up = ("sh", "-c", "ip link set lo up")
+    assert inst.calls[1:] == [("unshare", "--net", *lo_up),
+                              ("unshare", "--user", "--map-root-user", "--net", *lo_up)]
+
+
+@pytest.mark.parametrize("reach", [r for r in Reach if r is not Reach.HOST])
+def test_a_network_of_its_own_keeps_mpirun_as_it_is(reach: Reach) -> None:
+    """Off the host's network mpirun's wildcard reaches the environment's own network alone:
+    no namespace is made (gVisor's netstack cannot listen on one's loopback), none probed."""
+    inst = _Answers({("mpirun", "--version"): VERSION_13}, reach)
+    inst.socket_stack = SocketStack.GVISOR_NETSTACK
+    mpi = drv.mpi_launch(inst)  # type: ignore[arg-type]
+    assert mpi == drv.MpiLaunch((5, 0, 7), "own")
+    assert inst.calls == [("mpirun", "--version")]
+    assert mpi.labels() == {"mpi": "Open MPI 5.0.7", "mpi_netns": "own"}
+    cfg = drv.HpccConfig(n=400, nb=64, processes=2, threads=1, bind="none", timeout_s=60)
+    script = drv.hpcc_script("/tmp/h", cfg, mpi)
+    assert "unshare" not in script and " sh -c " not in script
+    assert script.endswith(" timeout -k 10 60 mpirun --allow-run-as-root --bind-to none"
+                           " --mca pml ob1 --mca osc ^ucx --map-by :OVERSUBSCRIBE"
+                           " --mca btl self,sm --mca btl_sm_single_copy_mechanism none"
+                           " --mca btl_sm_backing_directory /tmp/h -np 2 hpcc")
+
+
+def test_gvisors_hostinet_is_not_applicable_before_any_namespace_is_tried() -> None:
+    """On the host's network but in gVisor's hostinet, where mpirun cannot start and
+    `unshare --net` hangs: n/a at once, nothing probed."""
+    inst = _Answers({("mpirun", "--version"): VERSION_13})
+    inst.socket_stack = SocketStack.GVISOR_HOSTINET
+    with pytest.raises(NotApplicable, match="hostinet"):
+        drv.mpi_launch(inst)  # type: ignore[arg-type]
+    assert inst.calls == [("mpirun", "--version")]
+
+
+def test_no_private_namespace_is_not_applicable_with_the_reason() -> None:
+    inst = _Answers({("mpirun", "--version"): VERSION_13, ("unshare",): NO_NETNS})
+    with pytest.raises(NotApplicable, match=r"binds every address .* shares the host's network"
+                       r".* fix: allow unshare .* network of its own .*"
+                       r"unshare --net: unshare: unshare failed: Operation not permitted"):
+        drv.mpi_launch(inst)  # type: ignore[arg-type]
 
 
 def test_bad_params_say_what_is_wrong() -> None:

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import pytest
 from support import DATA
 
+from isotax.facts import Facts, Reach
 from isotax.model import SanityError
-from isotax.protocols import Completed, ExecError
+from isotax.protocols import Completed, ExecError, SocketStack
 from isotax.workloads import hpcc as drv
 
 
@@ -90,11 +91,15 @@ class FakeInstance:
     """Answers the driver's execs in order of their shape and records them."""
 
     scratch = "/tmp"
+    socket_stack = SocketStack.LINUX
 
     def __init__(self, clock_out: str = "0.250000 1.000000\n", clock_rc: int = 0) -> None:
         self.calls: list[tuple[str, ...]] = []
         self.clock_out = clock_out
         self.clock_rc = clock_rc
+
+    def facts(self) -> Facts:
+        return Facts(kind="native", reach=Reach.HOST)
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         a = tuple(argv)
@@ -108,6 +113,8 @@ class FakeInstance:
             out = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3\n"
         elif a[0] == "cat":
             out = (DATA / "hpcc" / "n1000-np2-t1.txt").read_text()
+        elif a[:2] == ("mpirun", "--version"):
+            out = (DATA / "hpcc" / "mpirun-version-debian12.txt").read_text()
         return Completed(a, rc, out, "", 0.01)
 
 
@@ -118,14 +125,15 @@ def _cfg() -> drv.HpccConfig:
 def test_run_hpcc_waits_for_the_clock_right_before_mpirun() -> None:
     inst = FakeInstance()
     run = drv.run_hpcc(inst, _cfg())  # type: ignore[arg-type]
-    kinds = ["clock" if c[0] == "python3" else "mpirun" if "mpirun" in " ".join(c) else c[0]
-             for c in inst.calls]
+    kinds = ["clock" if c[0] == "python3" else "version" if c[:2] == ("mpirun", "--version")
+             else "mpirun" if "mpirun" in " ".join(c) else c[0] for c in inst.calls]
     assert kinds.count("clock") == 1 and kinds.count("mpirun") == 1
     assert kinds.index("mpirun") == kinds.index("clock") + 1
     assert inst.calls[kinds.index("clock")] == ("python3", "-c", drv.CLOCK_WAIT_PY)
     # The mpirun exec itself is the workload's, unchanged.
     mpirun = inst.calls[kinds.index("mpirun")]
-    assert mpirun[:2] == ("sh", "-c") and mpirun[2].endswith(" -np 2 hpcc")
+    assert mpirun[:2] == ("sh", "-c") and mpirun[2].endswith(" -np 2 hpcc'")
+    assert run.mpi == drv.MpiLaunch((4, 1, 4), "net")  # asked before the wait, not timed
     assert run.wall_s == 0.01  # the timed exec is mpirun's alone
 
 
@@ -141,7 +149,7 @@ def test_no_python3_in_the_environment_says_so() -> None:
         drv.wait_for_mpi_clock(inst)  # type: ignore[arg-type]
     with pytest.raises(ExecError):
         drv.run_hpcc(inst, _cfg())  # type: ignore[arg-type]
-    assert not any("mpirun" in " ".join(c) for c in inst.calls)  # nothing ran unmeasurable
+    assert not any("mpirun" in c[-1] for c in inst.calls)  # nothing ran unmeasurable
     assert inst.calls[-1][:2] == ("rm", "-rf")  # its run directory is still removed
 
 

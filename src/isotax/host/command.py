@@ -4,7 +4,9 @@ subprocess.run's timeout kills only the child it started: a shell's or a runtime
 (a `sh -c` pipeline, runc's init, QEMU's helpers) survive it and keep the pipes open, so the
 caller hangs on reading them. Here the command starts in a new session and, on timeout, the
 whole group is sent SIGKILL before the pipes are drained. Every host command isotax runs with a
-time limit goes through `run`.
+time limit goes through `run`. A process outside the group can still hold the pipes (a process
+`runsc exec` started inside gVisor's sandbox, whose stdio the sandbox keeps): `drain` then
+gives up on them after a grace period instead of waiting for an end that never comes.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = Non
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         kill_group(proc)
-        out, _ = proc.communicate()
+        out, _ = drain(proc)
         rc, err = TIMED_OUT, f"timed out after {timeout:.0f} s"
     except BaseException:
         kill_group(proc)  # Ctrl-C: leave nothing of it running
@@ -65,3 +67,24 @@ def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group `proc` leads (started with start_new_session=True)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+# How long a killed command's pipes may take to close before drain gives up on them.
+DRAIN_GRACE_S = 10.0
+
+
+def drain(proc: subprocess.Popen[str], grace: float | None = None) -> tuple[str, str]:
+    """What a command whose group was killed still had to say, read until its pipes close or
+    `grace` seconds pass (DRAIN_GRACE_S); then the pipes are closed unread and ("", "") is
+    what it said: a process outside its group holds them (gVisor's sandbox keeps the stdio
+    of what `runsc exec` started in it), and without the limit the caller waited for ever."""
+    try:
+        out, err = proc.communicate(timeout=DRAIN_GRACE_S if grace is None else grace)
+        return out or "", err or ""
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        proc.wait()
+        return "", ""

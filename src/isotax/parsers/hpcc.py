@@ -298,3 +298,18 @@ def why_sigill(cpuinfo: str, blas_core: str) -> str | None:
         return OPTERON_3DNOW_REASON.format(family=cpu.get("cpu family", "?"),
                                            model=cpu.get("model name", "?"), core=blas_core)
     return None
+
+
+_OPEN_MPI_VERSION = re.compile(r"\(Open MPI\)\s+(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_mpirun_version(text: str) -> tuple[int, int, int]:
+    """`mpirun --version` -> Open MPI's (major, minor, patch): "mpirun (Open MPI) 4.1.4" on
+    Debian 12, "mpirun (Open MPI) 5.0.7" on Debian 13. SanityError for any other mpirun (MPICH's
+    Hydra, say, where the mpirun alternative points elsewhere): the hpcc command is Open MPI's."""
+    m = _OPEN_MPI_VERSION.search(text)
+    if not m:
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        raise SanityError(f"mpirun is not Open MPI (it says {first[:120]!r}); fix: install "
+                          "openmpi-bin and point the mpirun alternative at mpirun.openmpi")
+    return int(m[1]), int(m[2]), int(m[3] or 0)

@@ -13,7 +13,9 @@ words that fits in it.
 So N is the one knob, and each workload runs hpcc with the N that suits it (its `n` param) and
 reads only its own metric; the rest of the output is kept in the test data, not stored.
 The fair part: the command line, environment variables, input file and size are byte for byte
-the same in every environment, so each environment runs exactly the same program.
+the same in every environment with the same Open MPI release (4.1 and 5 name a few options
+differently: `mpirun_options`), but for how mpirun gets its network namespace (below), which
+changes nothing the ranks do, so each environment runs exactly the same program.
 
 Measured natively here (2 vCPUs, OpenBLAS SkylakeX kernels, 2 ranks x 1 thread, wall time of
 the whole hpcc run, noisy host): N=1000 ~0.5-1 s, N=2000 ~1-2 s, N=3000 ~9-15 s, N=6000
@@ -24,9 +26,10 @@ quick size measures cache-resident bandwidth; DRAM bandwidth needs 3 vectors wel
 last-level cache (N of 10^4 and more), which is a long run.
 
 MPI settings (identical in every environment, chosen to work in containers and VMs):
-`--mca pml ob1 --mca btl self,vader`: shared-memory transport only (no UCX, whose transport
-choice differs with what a sandbox exposes); `btl_vader_single_copy_mechanism none`: no CMA
-(process_vm_readv needs ptrace rights that container runtimes withhold); the vader backing
+`--mca pml ob1 --mca btl self,vader` (5: `self,sm`): shared-memory transport only (no UCX,
+whose transport choice differs with what a sandbox exposes);
+`btl_vader_single_copy_mechanism none`: no CMA (process_vm_readv needs ptrace rights that
+container runtimes withhold); the vader backing
 files and Open MPI's session directory go to the run's own tmpfs directory (not a small
 container /dev/shm); `--bind-to none` by default (param `bind`), because binding depends on
 what hwloc sees, which differs between a container's cpuset and a VM's vCPUs. `timeout` inside
@@ -47,6 +50,27 @@ any measured figure. Without `gl`, mpirun starts in 0.05 s in runc as natively. 
 under TCG, start-up drops from 0.75-0.8 s to 0.65 s. hpcc runs on CPUs and uses no GPU, so
 dropping GL devices from the topology changes nothing it measures, and the variable is set in
 every environment.
+
+Nothing on a wildcard (issue 40). mpirun's out-of-band listener (Open MPI 4.1's ORTE, 5's
+PRRTE) binds 0.0.0.0 and :: on ports of its own choosing, unconditionally in both releases
+(oob_tcp_listener.c binds INADDR_ANY and in6addr_any; `oob_tcp_if_include lo` changes only the
+addresses it advertises, and 5 then refuses to start: "No network interfaces were found"); 5's
+PMIx server listens on the first non-loopback address as well. Measured natively (4.1.4) and in
+a Debian 13 chroot (5.0.7): 3 listeners per mpirun, 2 of them wildcards. An environment with a
+network of its own (a bridge, a tap, a pod's network, none) keeps mpirun in it: its wildcard
+reaches that network alone, the environment's own address. On the host's network (native, a
+container or pod on the host network) mpirun runs in a network namespace of its own with no
+link out of it (`NETNS`, `NETNS_SETUP`): its sockets are reachable from that namespace alone,
+and the ranks need no network (shared-memory BTL, no TCP BTL). `unshare --net` needs
+CAP_SYS_ADMIN (natively as root); a container with the usual capabilities gets the same inside
+a new user namespace. Where no namespace can be made (a seccomp profile that keeps unshare to
+CAP_SYS_ADMIN), the point is not applicable, never run exposed. Only the host's network gets
+the namespace because elsewhere it costs and breaks what it need not: on gVisor's netstack PMIx
+cannot listen on a namespace's loopback ("The PMIx server's listener thread failed to start")
+and linpack in a user+net namespace inside the sandbox hung for 9 minutes; Docker's default
+seccomp profile refuses the user namespace, which made hpcc n/a in Docker containers. Start-up
+measured natively (4.1, `-np 2 true`, one run each): 0.29 s in its own namespace, 0.35 s in
+the user-namespace way, 0.36 s without one.
 
 The environment's clock must be past its first second (`wait_for_mpi_clock`, before every
 mpirun, in every environment). Open MPI 4.1's MPI_Wtime (libmpi 4.1.4) reads CLOCK_MONOTONIC and
@@ -84,7 +108,7 @@ from typing import Any, ClassVar
 
 from isotax.image.recipe import ImageHook
 from isotax.model import NotApplicable, Sample, SanityError
-from isotax.parsers.hpcc import parse_ldd, parse_openblas_core, why_sigill
+from isotax.parsers.hpcc import parse_ldd, parse_mpirun_version, parse_openblas_core, why_sigill
 from isotax.protocols import (
     ExecError,
     FigureHints,
@@ -95,6 +119,7 @@ from isotax.protocols import (
     Params,
     ParamSpec,
     Port,
+    Reach,
     SocketStack,
 )
 from isotax.workloads.base import BaseWorkload, put_text
@@ -117,6 +142,27 @@ PMIX_LISTENER_FAILED = "The PMIx server's listener thread failed to start"
 # hwloc's discovery without its X/OpenGL plugin: see the module docstring (5 s DNS timeouts).
 HWLOC_COMPONENTS = "-gl"
 BIND_CHOICES = ("none", "core")
+# Where mpirun runs (module docstring, "Nothing on a wildcard"). "own": the environment's own
+# network namespace, as it is (an environment with a network of its own: its wildcard reaches
+# only that network). Elsewhere (on the host's network) a namespace of its own with no link out
+# of it, made by unshare (util-linux): with CAP_SYS_ADMIN (natively as root) or, without it (a
+# container with the usual capabilities on the host network), inside a new user namespace that
+# maps the caller to root.
+NETNS: dict[str, tuple[str, ...]] = {
+    "own": (),
+    "net": ("unshare", "--net"),
+    "user+net": ("unshare", "--user", "--map-root-user", "--net"),
+}
+# Set up inside a new namespace before mpirun starts: its loopback starts down.
+NETNS_SETUP = "ip link set lo up"
+
+
+NO_PRIVATE_NETNS = (
+    "mpirun's out-of-band listener binds every address (0.0.0.0 and ::, in Open MPI 4.1 and 5 "
+    "alike, with no setting to change it), this environment shares the host's network, and it "
+    "cannot give mpirun a network namespace of its own; fix: allow unshare there "
+    "(CAP_SYS_ADMIN, or user namespaces: a seccomp profile that permits unshare) and install "
+    "iproute2's ip, or run the environment on a network of its own")
 # MPI_Wtime (Open MPI 4.1) returns 0 until the environment's CLOCK_MONOTONIC reads 1 s (module
 # docstring); mpirun starts only after that.
 MPI_CLOCK_MIN_S = 1.0
@@ -232,22 +278,88 @@ def hpccinf_text(n: int, nb: int, p: int, q: int, threshold: float = 16.0) -> st
     return "\n".join(lines) + "\n"
 
 
-def hpcc_script(rundir: str, cfg: HpccConfig) -> str:
-    """The shell command run inside the environment (same string everywhere but the path).
+@dataclass(frozen=True)
+class MpiLaunch:
+    """How mpirun starts in one environment: the Open MPI release there (4.1 and 5 name their
+    options differently) and the `NETNS` way it gets its network namespace."""
+
+    version: tuple[int, int, int]
+    netns: str
+
+    def __post_init__(self) -> None:
+        if self.version[0] not in (4, 5):
+            raise SanityError(f"Open MPI {'.'.join(map(str, self.version))} is not one isotax "
+                              "knows (4.1: Debian 12, 5.0: Debian 13); fix: install one of those")
+        if self.netns not in NETNS:
+            raise ValueError(f"netns must be one of {', '.join(NETNS)}, not {self.netns!r}")
+
+    def labels(self) -> dict[str, str]:
+        return {"mpi": "Open MPI " + ".".join(map(str, self.version)), "mpi_netns": self.netns}
+
+
+def mpirun_options(version: tuple[int, int, int], rundir: str) -> list[str]:
+    """The options that differ between Open MPI 4.1 (ORTE) and 5 (PRRTE) for the same launch:
+    oversubscription (5 took it into --map-by) and the shared-memory BTL (4.1's `vader` is 5's
+    `sm`, its parameters renamed with it). Pure."""
+    if version[0] >= 5:
+        return ["--map-by", ":OVERSUBSCRIBE", "--mca", "btl", "self,sm",
+                "--mca", "btl_sm_single_copy_mechanism", "none",
+                "--mca", "btl_sm_backing_directory", rundir]
+    return ["--oversubscribe", "--mca", "btl", "self,vader",
+            "--mca", "btl_vader_single_copy_mechanism", "none",
+            "--mca", "btl_vader_backing_directory", rundir]
+
+
+def hpcc_script(rundir: str, cfg: HpccConfig, mpi: MpiLaunch, program: str = "hpcc") -> str:
+    """The shell command run inside the environment (same string everywhere but the path, for
+    one Open MPI release and one `NETNS` way).
     OPENBLAS_VERBOSE=2 makes each rank print the kernel set OpenBLAS picked ("Core: ...",
-    on stderr); HWLOC_COMPONENTS keeps mpirun's start-up off DNS (module docstring)."""
+    on stderr); HWLOC_COMPONENTS keeps mpirun's start-up off DNS; on the host's network
+    mpirun runs in a network namespace of its own with no link out of it (module docstring).
+    `timeout` -> unshare -> sh each exec the next, so mpirun is the process timeout signals."""
     d = shlex.quote(rundir)
     env = (f"TMPDIR={d} OPENBLAS_NUM_THREADS={cfg.threads} OMP_NUM_THREADS={cfg.threads} "
            f"OPENBLAS_VERBOSE=2 HWLOC_COMPONENTS={HWLOC_COMPONENTS}")
-    mpirun = (
-        "mpirun --allow-run-as-root --oversubscribe"
-        f" --bind-to {cfg.bind}"
-        " --mca pml ob1 --mca btl self,vader --mca osc ^ucx"
-        " --mca btl_vader_single_copy_mechanism none"
-        f" --mca btl_vader_backing_directory {d}"
-        f" -np {cfg.processes} hpcc"
-    )
-    return f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} {mpirun}"
+    # Words that need no quoting for sh, but the directory (quoted like everywhere here).
+    mpirun = " ".join([
+        "mpirun", "--allow-run-as-root", "--bind-to", cfg.bind,
+        "--mca", "pml", "ob1", "--mca", "osc", "^ucx",
+        *mpirun_options(mpi.version, d),
+        "-np", str(cfg.processes), shlex.quote(program)])
+    if not NETNS[mpi.netns]:
+        return f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} {mpirun}"
+    inner = f"{NETNS_SETUP} && exec {mpirun}"
+    return (f"cd {d} && exec env {env} timeout -k 10 {cfg.timeout_s:.0f} "
+            f"{shlex.join(NETNS[mpi.netns])} sh -c {shlex.quote(inner)}")
+
+
+def mpi_launch(inst: Instance) -> MpiLaunch:
+    """Ask the environment which Open MPI it has and where mpirun runs. An environment with a
+    network of its own keeps mpirun there ("own": its wildcard reaches that network alone). On
+    the host's network, the first `NETNS` way that works (`unshare --net` needs CAP_SYS_ADMIN,
+    the user namespace way only that user namespaces are allowed), probed with the very setup
+    the run will do; NotApplicable where neither does: mpirun would listen on every address
+    of the host."""
+    done = inst.exec(["mpirun", "--version"], timeout=60)
+    if done.returncode != 0:
+        raise ExecError(f"mpirun --version exited {done.returncode}: "
+                        f"{(done.stderr or done.stdout).strip()[:200]}; fix: install openmpi-bin")
+    version = parse_mpirun_version(done.stdout + done.stderr)
+    if (why := mpi_unsupported(inst.socket_stack)) is not None:
+        # gVisor's hostinet: no mpirun at all, and `unshare --net` there hangs (measured).
+        raise NotApplicable(why)
+    if inst.facts().reach is not Reach.HOST:
+        return MpiLaunch(version, "own")
+    tried = []
+    for key, argv in NETNS.items():
+        if not argv:
+            continue
+        probe = inst.exec([*argv, "sh", "-c", NETNS_SETUP], timeout=60)
+        if probe.returncode == 0:
+            return MpiLaunch(version, key)
+        said = (probe.stderr or probe.stdout).strip().splitlines()
+        tried.append(f"{shlex.join(argv)}: {said[-1][:120] if said else probe.returncode}")
+    raise NotApplicable(f"{NO_PRIVATE_NETNS} ({'; '.join(tried)})")
 
 
 def parse_clock_wait(stdout: str) -> tuple[float, float]:
@@ -319,9 +431,11 @@ class HpccRun:
     wall_s: float  # host-measured, includes the environment's exec path and MPI start-up
     blas: str
     blas_core: str
+    mpi: MpiLaunch
 
     def labels(self) -> dict[str, Any]:
         return {
+            **self.mpi.labels(),
             "threads": self.config.threads,
             "bind": self.config.bind,
             "blas": self.blas,
@@ -339,8 +453,10 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
     try:
         p, q = process_grid(cfg.processes)
         put_text(inst, f"{rundir}/hpccinf.txt", hpccinf_text(cfg.n, cfg.nb, p, q))
+        mpi = mpi_launch(inst)
         wait_for_mpi_clock(inst)
-        done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg)], timeout=cfg.timeout_s + 60)
+        done = inst.exec(["sh", "-c", hpcc_script(rundir, cfg, mpi)],
+                         timeout=cfg.timeout_s + 60)
         out = inst.exec(["cat", f"{rundir}/hpccoutf.txt"], timeout=120)
         if done.returncode != 0:
             why = "timed out" if done.returncode == 124 else f"exited {done.returncode}"
@@ -358,7 +474,7 @@ def run_hpcc(inst: Instance, cfg: HpccConfig) -> HpccRun:
         if out.returncode != 0:
             raise SanityError("hpcc exited 0 but wrote no hpccoutf.txt")
         return HpccRun(cfg, out.stdout, done.stdout + done.stderr, done.wall_s, blas,
-                       parse_openblas_core(done.stderr + done.stdout))
+                       parse_openblas_core(done.stderr + done.stdout), mpi)
     finally:
         inst.exec(["rm", "-rf", rundir], timeout=120)
 

@@ -41,6 +41,7 @@ from isotax.environments.oci.bundle import (
 from isotax.environments.oci.runtime import Runtime, probe
 from isotax.environments.runtime_cli import exec_not_found
 from isotax.facts import reach_of
+from isotax.host import command
 from isotax.host.filesystems import host_storage
 from isotax.host.network import (
     Bridge,
@@ -253,8 +254,8 @@ class OciInstance:
             try:
                 out, err = p.communicate(timeout=3)
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                out, err = p.communicate()
+                command.kill_group(p)
+                out, err = command.drain(p)
             rc, err = 124, f"timed out after {timeout:.0f} s\n{err}"
         wall = time.monotonic() - t0
         if rc != 0 and rc != 124 and exec_not_found(err):
