@@ -12,6 +12,7 @@ import pytest
 from support import DATA
 
 from isotax import protocols
+from isotax.environments.engines.client import IMPORT_MIN_TIMEOUT_S, import_timeout
 from isotax.environments.engines.commands import (
     Choices,
     exec_argv,
@@ -283,3 +284,12 @@ def test_iptables_leftovers_in_engine_chains_that_were_there_before() -> None:
         removed = [" ".join(c) for c in cmds]
         assert removed and all(bridge in c and " -D DOCKER" in c for c in removed), removed
         assert not any(" -X " in c or " -F " in c for c in removed)  # the chains stay
+
+
+def test_an_imports_time_limit_grows_with_the_image() -> None:
+    """A hung engine still ends; a big image on a slow host is not cut off at 15 min (the
+    workload image, 1.3 GB, in a guest under TCG on a busy host took longer than that)."""
+    assert import_timeout(0) == IMPORT_MIN_TIMEOUT_S == 900
+    assert import_timeout(100 * 10**6) == 900  # small images: the floor
+    assert import_timeout(1_300 * 10**6) == 2600  # the workload image: 0.5 MB/s at least
+    assert import_timeout(2 * 1_300 * 10**6) == 2 * import_timeout(1_300 * 10**6)
