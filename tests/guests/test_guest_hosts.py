@@ -3,8 +3,9 @@ hosts its users run, Debian 13 and Debian 12 booting systemd on the unified cgro
 hierarchy, made here with debootstrap, isotax installed in each by its own setup.sh (in a
 chroot), booted under QEMU (room.py). Inside each: `isotax system show`, `doctor`, `envs`, a
 small plan (native, runc, crun, gVisor, Podman; a CPU, a network and a footprint workload),
-`isotax cluster up` with a pod of each RuntimeClass, and `doctor` after each, which must find
-nothing left behind.
+`isotax cluster up` with a pod of each RuntimeClass, a QEMU VM beside native (emulation inside
+emulation under TCG: timed, bounded, named in the facts, not a failure when it runs out of
+time), and `doctor` after each, which must find nothing left behind.
 
 Each guest's facts, its step times and its log are printed (pytest -s shows them) and kept in
 $ISOTAX_GUEST_CACHE/<suite>-<key>/last/ for the notes."""
@@ -80,7 +81,7 @@ def test_guest_host(suite: str, tmp_path: Path) -> None:
     share.mkdir()
     room.share_checkout(CHECKOUT, share)
     shutil.copy(HERE / "inside.sh", share / "run.sh")
-    for name in ("plan.toml", "pods.toml"):
+    for name in ("plan.toml", "pods.toml", "vm.toml"):
         shutil.copy(HERE / name, share / name)
     result = room.boot(g, share, TIMEOUT_S)
     last = g.dir / "last"
