@@ -105,8 +105,20 @@ PY
       step "isotax cluster up"
       # Under TCG the cluster starts tens of times slower than on a real host: its waits grow.
       if $ISOTAX cluster up --timeout 3600; then
-        step "isotax run (a pod of each RuntimeClass)"
-        $ISOTAX run /mnt/guest-room/pods.toml || fail "a pod of each RuntimeClass"
+        step "isotax run (a pod of each RuntimeClass, at most ${PODS_LIMIT_S:=3600} s)"
+        # What the cluster does meanwhile, every minute, into the share: in the first Debian
+        # 13 boot with a cluster the runc pod had not started after 50 min, and nothing in
+        # the guest could be seen from outside.
+        ( kc="$(ls /opt/isotax/kubernetes/*/bin/kubectl | head -1) --kubeconfig /var/lib/itx-k8s/etc/admin.kubeconfig"
+          while sleep 60; do
+            echo "--- $(date -u +%T) uptime $(cut -d' ' -f1 /proc/uptime)"
+            $kc get pods -A -o wide 2>&1; $kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -15
+            ps -eo pid,etimes,pcpu,rss,args --sort=-pcpu | head -8 | cut -c1-200
+          done ) > "$OUT/cluster-watch.log" 2>&1 &
+        watch=$!
+        timeout -s INT -k 60 "$PODS_LIMIT_S" $ISOTAX run /mnt/guest-room/pods.toml \
+          || fail "a pod of each RuntimeClass"
+        kill $watch
         cp -a /var/lib/isotax/results/. "$OUT/results/"
       else
         fail "cluster up"; tail -50 /var/lib/itx-k8s/logs/*.log 2>/dev/null | tail -150
