@@ -103,12 +103,8 @@ def _s(seconds: float) -> float:
 
 
 def pace() -> float:
-    """The running cluster's pace (1: a real host's), for what waits on it from outside (a
-    pod's start)."""
-    try:
-        return max(1.0, float(L.PACE.read_text()))
-    except (OSError, ValueError):
-        return 1.0
+    """The running cluster's pace (1: a real host's): layout.pace."""
+    return L.pace()
 
 
 def _wait(what: str, ok: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes]
