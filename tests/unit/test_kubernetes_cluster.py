@@ -166,13 +166,13 @@ def test_a_longer_timeout_paces_every_wait_and_the_pods_start(tmp_path: Path,
     from isotax.host.kubernetes import cluster
 
     monkeypatch.setattr(L, "PACE", tmp_path / "pace")
-    assert cluster.pace() == 1.0  # no cluster: a real host's
+    assert L.pace() == 1.0  # no cluster: a real host's
     monkeypatch.setitem(cluster._pace, "factor", 3600 / cluster.DEFAULT_TIMEOUT_S)
     assert cluster._s(10) == 120
     (tmp_path / "pace").write_text("12\n")
-    assert cluster.pace() == 12
+    assert L.pace() == 12
     (tmp_path / "pace").write_text("0.5\n")
-    assert cluster.pace() == 1.0
+    assert L.pace() == 1.0
     monkeypatch.setitem(cluster._pace, "factor", 0.001)  # a wait of 60 s becomes 0.06 s
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

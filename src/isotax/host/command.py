@@ -73,13 +73,13 @@ def kill_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
 DRAIN_GRACE_S = 10.0
 
 
-def drain(proc: subprocess.Popen[str], grace: float | None = None) -> tuple[str, str]:
+def drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
     """What a command whose group was killed still had to say, read until its pipes close or
-    `grace` seconds pass (DRAIN_GRACE_S); then the pipes are closed unread and ("", "") is
+    DRAIN_GRACE_S seconds pass; then the pipes are closed unread and ("", "") is
     what it said: a process outside its group holds them (gVisor's sandbox keeps the stdio
     of what `runsc exec` started in it), and without the limit the caller waited for ever."""
     try:
-        out, err = proc.communicate(timeout=DRAIN_GRACE_S if grace is None else grace)
+        out, err = proc.communicate(timeout=DRAIN_GRACE_S)
         return out or "", err or ""
     except subprocess.TimeoutExpired:
         for pipe in (proc.stdout, proc.stderr):

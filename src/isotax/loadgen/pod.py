@@ -200,7 +200,7 @@ class PodLoadGen:
                                      f"its {obj['kind']}: {done.stderr.strip()[-200:]}")
         # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds. The
         # local one waits at the pace it was started with, as the environment's pods do.
-        pod = self._wait_running(120 * cluster.pace() if self.node else 600)
+        pod = self._wait_running(120 * L.pace() if self.node else 600)
         self.address = pod["status"].get("podIP", "")
         if self.node is not None:  # a node of this host's: its cgroups and netns are here
             self.cpu_group = PodCpu(self.node, pod["metadata"]["uid"])

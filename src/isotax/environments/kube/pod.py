@@ -195,7 +195,7 @@ class PodInstance:
                                  pull_secrets=secrets), level)
         # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds. The
         # local one waits at the pace it was started with (an emulated host's is slower).
-        pace = cluster.pace() if self.layout else 1.0
+        pace = L.pace() if self.layout else 1.0
         pod = wait_running(self.namespace, POD, timeout=120 * pace if self.layout else 600)
         sw.mark("started")
         self.uid = pod["metadata"]["uid"]

@@ -102,11 +102,6 @@ def _s(seconds: float) -> float:
     return seconds * _pace["factor"]
 
 
-def pace() -> float:
-    """The running cluster's pace (1: a real host's): layout.pace."""
-    return L.pace()
-
-
 def _wait(what: str, ok: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes]
           ) -> None:
     timeout = _s(timeout)

@@ -53,7 +53,13 @@ def load(image: ImageArtifacts, node: L.NodeLayout = L.LOCAL, timeout: float | N
                                 stdin=subprocess.PIPE, stdout=err, stderr=err)
         assert proc.stdin is not None
         # The stream blocks while ctr does not read: the watchdog bounds both together.
-        watchdog = threading.Timer(timeout, proc.kill)
+        fired = threading.Event()
+
+        def expire() -> None:
+            fired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, expire)
         watchdog.start()
         try:
             oci_archive.write(image.tar, ref, proc.stdin,
@@ -70,8 +76,7 @@ def load(image: ImageArtifacts, node: L.NodeLayout = L.LOCAL, timeout: float | N
             watchdog.cancel()
         err.seek(0)
         words = err.read().decode(errors="replace").strip()[-300:]
-    took = time.monotonic() - t0
-    if took >= timeout and proc.returncode != 0:
+    if fired.is_set():
         raise RuntimeError(f"ctr images import of {ref} did not finish in {timeout:.0f} s "
                            f"(killed): {words}")
     if proc.returncode != 0 or not loaded(ref, node):

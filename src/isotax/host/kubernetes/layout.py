@@ -45,14 +45,6 @@ SUPERVISOR_PID = RUN / "supervisor.pid"
 STATE = RUN / "state"  # the supervisor's word: "starting", "ready" or "failed: <why>"
 PACE = RUN / "pace"  # how many times a real host's waits `cluster up --timeout` gave it
 
-
-def pace() -> float:
-    """The running cluster's pace (1: a real host's), for what waits on it from outside (a
-    pod's start, the image's import)."""
-    try:
-        return max(1.0, float(PACE.read_text()))
-    except (OSError, ValueError):
-        return 1.0
 # What the host was like before `cluster up`, for teardown: ip_forward, the default paths the
 # components make whatever their flags say, and whether any KUBE-/CNI- chain was there.
 BEFORE = LIB / "host-before.json"
@@ -181,6 +173,15 @@ def node_layout(name: str) -> NodeLayout:
 
 def binary(name: str) -> Path:
     return BIN / name
+
+
+def pace() -> float:
+    """The running cluster's pace (1: a real host's), for what waits on it from outside (a
+    pod's start, the image's import)."""
+    try:
+        return max(1.0, float(PACE.read_text()))
+    except (OSError, ValueError):
+        return 1.0
 
 
 def ctr_argv(*args: str, node: NodeLayout | None = None) -> list[str]:
