@@ -105,7 +105,7 @@ PY
       step "isotax cluster up"
       # Under TCG the cluster starts tens of times slower than on a real host: its waits grow.
       if $ISOTAX cluster up --timeout 3600; then
-        step "isotax run (a pod of each RuntimeClass, at most ${PODS_LIMIT_S:=3600} s)"
+        step "isotax run (a pod of each RuntimeClass, at most ${PODS_LIMIT_S:=5400} s)"
         # What the cluster does meanwhile, every minute, into the share: in the first Debian
         # 13 boot with a cluster the runc pod had not started after 50 min, and nothing in
         # the guest could be seen from outside.

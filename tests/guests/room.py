@@ -397,6 +397,35 @@ class Boot:
     accel: str
 
 
+def kernel_panic(console: str) -> str:
+    """One line naming a guest kernel's panic from its console: the oops, the process it hit
+    and the syscall path ("" when the kernel did not panic). Under TCG a guest can die this
+    way of the emulator, not of what runs in it: the Debian 13 guest double-faulted in runsc's
+    pipe2 on 2026-11-29, its EFLAGS garbage. The room's failure then says so instead of
+    "measured nothing"."""
+    lines = console.splitlines()
+    at = next((i for i, line in enumerate(lines) if "Kernel panic - not syncing" in line), -1)
+    if at < 0:
+        return ""
+    def text(line: str) -> str:
+        return line.split("] ", 1)[-1].strip()
+    oops = next((text(line) for line in lines[:at] if "Oops:" in line or "BUG:" in line), "")
+    comm = next((text(line).split(" Not tainted")[0].split(" Tainted")[0]
+                 for line in lines[:at] if " Comm: " in line), "")
+    trace: list[str] = []
+    for line in lines[:at]:
+        word = text(line)
+        if "Call Trace" in word:
+            trace = []
+        elif "+0x" in word and not word.startswith(("?", "RIP", "Code")):
+            trace.append(word.split("+")[0])
+    rip = next((text(line).removeprefix("RIP: 0010:").split("+")[0]
+                for line in lines[:at] if "RIP: 0010:" in line), "")
+    calls = " < ".join(([rip] if rip else []) + trace[:6])
+    return "; ".join(part for part in (text(lines[at]), oops, comm,
+                                       f"in {calls}" if calls else "") if part)
+
+
 def boot(g: Guest, share: Path, timeout: float, say: Log = _say) -> Boot:
     """Boot the guest once with share at the 9p tag guestroom; wait until it powers off (its
     room script does) or timeout, then stop QEMU by its PID."""

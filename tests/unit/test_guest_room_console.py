@@ -1,0 +1,30 @@
+"""The guest room's reading of a guest's console (tests/guests/room.py, pure): a kernel panic
+becomes one line naming the oops, the process and the path, from the real console of the
+Debian 13 guest whose kernel double-faulted under TCG in runsc on 2026-11-29."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TESTS / "guests"))
+import room  # noqa: E402
+
+CONSOLE = (TESTS / "data/guests/console-trixie-gvisor-pod-double-fault.txt").read_text()
+
+
+def test_a_panic_is_named_with_its_oops_process_and_path() -> None:
+    said = room.kernel_panic(CONSOLE)
+    assert said.startswith("Kernel panic - not syncing: Fatal exception in interrupt")
+    assert "Oops: double fault" in said
+    assert "Comm: runsc" in said
+    assert "in kmem_cache_alloc_lru_noprof < alloc_inode < create_pipe_files < do_pipe2" in said
+    assert "?" not in said  # the trace's unreliable frames are left out
+
+
+def test_a_console_without_a_panic_says_nothing() -> None:
+    before = CONSOLE.split("[ 3598.517875]")[0]
+    assert "itxcni0" in before
+    assert room.kernel_panic(before) == ""
+    assert room.kernel_panic("") == ""
