@@ -31,6 +31,7 @@ def kube() -> Iterator[None]:
 @pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])
 def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
                                               tmp_path: Path, runtime_class: str) -> None:
+    from isotax.environments.kube.api import kubectl
     from isotax.environments.kube.pod import Pod
     from isotax.protocols import EnvSpec
 
@@ -59,6 +60,14 @@ def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
         inst.resume()
         assert inst.exec(["true"], 30).returncode == 0
         assert inst.alive() == ""
+        # The pod's own warnings: none from its DNS (the local cluster has no DNS add-on, so
+        # its pods resolve as the node does); any other is printed.
+        events = kubectl("get", "events", "-n", inst.namespace,  # type: ignore[attr-defined]
+                         "--field-selector", "type=Warning", "-o",
+                         "jsonpath={range .items[*]}{.reason}: {.message}{'\\n'}{end}")
+        assert events.returncode == 0, events.stderr
+        print(f"pod warnings: {events.stdout.strip() or 'none'}")
+        assert "MissingClusterDNS" not in events.stdout
     finally:
         inst.stop()
     inst.stop()

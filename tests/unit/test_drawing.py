@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from isotax.report import drawing
-from isotax.report.figures import to_svg
+from isotax.report.svg_figure import to_svg
 
 
 def _render(n: int = 5) -> str:

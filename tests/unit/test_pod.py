@@ -54,6 +54,12 @@ def test_the_pod_is_guaranteed_and_runs_the_workload_image_never_pulled() -> Non
     assert "runtimeClassName" not in default
     assert default["imagePullSecrets"] == [{"name": "itx-pull-0"}]
     assert "imagePullSecrets" not in p["spec"]
+    # The cluster's DNS by default; the node's resolver where the cluster has none (the
+    # local one), so its kubelet has no MissingClusterDNS warning for each pod.
+    assert "dnsPolicy" not in p["spec"]
+    assert host["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert _pod(cluster_dns=False)["spec"]["dnsPolicy"] == "Default"
+    assert _pod(network="host", cluster_dns=False)["spec"]["dnsPolicy"] == "Default"
 
 
 def test_the_service_carries_every_workload_port() -> None:

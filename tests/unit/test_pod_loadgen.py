@@ -36,6 +36,9 @@ def test_the_load_generator_pod_is_on_its_node_with_the_images_clients() -> None
     assert c["image"] == "localhost/itx/w:h" and c["imagePullPolicy"] == "Never"
     # No limit holds the clients back; the token request always fits.
     assert "limits" not in c["resources"] and c["resources"]["requests"]["cpu"] == "100m"
+    assert "dnsPolicy" not in spec  # the cluster's DNS, unless it has none (the local one):
+    assert loadgen_manifest(namespace="itx-lg-x", image="i", node="n", owner="o",
+                            cluster_dns=False)["spec"]["dnsPolicy"] == "Default"
 
 
 def _done(rc: int, stderr: str, stdout: str = "") -> Completed:

@@ -13,7 +13,7 @@ from support import FIGURES_PLAN, SLOWER, figure_samples, figure_store
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.parsers import distributions
-from isotax.report import figures, html, json_report
+from isotax.report import figures, html, json_report, svg_figure
 from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
@@ -144,7 +144,7 @@ def test_bars_past_an_axis_are_marked_with_their_value(data: ReportData) -> None
                                       verdict, 3)}
     svg = figures.cost(data)
     assert "▼ clipped: in env 0.05" in svg and 'id="clipped-0"' in svg
-    assert figures.CLIP_NOTE in svg and svg.count("clipped: ") == 1  # the totals fit
+    assert svg_figure.CLIP_NOTE in svg and svg.count("clipped: ") == 1  # the totals fit
     # Nothing beyond the axes, nothing marked.
     data.explained = {k: Explained(CostSummary("GB", 3, 0.9, 0.1 + i, 1.0 + i, 0.0, None),
                                    verdict, 3) for i, k in enumerate(data.explained)}
@@ -165,5 +165,5 @@ def test_an_interval_past_the_utilisation_axis_is_marked(tmp_path: Path) -> None
                                           [Sample("transactions_per_s", 400.0 + rep, "tx/s", True),
                                Sample("host_cpu_utilization", util, "%", False)]), 0, 1)
     svg = figures.cpu_curve(analyze(store, "u"), "mysql")
-    assert svg.count("▶ clipped: to 102%") == 2 and figures.CLIP_NOTE in svg
+    assert svg.count("▶ clipped: to 102%") == 2 and svg_figure.CLIP_NOTE in svg
     assert 'id="clipped-0"' in svg and 'id="clipped-1"' in svg

@@ -77,10 +77,12 @@ SCRATCH = "/tmp"
 
 
 def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
-                     pull: str = "Never", pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
+                     pull: str = "Never", pull_secrets: Sequence[str] = (),
+                     cluster_dns: bool = True) -> dict[str, Any]:
     """The load generator's pod on `node`: the cluster's default runtime, the pod network,
     the image's clients, no limits (a client held back by a limit would measure the limit),
-    a token request so it always fits. Pure."""
+    a token request so it always fits; its node's resolver where the cluster has no DNS
+    add-on (the local one). Pure."""
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": POD, "namespace": namespace,
@@ -100,6 +102,8 @@ def loadgen_manifest(*, namespace: str, image: str, node: str, owner: str,
     }
     if pull_secrets:
         pod["spec"]["imagePullSecrets"] = [{"name": n} for n in pull_secrets]
+    if not cluster_dns:
+        pod["spec"]["dnsPolicy"] = "Default"
     return pod
 
 
@@ -192,7 +196,8 @@ class PodLoadGen:
         objs.append(loadgen_manifest(
             namespace=self.namespace, image=self.image_ref, node=self.node_name,
             owner=owners.mine(), pull="Never" if self.node else "IfNotPresent",
-            pull_secrets=[o["metadata"]["name"] for o in objs if o["kind"] == "Secret"]))
+            pull_secrets=[o["metadata"]["name"] for o in objs if o["kind"] == "Secret"],
+            cluster_dns=not self.node))
         for obj in objs:
             done = kubectl("apply", "-f", "-", input_text=json.dumps(obj))
             if done.returncode != 0:

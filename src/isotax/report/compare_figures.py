@@ -13,7 +13,8 @@ from matplotlib.axes import Axes
 
 from isotax.analysis.compare import Comparison, Line
 from isotax.analysis.report_data import ReportData, Row
-from isotax.report.figures import STYLES, colors, point_label, ratio_bar, to_svg
+from isotax.report.figures import STYLES, point_label, ratio_bar
+from isotax.report.svg_figure import colors, to_svg
 
 _TICKS = (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0)
 _WIDE_TICKS = (1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0, 1e3, 1e4)

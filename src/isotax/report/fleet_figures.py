@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
 from isotax.analysis.fleet import Fleet
-from isotax.report.figures import colors, to_svg
+from isotax.report.svg_figure import colors, to_svg
 
 # Beyond this spread of values a linear axis flattens the containers next to an emulated VM.
 _LOG_SPREAD = 5.0

@@ -22,12 +22,16 @@ TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
 def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
                  storage: str, cpu: str, memory_mib: int, owner: str,
                  guaranteed: bool = True, node: str = L.NODE, pull: str = "Never",
-                 pull_secrets: Sequence[str] = ()) -> dict[str, Any]:
+                 pull_secrets: Sequence[str] = (), cluster_dns: bool = True
+                 ) -> dict[str, Any]:
     """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
     and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable); its
     RuntimeClass only where the plan names one (else the cluster's default runtime). The
     local cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
-    ("IfNotPresent"), with the pull secrets named. Pure."""
+    ("IfNotPresent"), with the pull secrets named. Where the cluster has no DNS add-on (the
+    local one: `cluster_dns` False) the pod resolves as its node does (dnsPolicy Default): the
+    workloads name no hosts, and the kubelet then has no MissingClusterDNS warning to give
+    for every pod. Pure."""
     mounts = [{"name": "scratch", "mountPath": SCRATCH}]
     volumes: list[dict[str, Any]] = [{"name": "scratch", "emptyDir": {"medium": "Memory"}}]
     if storage == "volume":
@@ -57,6 +61,8 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
     if network == "host":
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if not cluster_dns:
+        spec["dnsPolicy"] = "Default"
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": POD, "namespace": namespace,
                          "labels": {"isotax": "1", "app": POD},
