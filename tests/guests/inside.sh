@@ -129,7 +129,7 @@ PY
       # A QEMU VM inside this guest is emulation inside emulation under TCG: timed and bounded
       # here, named in the facts, and left out of the small plan for it. Not a failure of the
       # room when it does not finish in time; doctor after it must still find nothing left.
-      step "isotax run (a QEMU VM beside native, at most ${VM_LIMIT_S:=1500} s)"
+      step "isotax run (a QEMU VM beside native, at most ${VM_LIMIT_S:=2400} s)"
       timeout -s INT -k 60 "$VM_LIMIT_S" $ISOTAX run /mnt/guest-room/vm.toml
       rc=$?
       cp -a /var/lib/isotax/results/. "$OUT/results/"
