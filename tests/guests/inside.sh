@@ -113,7 +113,8 @@ PY
           while sleep 60; do
             echo "--- $(date -u +%T) uptime $(cut -d' ' -f1 /proc/uptime)"
             $kc get pods -A -o wide 2>&1; $kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -15
-            ps -eo pid,etimes,pcpu,rss,args --sort=-pcpu | head -8 | cut -c1-200
+            # Now, not lifetime averages (ps %CPU is one): top over its own 1 s sample.
+            top -b -n 2 -d 1 -w 200 -c | awk "/^top -/{n++} n==2" | sed -n 7,16p
           done ) > "$OUT/cluster-watch.log" 2>&1 &
         watch=$!
         timeout -s INT -k 60 "$PODS_LIMIT_S" $ISOTAX run /mnt/guest-room/pods.toml \
