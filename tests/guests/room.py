@@ -443,7 +443,8 @@ def boot(g: Guest, share: Path, timeout: float, say: Log = _say) -> Boot:
     console = g.dir / "console.log"
     accel = accelerator()
     accel_args = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else \
-        ["-accel", "tcg,thread=multi,tb-size=512", "-cpu", "max"]
+        ["-accel", os.environ.get("ISOTAX_GUEST_TCG", "tcg,thread=multi,tb-size=512"),
+         "-cpu", os.environ.get("ISOTAX_GUEST_CPU", "max")]
     argv = ["qemu-system-x86_64", "-name", f"guest-room-{g.suite}", *accel_args,
             "-machine", "q35", "-smp", str(g.cpus), "-m", f"{g.memory_mib}M",
             "-nodefaults", "-nographic", "-no-reboot", "-display", "none",
