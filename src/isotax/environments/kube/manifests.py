@@ -60,9 +60,10 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
     if network == "host":
         spec["hostNetwork"] = True
-        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     if not cluster_dns:
         spec["dnsPolicy"] = "Default"
+    elif network == "host":
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": POD, "namespace": namespace,
                          "labels": {"isotax": "1", "app": POD},

@@ -192,8 +192,7 @@ class PodInstance:
                                  memory_mib=self.memory_mib, owner=owners.mine(),
                                  guaranteed=self.guaranteed, node=self.node_wanted,
                                  pull="Never" if self.layout else "IfNotPresent",
-                                 pull_secrets=secrets, cluster_dns=self.layout is None),
-                    level)
+                                 pull_secrets=secrets, cluster_dns=self.layout is None), level)
         # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds. The
         # local one waits at the pace it was started with (an emulated host's is slower).
         pace = L.pace() if self.layout else 1.0
