@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from isotax.analysis.attribution import settings, single_layer_pairs
+from isotax.analysis.attribution import layer_verdict, settings, single_layer_pairs
 from isotax.analysis.report_data import analyze
+from isotax.analysis.verdicts import Verdict
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord
@@ -84,7 +85,28 @@ def test_report_names_the_layer_and_what_it_cost(tmp_path: Path) -> None:
     section = md[md.index("## Attribution to layers"):md.index("## Tool versions")]
     assert "| network: bridge → host | runc → runc-host | 2 | 1 |" in section
     assert "| network: bridge → host | rr |  | latency_us |" in section and "better" in section
-    assert "throughput" not in section  # within noise: counted, not listed
+    assert "throughput" not in section  # not worse or better: counted, not listed
+    # The verdicts' words, from the rounds' pairs: the same machinery as the headline's.
+    assert "better by 49.1% (3 pairs)" in section
     doc = json.loads(json_report.render(d))
     lat = next(x for x in doc["layers"] if x["metric"] == "latency_us")
     assert lat["before_environment"] == "runc" and 0.45 < lat["ratio"] < 0.55
+    assert lat["verdict"] == "better" and lat["pairs"] == 3 and lat["margin"] > 0
+    thr = next(x for x in doc["layers"] if x["metric"] == "throughput")
+    assert thr["verdict"] in ("equivalent", "undecided")
+
+
+def test_a_layer_is_judged_on_the_rounds_both_ran() -> None:
+    """Round r of one environment pairs with round r of the other: a drift that both share
+    cancels (here the host slows by half in round 3, for both), and a round only one ran
+    is left out."""
+    before = {1: 10.0, 2: 10.1, 3: 20.0, 4: 9.9, 5: 10.0, 6: 10.05}
+    after = {1: 10.02, 2: 10.12, 3: 20.01, 4: 9.93, 5: 10.01, 6: 10.04, 7: 30.0}
+    v = layer_verdict(after, before, higher_is_better=False, margin=0.05)
+    assert v is not None and v.n == 6 and abs(v.ratio - 1.0) < 0.01
+    assert v.verdict is Verdict.EQUIVALENT, v
+    # The same values unpaired (shuffled rounds) cannot say as much: the drift is in them.
+    shuffled = dict(zip(sorted(after), [after[k] for k in (3, 1, 2, 7, 4, 5, 6)], strict=True))
+    w = layer_verdict(shuffled, before, higher_is_better=False, margin=0.05)
+    assert w is not None and w.verdict is not Verdict.EQUIVALENT, w
+    assert layer_verdict({1: 1.0}, {2: 1.0}, False, 0.05) is None

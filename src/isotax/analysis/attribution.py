@@ -4,7 +4,10 @@ The studies' lesson is that convenience features (NAT, a layered filesystem, an 
 sandbox's platform) often cost more than isolation itself. A plan that holds, say, `runc` on a
 bridge and `runc-host` on the host network measures NAT alone: the two differ only in
 `network`. Every such pair in a run becomes an attribution: the ratio of the second to the
-first, per metric, with the same bootstrap interval and verdict as the ratios to the baseline.
+first, per metric, judged by the same machinery as the ratios to the baseline (each round's
+pair of values, one confidence sequence, the row's equivalence margin: isotax.analysis.verdicts),
+so "worse" or "better" means what it means there. A bootstrap interval on the two sets of
+values would not: it ignores the rounds' pairing and is checked after every added round.
 
 An environment's settings are the plan's own words: kind, network, storage, vcpus,
 memory_mib and each option (`options.profile`, `options.platform`, ...), so a layer is named as
@@ -19,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.analysis.stats import Ratio, ratio
+from isotax.analysis.verdicts import RatioVerdict, decide, pair_by_round
 from isotax.plan import DEFAULT_BASELINE
 
 AXES = ("kind", "network", "storage", "vcpus", "memory_mib")
@@ -68,9 +71,10 @@ def single_layer_pairs(environments: Sequence[Mapping[str, Any]], available: Seq
     return out
 
 
-def layer_ratio(after: Sequence[float], before: Sequence[float], higher_is_better: bool,
-                seed: int) -> Ratio | None:
-    """after / before with its interval; None where `before` has no values or is zero."""
-    if not after or not before or not any(before):
-        return None
-    return ratio(after, before, higher_is_better, seed=seed)
+def layer_verdict(after: Mapping[int, float], before: Mapping[int, float],
+                  higher_is_better: bool, margin: float) -> RatioVerdict | None:
+    """after / before from the rounds both ran ({repetition: value} each), judged against
+    `margin` by the confidence sequence every ratio to the baseline gets; None where no
+    round has both (or no value of them is positive)."""
+    d = pair_by_round(after, before)
+    return decide(d, higher_is_better, margin) if d else None

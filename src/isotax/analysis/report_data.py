@@ -8,19 +8,19 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from isotax.analysis import ebh, sequential
-from isotax.analysis.attribution import Layer, layer_ratio, single_layer_pairs
+from isotax.analysis.attribution import Layer, layer_verdict, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
-from isotax.analysis.margins import Margin, margins_for
+from isotax.analysis.margins import Margin, RowKey, margins_for
 from isotax.analysis.report_warnings import HIGH_CV, HIGH_LAG1, ReportWarning, Warned
 from isotax.analysis.sequential import Progress, RatioState
 from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, ratio, summarize
-from isotax.analysis.verdicts import MIN_MARGIN, PRIOR_G, Borrowed, Verdict
+from isotax.analysis.verdicts import MIN_MARGIN, PRIOR_G, Borrowed, RatioVerdict, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
 from isotax.facts import stored_facts
@@ -96,7 +96,7 @@ class ReportData:
     not_measured: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
-    layer_ratios: dict[tuple[Layer, Row], Ratio] = field(default_factory=dict)
+    layer_ratios: dict[tuple[Layer, Row], RatioVerdict] = field(default_factory=dict)
     # Facts the runner decided during the run (store.run_meta), read back typed per key, e.g.
     # .sequential: how the added rounds ended (isotax.analysis.sequential).
     meta: RunMeta = field(default_factory=lambda: RunMeta({}))
@@ -247,15 +247,17 @@ def analyze(store: Store, run_id: str) -> ReportData:
                 data.not_measured.setdefault(
                     (c.key.environment, c.key.workload, c.key.params_key, str(metric)),
                     str(why))
+    judge = _apply_verdicts(data, store, records)
     data.layers = single_layer_pairs(list(plan.environments), columns, baseline)
     for layer in data.layers:
         for row in rows:
-            lr = layer_ratio(values.get((row, layer.after_env), []),
-                             values.get((row, layer.before_env), []), row.higher_is_better,
-                             int(run.seed))
-            if lr is not None:
-                data.layer_ratios[(layer, row)] = lr
-    _apply_verdicts(data, store, records)
+            by_round = {env: _by_round(values.get((row, env), []), reps.get((row, env), []))
+                        for env in (layer.after_env, layer.before_env)}
+            margin = judge((row.workload, row.params_key, row.metric), layer.after_env)
+            lv = layer_verdict(by_round[layer.after_env], by_round[layer.before_env],
+                               row.higher_is_better, margin.value)
+            if lv is not None:
+                data.layer_ratios[(layer, row)] = lv
     data.warmups = check_warmups(records)
     for (row, env), vals in values.items():
         for i, z in outliers(vals):
@@ -264,12 +266,22 @@ def analyze(store: Store, run_id: str) -> ReportData:
     return data
 
 
-def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) -> None:
+def _by_round(vals: Sequence[float], reps: Sequence[int]) -> dict[int, float]:
+    """{repetition: value}; a repetition with several values of one row has their mean."""
+    got: dict[int, list[float]] = defaultdict(list)
+    for v, r in zip(vals, reps, strict=True):
+        got[r].append(v)
+    return {r: sum(v) / len(v) for r, v in got.items()}
+
+
+def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]
+                    ) -> Callable[[RowKey, str], Margin]:
     """Every headline ratio's sequential verdict (isotax.analysis.sequential), kept in
     d.sequential and on the headline cells' ratios: judged with the margins and borrowed
     spreads the run itself used (stored in run_meta "sequential"), so a report rendered later
     shows the verdicts the run ended with; a run stored before they were kept is judged with
-    today's margins. Verdicts that still differ (cells added since) are in d.rejudged."""
+    today's margins. Verdicts that still differ (cells added since) are in d.rejudged.
+    Returns the margins it judged with, which the layers' verdicts use too."""
     settings = d.plan.verdicts
     aa = d.plan.canary
     fixed = d.plan.repetitions
@@ -286,7 +298,7 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
         lent = {k: Borrowed(r.borrowed_dof or 0.0, r.borrowed_ss or 0.0, r.borrowed_from,
                             g=PRIOR_G if r.prior_g is None else r.prior_g)
                 for k, r in kept.items()}
-        judge: Any = rules
+        judge: Callable[[RowKey, str], Margin] = rules
     else:
         try:
             judge = margins_for(store, d.run.id, settings.margin, d.baseline, aa, records)
@@ -310,6 +322,7 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]) 
         if cell is not None and cell.ratio is not None:
             d.cells[(row, st.environment)] = replace(
                 cell, ratio=replace(cell.ratio, decided=st.verdict.verdict.value))
+    return judge
 
 
 def _collect_cdfs(data: ReportData, measured: Sequence[CellRecord]) -> None:

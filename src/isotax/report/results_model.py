@@ -123,9 +123,12 @@ class LayerRatio(_Part):
     params: str
     metric: str
     ratio: float
-    ci_low: float | None
+    ci_low: float | None  # the 95% confidence sequence on the ratio (None: unbounded)
     ci_high: float | None
-    verdict: str
+    verdict: str  # worse, better, equivalent or undecided (stored before 2026-11-29: the
+    # bootstrap interval's words)
+    pairs: int | None = None  # rounds both environments ran
+    margin: float | None = None  # the row's equivalence margin, a fraction
 
 
 class Failure(_Part):
