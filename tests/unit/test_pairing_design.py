@@ -219,6 +219,31 @@ def test_reach_says_the_smallest_tax_and_the_budget_for_five_percent() -> None:
     hopeless = reach.Reach(0.3, 2, math.inf, None)
     assert "decide no tax of any size;" in hopeless.words()
     assert reach.reach([noise("runc", math.nan, 1)], cell_s, "native") is None
+    # Three pairs, nothing borrowed: "437% or more" is true and useless; said in words.
+    gross = reach.Reach(0.1, 3, 4.37, 600.0)
+    assert "437%" not in gross.words() and "several times" in gross.words()
+
+
+def test_reach_names_the_budget_per_workload() -> None:
+    """The ±5% budget per group of ratios a user would give more time to (a workload), and
+    which group no budget reaches, beside the whole run's."""
+    def noise(env: str, wl: str, sd: float) -> reach.RatioNoise:
+        return reach.RatioNoise((env, wl, "p=1"), sd, 3, 0.02, NOTHING_BORROWED)
+
+    cell_s = {(e, w, "p=1"): 1.0 for e in ("native", "runc") for w in ("xz", "rr", "fio")}
+    got = reach.reach([noise("runc", "xz", 0.02), noise("runc", "rr", 0.08)], cell_s,
+                      "native")
+    assert got is not None and [w for w, _ in got.by_workload] == ["xz", "rr"]
+    xz, rr = (s for _, s in got.by_workload)
+    assert xz is not None and rr is not None and xz < rr
+    assert got.budget_5pct_s == pytest.approx(xz + rr)
+    assert f"xz {reach._duration(xz)}, rr {reach._duration(rr)}" in got.words()
+    # A spread no budget brings within ±5% makes its workload unreachable, not the others.
+    wild = reach.reach([noise("runc", "xz", 0.02), noise("runc", "fio", 5.0)], cell_s,
+                       "native")
+    assert wild is not None and wild.budget_5pct_s is None
+    assert dict(wild.by_workload)["fio"] is None and dict(wild.by_workload)["xz"] is not None
+    assert "fio unreachable" in wild.words()
 
 
 # -- across ratios ---------------------------------------------------------------------------------
@@ -286,9 +311,22 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     lines = context_lines(d)
     assert lines[0].startswith("A/A canary (native-aa, native measured twice): ")
     assert "none worse or better" in lines[0]
-    assert lines[1] == "This host: at this host's noise ... about 7% or more."
-    assert "of 1 ratios at most 0.1 false worse/better" in lines[2]
-    assert "keeps 1 of its 1 worse/better" in lines[2]
+    # Nothing stored before this run: it says it stood on its own pairs, and what comes next.
+    assert lines[1].startswith("No history: no stored run of this host lent these ratios")
+    assert lines[2] == "This host: at this host's noise ... about 7% or more."
+    # Each guarantee with the set it is about.
+    assert lines[3].startswith("Per ratio: each verdict holds at 95% on its own, so of 1 "
+                               "ratios up to 0.1 false worse/better")
+    assert "As one set: e-BH keeps 1 of the 1 worse/better" in lines[3]
+    from dataclasses import replace
+
+    from isotax.report.decisions import history_line
+    assert d.sequential is not None
+    asked = [r for r in d.sequential.ratios if r.environment == "runc"]
+    lent = [replace(r, borrowed=Borrowed(12.0, 0.1, "run 20261128-x")) for r in asked]
+    assert history_line(lent + asked) == (
+        "History: 1 of 2 ratios borrowed a spread from this host's stored runs "
+        "(run 20261128-x); the others stood on their own pairs.")
 
 
 def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: Path) -> None:
@@ -296,12 +334,17 @@ def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: 
     from isotax.run.rounds import AddedRounds
 
     store = SQLiteStore(tmp_path / "isotax.db")
+    store.create_run("first", "p", 'name = "p"\n', 1, HOST)
+    said: list[str] = []
+    AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
+        .say_history("first")
+    assert len(said) == 1 and said[0].startswith("no history: this store holds no earlier run")
     _stored_run(store, "last", [1.0, 1.1, 0.9])
     store.put_run_meta("last", "reach", {"words": "a tax of about 12% or more", "budget_s": 540})
     _stored_run(store, "elsewhere", [1.0, 1.1, 0.9], host={**HOST, "hostname": "other"})
     store.put_run_meta("elsewhere", "reach", {"words": "another host's", "budget_s": 9})
     store.create_run("now", "p", 'name = "p"\n', 1, HOST)
-    said: list[str] = []
+    said.clear()
     AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
         .say_history("now")
     assert said == ["this host's last run of this plan (last): a tax of about 12% or more"]

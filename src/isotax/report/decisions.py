@@ -7,6 +7,7 @@ the Markdown and HTML reports alike; the arithmetic is isotax.analysis.verdicts'
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from isotax.analysis import cell_length
@@ -56,20 +57,40 @@ def context_lines(d: ReportData) -> list[str]:
                    f"{len(canary)} equivalent, {c['undecided']} undecided, "
                    + (f"{off} worse or better: the host or the method misbehaved in this "
                       "run (see Warnings)." if off else "none worse or better."))
+    judged = [r for r in p.ratios if r.environment != aa]
+    if line := history_line(judged):
+        out.append(line)
     reach = d.meta.reach
     if reach is not None and reach.words:
         out.append(f"This host: {reach.words}.")
     if length := cell_length.words(d.meta.cell_runs):
         out.append(f"Cell length: {length}.")
-    judged = [r for r in p.ratios if r.environment != aa]
     differ = sum(r.verdict.verdict.value in ("worse", "better") for r in judged)
     if judged:
         kept = sum(r.environment != aa for r in d.ebh_kept)
-        out.append(f"Each verdict holds at 95%: of {len(judged)} ratios at most "
-                   f"{expected_false(len(judged)):.1f} false worse/better are expected; "
-                   f"e-BH (5% false discovery rate over the run) keeps {kept} of its "
-                   f"{differ} worse/better.")
+        # The two guarantees, each with the set it is about: one ratio's verdict alone, and
+        # the run's worse/better taken together (e-BH).
+        out.append(f"Per ratio: each verdict holds at 95% on its own, so of {len(judged)} "
+                   f"ratios up to {expected_false(len(judged)):.1f} false worse/better are "
+                   f"expected. As one set: e-BH keeps {kept} of the {differ} worse/better, "
+                   f"at most 5% of them false on average (the run's false discovery rate).")
     return out
+
+
+def history_line(judged: Sequence[RatioState]) -> str:
+    """Whether the ratios stood on their own pairs or borrowed a spread from this host's
+    stored runs: a first run on a host decides fewer, and says why and what comes next."""
+    if not judged:
+        return ""
+    lent = [r for r in judged if r.borrowed.dof > 0]
+    if not lent:
+        return ("No history: no stored run of this host lent these ratios a spread, so each "
+                "was decided on its own pairs alone (a first run decides fewer); the next run "
+                "of this plan here borrows this run's spreads where they still fit.")
+    runs = sorted({r.borrowed.source for r in lent if r.borrowed.source})
+    named = f" ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})" if runs else ""
+    return (f"History: {len(lent)} of {len(judged)} ratios borrowed a spread from this host's "
+            f"stored runs{named}; the others stood on their own pairs.")
 
 
 def verdict_of(d: ReportData, row: Row, env: str) -> RatioVerdict | None:

@@ -149,10 +149,12 @@ class AddedRounds:
         """Before the first cell: what this host's newest stored run of the same plan could
         decide (its `reach`), so the user knows what to expect before the run spends its
         budget; without one, the newest of another plan, named as such (its ratios and
-        budget are another plan's)."""
+        budget are another plan's); without any, that there is no history."""
         other = None
+        earlier = 0
         for run in margin_rules.host_history(self.store, self.store.get_run(run_id).host,
                                              run_id):
+            earlier += 1
             said = RunMeta(self.store.run_meta(run.id)).reach
             if said is None or not said.words:
                 continue
@@ -162,6 +164,10 @@ class AddedRounds:
             other = other or f"this host's last run ({run.id}, plan {run.plan_name}): {said.words}"
         if other:
             self.log(other)
+        elif not earlier:
+            self.log("no history: this store holds no earlier run of this host, so no ratio "
+                     "can borrow a spread; each is decided on its own pairs (a first run "
+                     "decides fewer), and the next run of this plan here borrows this one's")
 
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
         """What this host can decide (analysis.reach), from the run's questions (not its

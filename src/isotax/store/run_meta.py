@@ -139,6 +139,7 @@ class ReachMeta(_Part):
     pairs: int | None = None
     smallest: float | None = None
     budget_5pct_s: float | None = None
+    budget_5pct_by_workload_s: dict[str, float | None] = {}
     words: str = ""
 
 
