@@ -54,7 +54,7 @@ capture() {
 capture
 # The steps: all of them, or those the share's `steps` file names (a shorter boot while
 # something is being mended).
-STEPS=$(cat /mnt/guest-room/steps 2>/dev/null || echo "show doctor envs plan cluster vm")
+STEPS=$(cat /mnt/guest-room/steps 2>/dev/null || echo "show doctor envs plan sandbox cluster vm")
 for what in $STEPS; do
   t0=$(date +%s)
   case $what in

@@ -28,7 +28,7 @@ CHECKOUT = HERE.parent.parent
 TIMEOUT_S = float(os.environ.get("ISOTAX_GUEST_TIMEOUT_S", 4 * 3600))
 # The steps of inside.sh to run (all by default): fewer while one is being mended, say
 # ISOTAX_GUEST_STEPS="show plan". The test then checks the plans of those steps alone.
-STEPS = os.environ.get("ISOTAX_GUEST_STEPS", "show doctor envs plan cluster vm").split()
+STEPS = os.environ.get("ISOTAX_GUEST_STEPS", "show doctor envs plan sandbox cluster vm").split()
 
 
 def _why_not() -> str | None:
