@@ -114,7 +114,9 @@ def test_spread_is_borrowed_from_this_hosts_block_paired_runs_only(tmp_path: Pat
     b = lent[("runc", "w", "p=1")]
     want = [math.log(x) for x in (1.0, 1.1, 0.9, 1.05)], [math.log(x) for x in (1.0, 1.02, 0.98)]
     ss = sum(sum((x - sum(d) / len(d)) ** 2 for x in d) for d in want)
-    assert b.dof == 5 and b.ss == pytest.approx(ss)
+    # Lent discounted: the history's sd 1.25 times what it measured.
+    assert b.dof == 5 and b.ss == pytest.approx(ss * borrowing.DISCOUNT**2)
+    assert borrowing.DISCOUNT == 1.25
     assert "2 stored run(s)" in b.source
 
 

@@ -27,7 +27,7 @@ import pytest
 from scipy import integrate, stats
 
 from isotax.analysis import borrowing, sequential
-from isotax.analysis.borrowing import F_LEVEL, MAX_DOF
+from isotax.analysis.borrowing import DISCOUNT, F_LEVEL, MAX_DOF
 from isotax.analysis.margins import Margin
 from isotax.analysis.verdicts import (
     ALPHA,
@@ -64,7 +64,8 @@ def radii(cap: int, sd: np.ndarray, borrowed: Borrowed = NOTHING_BORROWED) -> np
 
 
 def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
-              ss: np.ndarray | float = 0.0, g: np.ndarray | float = PRIOR_G) -> np.ndarray:
+              ss: np.ndarray | float = 0.0, g: np.ndarray | float = PRIOR_G,
+              f_test: bool = True) -> np.ndarray:
     """verdicts.radius for one n and arrays of sd and borrowed (dof, ss, the width g), with
     the F test of borrowing.usable applied: where today's spread refuses its history, no
     spread is borrowed (the width stays). Checked against radius() and usable() in
@@ -73,7 +74,7 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
     dof = np.broadcast_to(np.asarray(dof, dtype=float), sd.shape).copy()
     ss = np.broadcast_to(np.asarray(ss, dtype=float), sd.shape).copy()
     nu = n - 1
-    if nu >= 1:
+    if nu >= 1 and f_test:
         with np.errstate(invalid="ignore", divide="ignore"):
             f = sd * sd / (ss / dof)
             d = np.maximum(dof, 1)
@@ -94,9 +95,9 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
 
 def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN_PAIRS,
                      dof: np.ndarray | float = 0.0, ss: np.ndarray | float = 0.0,
-                     g: np.ndarray | float = PRIOR_G) -> np.ndarray:
+                     g: np.ndarray | float = PRIOR_G, f_test: bool = True) -> np.ndarray:
     """d: (simulations, max pairs) log ratios; dof, ss, g: each simulation's borrowed spread
-    and the width its history chose.
+    and the width its history chose; f_test False borrows without borrowing.usable's check.
     Per simulation, the verdict at the first look (n = first ..) that decides, else undecided
     at the last: 1 higher, -1 lower, 0 equivalent, 2 undecided. The rule of verdicts.decide
     after sequential.assess's borrowing, vectorised."""
@@ -106,7 +107,7 @@ def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN
     with np.errstate(invalid="ignore", divide="ignore"):
         var = (np.cumsum(d * d, axis=1) - n * mean**2) / (n - 1)
     sd = np.sqrt(np.maximum(np.nan_to_num(var, nan=0.0), 0.0))
-    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss, g)
+    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss, g, f_test)
                            for k in range(1, cap + 1)])
     m = math.log1p(margin)
     low, high = mean - rad, mean + rad
@@ -131,7 +132,7 @@ def history(rng: np.random.Generator, segments: list[np.ndarray], sims: int,
     h = block_resampled(rng, segments, delta, sims, pairs)
     ss = ((h - h.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
     dof = min(pairs - 1.0, MAX_DOF)
-    ss = ss * dof / (pairs - 1)
+    ss = ss * dof / (pairs - 1) * DISCOUNT**2  # as borrowing.from_store lends it
     g = np.array([prior_width(m, math.sqrt(e / dof), margin)
                   for m, e in zip(h.mean(axis=1), ss, strict=True)])
     return np.full(sims, dof), ss, g

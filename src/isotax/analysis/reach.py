@@ -113,6 +113,8 @@ def reach(ratios: Sequence[RatioNoise], cell_s: Mapping[tuple[str, str, str], fl
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     if seconds < 48 * 3600:
