@@ -4,6 +4,7 @@ section built from a store."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from isotax.analysis.attribution import layer_verdict, settings, single_layer_pairs
@@ -110,3 +111,36 @@ def test_a_layer_is_judged_on_the_rounds_both_ran() -> None:
     w = layer_verdict(shuffled, before, higher_is_better=False, margin=0.05)
     assert w is not None and w.verdict is not Verdict.EQUIVALENT, w
     assert layer_verdict({1: 1.0}, {2: 1.0}, False, 0.05) is None
+
+
+def test_a_layer_its_workload_cannot_touch_is_not_called_worse_or_better() -> None:
+    """The built-in negative control, on recorded data (tests/data/verdicts, 40 interleaved
+    rounds of runc on a bridge and runc on the host's network, 2026-11-29): the network layer
+    moves TCP_RR and nothing that uses no network (compress, STREAM) or only the disk (fio)."""
+    rec = json.loads((Path(__file__).parent.parent /
+                      "data/verdicts/sequences-2026-11-29-fixed.json").read_text())
+    by = {(s["environment"], s["workload"]): s for s in rec["sequences"]}
+    seen = {}
+    for wl in ("compress", "stream", "fio", "rr"):
+        before, after = by[("runc", wl)], by[("runc-host", wl)]
+        # Each side's value over native in the same round: after / before by round.
+        b = dict(zip(before["rounds"], before["log_ratios"], strict=True))
+        a = dict(zip(after["rounds"], after["log_ratios"], strict=True))
+        v = layer_verdict({r: math.exp(x) for r, x in a.items()},
+                          {r: math.exp(x) for r, x in b.items()},
+                          before["higher_is_better"], 0.03)
+        assert v is not None and v.n == 40
+        seen[wl] = v.verdict
+        if wl != "rr":
+            # Looked at after every round, as a report of a shorter run would: never worse or
+            # better (the bootstrap interval this replaced called fio "better" after 4 rounds).
+            for n in range(2, 41):
+                first = {r: x for r, x in a.items() if r <= n}
+                w = layer_verdict({r: math.exp(x) for r, x in first.items()},
+                                  {r: math.exp(x) for r, x in b.items() if r <= n},
+                                  before["higher_is_better"], 0.03)
+                assert w is not None and w.verdict not in (Verdict.WORSE, Verdict.BETTER), \
+                    (wl, n, w)
+    assert seen["rr"] is Verdict.BETTER, seen
+    assert all(seen[wl] in (Verdict.EQUIVALENT, Verdict.UNDECIDED)
+               for wl in ("compress", "stream", "fio")), seen
