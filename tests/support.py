@@ -375,13 +375,13 @@ POINTS = [("rr", {"proto": "udp"}), ("fio", {"pattern": "randread"}),
 
 
 def figure_store(tmp_path: Path, run_id: str = "f1", slower: Mapping[str, float] = SLOWER,
-                 hostname: str = "h") -> tuple[SQLiteStore, str]:
+                 hostname: str = "h", reps: int = 3) -> tuple[SQLiteStore, str]:
     """A stored run with every point the studies' figures need, in native and runc."""
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run(run_id, "figures", FIGURES_PLAN, 1, {"hostname": hostname, "cpus": 2})
     for env in slower:
         store.put_environment(EnvRecord(run_id, env, env, True, "", {}, {}, {}))
-    for rep in (1, 2, 3):
+    for rep in range(1, reps + 1):
         for workload, params in POINTS:
             for env, k in slower.items():
                 store.commit_cell(run_id, CellKey(env, workload, params, rep), "1",

@@ -45,8 +45,15 @@ def test_ratios_of_b_over_a(tmp_path: Path) -> None:
     lines = {x.metric: x for x in c.lines}
     thr = lines["throughput"]
     assert thr.ratio.ratio == pytest.approx(0.8)
-    assert thr.ratio.ci_high < 1 and thr.ratio.verdict == "worse"
-    assert lines["cpu_per_mb"].ratio.verdict == "within noise"
+    # Judged by a confidence sequence on each run (5 values, 1% spread): B is worse, and
+    # the CPU per MB, the same in both, cannot yet be called equivalent within ±2%.
+    assert thr.judged is not None and thr.judged.high < 1 and thr.ratio.verdict == "worse"
+    assert thr.judged.words().startswith("worse by 20.")
+    cpu = lines["cpu_per_mb"].judged
+    assert cpu is not None and cpu.low < 1 < cpu.high and cpu.verdict.value == "undecided"
+    wider = compare(store.get_run("a"), store.cells("a"), store.get_run("b"), store.cells("b"),
+                    margin=0.10)
+    assert {x.metric: x.ratio.verdict for x in wider.lines}["cpu_per_mb"] == "equivalent"
     assert c.only_a == ["native|fio|bs=4k"] and c.only_b == []
     assert c.host_differences == []
 
@@ -86,16 +93,18 @@ def test_cli_compare_a_run_with_a_bundle(tmp_path: Path) -> None:
 def test_html_comparison_overlays_the_figures(tmp_path: Path) -> None:
     """B's runc is 1.5x slower than native where A's was 1.25x: the page says runc got worse,
     shows the tax in both runs, overlays every figure, and escapes a hostile host name."""
-    store_a, a = figure_store(tmp_path / "a", "a", hostname="<b>x</b>")
+    # Five repetitions a run: with three, each run's confidence sequence at 2.5% (the two
+    # together at 5%) bounds nothing yet, and every line is undecided.
+    store_a, a = figure_store(tmp_path / "a", "a", hostname="<b>x</b>", reps=5)
     store_b, b = figure_store(tmp_path / "b", "b", {"native": 1.0, "runc": 1.5},
-                              hostname="<b>x</b>")
+                              hostname="<b>x</b>", reps=5)
     c = compare(store_a.get_run(a), store_a.cells(a), store_b.get_run(b), store_b.cells(b))
     page = compare_html.render(c, analyze(store_a, a), analyze(store_b, b))
     assert "<script" not in page and "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     for section in ("B / A, headline metrics", "The isolation tax in A and in B",
                     "The studies' figures, B over A", "Every metric"):
         assert f">{section}</h2>" in page
-    # runc's headline throughput: 0.833 of A's, worse; native's identical, within noise.
+    # runc's headline throughput: 0.833 of A's, worse; native's identical, equivalent.
     assert '<div class="worse">0.833' in page and '<div class="noise">1.000' in page
     # Two concurrency, three throughput-latency panels in two figures, MySQL vs CPU, two
     # CDFs: each with both runs in its legend; plus the B / A and the tax figures.

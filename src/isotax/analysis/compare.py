@@ -1,6 +1,13 @@
 """Two runs side by side: two hosts, two kernels, before and after a tuning. For every
-environment x workload point x metric both runs measured, the ratio of run B's mean to run
-A's with its 95% bootstrap interval and a verdict, the same as a run's ratios to its baseline.
+environment x workload point x metric both runs measured, the ratio of run B's values to run
+A's (of their geometric means), with a 95% interval and a verdict from the verdicts' own
+machinery: a confidence sequence on each run's mean log value at 2.5% (isotax.analysis.
+verdicts; location-equivariant, so it needs no pairs), whose difference bounds log(B / A) at
+95% together. Like every confidence sequence it holds however many repetitions each run chose
+to stop at (the runs' added rounds looked at their data), where a bootstrap interval on the
+two sets of values would not, and it is judged against an equivalence margin as a run's ratios
+are: worse or better beyond it, equivalent within it, else undecided. The bootstrap ratio of
+means (`ratio`) stays for the figures and the means; its interval decides nothing.
 
 Runs whose host fingerprints differ (CPU model, SMT, governor, THP, kernel, ...) are not
 compared unless forced: a difference would be the host's, not the change under study. Forced,
@@ -14,12 +21,21 @@ refused in one line naming the fix rather than written out as a comparison.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from isotax.analysis.stats import Ratio, ratio
+from isotax.analysis.verdicts import (
+    ALPHA,
+    MIN_MARGIN,
+    ConfidenceSequence,
+    RatioVerdict,
+    confidence_sequence,
+    decide_on,
+)
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, RunRecord
@@ -43,7 +59,8 @@ class Line:
     mean_b: float
     n_a: int
     n_b: int
-    ratio: Ratio  # B over A
+    ratio: Ratio  # B over A (bootstrap; its `decided` is the judged verdict's)
+    judged: RatioVerdict | None = None  # None where a value is not positive (no log)
 
 
 @dataclass
@@ -70,8 +87,23 @@ def _values(cells: Sequence[CellRecord]) -> dict[tuple[str, str, str, str],
     return out
 
 
+def judge(xa: Sequence[float], xb: Sequence[float], higher_is_better: bool,
+          margin: float = MIN_MARGIN) -> RatioVerdict | None:
+    """B / A judged by two confidence sequences, each on a run's mean log value at ALPHA / 2:
+    log(B / A) lies within [low_B - high_A, high_B - low_A] with probability 1 - ALPHA at
+    least. None where a value is not positive."""
+    if not xa or not xb or min(*xa, *xb) <= 0:
+        return None
+    ca = confidence_sequence([math.log(v) for v in xa], ALPHA / 2)
+    cb = confidence_sequence([math.log(v) for v in xb], ALPHA / 2)
+    both = ConfidenceSequence(min(ca.n, cb.n), cb.mean - ca.mean, math.nan,
+                              cb.low - ca.high, cb.high - ca.low)
+    return decide_on(both, higher_is_better, margin)
+
+
 def compare(a: RunRecord, cells_a: Sequence[CellRecord], b: RunRecord,
-            cells_b: Sequence[CellRecord], force: bool = False) -> Comparison:
+            cells_b: Sequence[CellRecord], force: bool = False,
+            margin: float = MIN_MARGIN) -> Comparison:
     """Run B against run A. Raises NotComparable when both are the same run, or when the
     fingerprints differ and not force."""
     if a.id == b.id:
@@ -93,9 +125,11 @@ def compare(a: RunRecord, cells_a: Sequence[CellRecord], b: RunRecord,
         if not xa or sum(xa) == 0:
             continue
         env, wl, pk, metric = key
+        v = judge(xa, xb, hib, margin)
+        r = ratio(xb, xa, hib, seed=int(b.seed))
         out.lines.append(Line(env, wl, pk, metric, unit, hib, sum(xa) / len(xa),
                               sum(xb) / len(xb), len(xa), len(xb),
-                              ratio(xb, xa, hib, seed=int(b.seed))))
+                              replace(r, decided=v.verdict.value if v else "undecided"), v))
     points_a = {k[:3] for k in va}
     points_b = {k[:3] for k in vb}
     out.only_a = sorted("|".join(p) for p in points_a - points_b)
@@ -117,8 +151,10 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "lines": [{"environment": x.environment, "workload": x.workload,
                    "params": x.params_key, "metric": x.metric, "unit": x.unit,
                    "mean_a": x.mean_a, "mean_b": x.mean_b, "n_a": x.n_a, "n_b": x.n_b,
-                   "ratio": x.ratio.ratio,
-                   "ci_low": x.ratio.ci_low if x.ratio.has_ci else None,
-                   "ci_high": x.ratio.ci_high if x.ratio.has_ci else None,
-                   "verdict": x.ratio.verdict} for x in c.lines],
+                   "ratio": x.judged.ratio if x.judged else x.ratio.ratio,
+                   "ci_low": x.judged.low if x.judged and x.judged.low > 0 else None,
+                   "ci_high": x.judged.high if x.judged and math.isfinite(x.judged.high)
+                   else None,
+                   "verdict": x.ratio.verdict,
+                   "margin": x.judged.margin if x.judged else None} for x in c.lines],
     }

@@ -336,8 +336,12 @@ def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
               help="Compare even though the runs' host fingerprints differ (listed first).")
 @click.option("--out", type=click.Path(path_type=Path),
               help="Directory for compare.md and compare.json [default: RESULTS/compare-A-B].")
+@click.option("--margin", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.02,
+              show_default=True,
+              help="Equivalence margin on B / A, a fraction: within it 'equivalent', beyond "
+                   "it 'worse' or 'better' (where the 95% interval says so).")
 def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
-                out: Path | None) -> None:
+                out: Path | None, margin: float) -> None:
     """Compare run B against run A (two hosts, kernels, before/after a tuning): B / A with
     intervals per environment, workload point and metric. A run is an id in the store or a
     bundle file; the same run on both sides is refused."""
@@ -352,7 +356,7 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
                                 _open_run(run_b, results_dir, stack))
         a, cells_a, b, cells_b = sa.get_run(ida), sa.cells(ida), sb.get_run(idb), sb.cells(idb)
         try:
-            c = compare(a, cells_a, b, cells_b, force)
+            c = compare(a, cells_a, b, cells_b, force, margin)
         except NotComparable as e:
             fail(str(e))
         data_a, data_b = analyze(sa, ida), analyze(sb, idb)
@@ -365,8 +369,10 @@ def compare_cmd(run_a: str, run_b: str, results_dir: Path, force: bool,
         console.print(f"[yellow]host differs:[/] {escape(d)}")
     worse = sum(1 for x in c.lines if x.ratio.verdict == "worse")
     better = sum(1 for x in c.lines if x.ratio.verdict == "better")
+    same = sum(1 for x in c.lines if x.ratio.verdict == "equivalent")
     click.echo(f"{len(c.lines)} metrics in both runs: {better} better, {worse} worse in B, "
-               f"the rest within noise or too few runs")
+               f"{same} equivalent within ±{margin:.1%}, the rest undecided (95% confidence "
+               f"sequences on each run)")
     click.echo(f"comparison: {where / 'compare.md'}")
     click.echo(f"HTML comparison: {where / 'compare.html'}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from isotax.analysis.compare import Comparison, by_environment
 from isotax.analysis.report_data import ReportData
 from isotax.report import compare_figures, figures
+from isotax.report.compare_md import judged_ratio, verdict_words
 from isotax.report.html import _CSS, _e, _figure, _table, ratio_cell
 
 
@@ -41,7 +42,7 @@ def _headline_table(c: Comparison, a: ReportData) -> str:
             if x is None:
                 line.append("<span class=small>—</span>")
                 continue
-            line.append(f"{ratio_cell(x.ratio)}<span class=small>{x.mean_a:.4g} → "
+            line.append(f"{ratio_cell(x.ratio, x.judged)}<span class=small>{x.mean_a:.4g} → "
                         f"{x.mean_b:.4g} (n {x.n_a} / {x.n_b})</span>")
         rows.append(line)
     return _table(["workload point"] + [a.label(e) for e in envs], rows, raw=True)
@@ -83,8 +84,9 @@ def render(c: Comparison, a: ReportData, b: ReportData) -> str:
     else:
         parts += ["<h2>B / A, headline metrics</h2>",
                   "<p class=small>Run B's mean over run A's, per environment and workload "
-                  "point, with its 95% bootstrap interval; green better in B, red worse, grey "
-                  "≈ within noise; under it A's and B's means and their repetitions.</p>",
+                  "point; green better in B, red worse, grey ≈ equivalent, ? undecided (the "
+                  "verdicts: a confidence sequence on each run, judged against the margin); "
+                  "under it A's and B's means and their repetitions.</p>",
                   _headline_table(c, a),
                   _figure(compare_figures.b_over_a(c, a), "Run B over run A (log scale) with "
                                                           "95% intervals.")]
@@ -100,12 +102,10 @@ def render(c: Comparison, a: ReportData, b: ReportData) -> str:
         for env, lines in by_environment(c).items():
             rows = []
             for x in lines:
-                r = x.ratio
-                interval = f" [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.has_ci else ""
                 rows.append([f"{x.workload} {a.sweep_label.get((x.workload, x.params_key), '')}"
                              .strip(), f"{x.metric} {'↑' if x.higher_is_better else '↓'}",
-                             x.unit, f"{x.mean_a:.4g}", f"{x.mean_b:.4g}",
-                             f"{r.ratio:.3f}{interval}", r.verdict])
+                             x.unit, f"{x.mean_a:.4g}", f"{x.mean_b:.4g}", judged_ratio(x),
+                             verdict_words(x)])
             parts += [f"<h3>{_e(a.label(env))}</h3>",
                       _table(["workload point", "metric", "unit", "A", "B", "B / A",
                               "verdict"], rows)]

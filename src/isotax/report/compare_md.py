@@ -3,8 +3,20 @@ metric both runs measured, run B's mean over run A's with its 95% interval and v
 
 from __future__ import annotations
 
-from isotax.analysis.compare import Comparison, by_environment
+from isotax.analysis.compare import Comparison, Line, by_environment
 from isotax.report.markdown import _esc, _fmt, _table
+
+
+def judged_ratio(x: Line) -> str:
+    """B / A and the interval its verdict came from; the ratio of means where no log."""
+    if x.judged is None:
+        return f"{x.ratio.ratio:.3f}"
+    return f"{x.judged.ratio:.3f} {x.judged.interval()}"
+
+
+def verdict_words(x: Line) -> str:
+    """'worse by 8.1%', 'equivalent within ±2.0%', 'undecided' (or why none)."""
+    return x.judged.words() if x.judged else "not judged (a value is not positive)"
 
 
 def render(c: Comparison) -> str:
@@ -12,8 +24,10 @@ def render(c: Comparison) -> str:
            f"A: plan **{_esc(c.a.plan_name)}** on {_esc(c.a.host.get('hostname', '?'))}, "
            f"kernel {_esc(c.a.host.get('kernel', '?'))}. B: plan **{_esc(c.b.plan_name)}** on "
            f"{_esc(c.b.host.get('hostname', '?'))}, kernel {_esc(c.b.host.get('kernel', '?'))}.",
-           "", "Each row: mean in A and in B, and B / A with its 95% bootstrap interval; ↑ "
-           "higher is better, ↓ lower is better; within noise where the interval holds 1.", ""]
+           "", "Each row: mean in A and in B, and B / A (of the geometric means) with its 95% "
+           "interval from a confidence sequence on each run (valid however many repetitions "
+           "each run chose), and the verdict against the margin: worse or better beyond it, "
+           "equivalent within it, else undecided; ↑ higher is better, ↓ lower is better.", ""]
     if c.host_differences:
         out += ["**The hosts differ** (compared anyway, with --force): a difference below may "
                 "be the host's, not the change under study:", ""]
@@ -22,12 +36,9 @@ def render(c: Comparison) -> str:
         out += ["", f"## {_esc(env)}", ""]
         rows = []
         for x in lines:
-            r = x.ratio
-            interval = f" [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.has_ci else ""
             arrow = "↑" if x.higher_is_better else "↓"
             rows.append([x.workload, x.params_key, f"{x.metric} {arrow}", x.unit,
-                         _fmt(x.mean_a), _fmt(x.mean_b), f"{r.ratio:.3f}{interval}",
-                         r.verdict])
+                         _fmt(x.mean_a), _fmt(x.mean_b), judged_ratio(x), verdict_words(x)])
         out += _table(["workload", "params", "metric", "unit", "A", "B", "B / A", "verdict"],
                       rows)
     if c.only_a or c.only_b:
