@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from isotax.analysis.compare import judge
 from isotax.analysis.gate import BoundsError, evaluate, parse_bounds
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState
+from isotax.analysis.verdicts import MIN_MARGIN, Verdict
 from isotax.cli import main
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import CellOutcome, EnvRecord
@@ -214,21 +216,35 @@ max_tax_pct = {(time.high - 1) * 100 + 1}
     assert ok.exit_code == 0 and not _kinds(ok, "FAIL") and not _kinds(ok, "NOTE"), ok.output
 
 
-def test_a_named_metric_is_judged_on_its_bootstrap_interval(results: Path) -> None:
+def test_a_named_metric_is_judged_on_both_sides_confidence_sequences(results: Path) -> None:
+    """A metric without a sequential verdict: runc's values against native's, each with its
+    confidence sequence at 2.5% (unpaired, so wider than a headline's), not a bootstrap."""
     d = _analyzed(results)
-    cell = d.cell("runc", "compress", "corpus_mib=16,level=2,seed=1,threads=0", "cpu_per_mb")
-    assert cell is not None and cell.ratio is not None and cell.ratio.verdict == "worse"
+    key = ("compress", "corpus_mib=16,level=2,seed=1,threads=0", "cpu_per_mb")
+    cell, base = d.cell("runc", *key), d.cell("native", *key)
+    assert cell is not None and base is not None
+    v = judge(base.values, cell.values, False, MIN_MARGIN)
+    assert v is not None and v.verdict is Verdict.WORSE
     r = _check(results, f"""
 [[bound]]
 environment = "runc"
 params = {{ level = 2 }}
 metric = "cpu_per_mb"
-max_ratio = {cell.ratio.ci_low * 0.99}
+max_ratio = {v.low * 0.99}
 """)
     assert r.exit_code == 1, r.output
     (line,) = _kinds(r, "FAIL")
-    assert f"cpu_per_mb: ratio {cell.ratio.ratio:.3g} [{cell.ratio.ci_low:.3g}, " \
-           f"{cell.ratio.ci_high:.3g}] above max_ratio" in line
+    assert f"cpu_per_mb: ratio {v.ratio:.3g} [{v.low:.3g}, {v.high:.3g}] above max_ratio" \
+        in line
+    # A bound inside the interval is not decided against (a NOTE, not a FAIL).
+    inside = _check(results, f"""
+[[bound]]
+environment = "runc"
+params = {{ level = 2 }}
+metric = "cpu_per_mb"
+max_ratio = {v.low * 1.01}
+""")
+    assert inside.exit_code == 0 and _kinds(inside, "NOTE"), inside.output
 
 
 def test_no_worse_than_another_run_both_ways_and_from_a_bundle(results: Path) -> None:
@@ -245,16 +261,17 @@ no_worse_than = "r1"
     doc = json.loads(worse.stdout)
     fails = [f for f in doc["findings"] if f["kind"] == "FAIL"]
     assert doc["violations"] == len(fails) == 3  # both compress points and startup
-    # The figure is the ratio of the two runs' taxes, from each run's own analysis.
+    # The figure is the ratio of the two runs' taxes, each its sequential verdict's ratio
+    # (the geometric mean of its round-paired ratios), from each run's own analysis.
     d1, d2 = _analyzed(results, "r1"), _analyzed(results, "r2")
     key = ("compress", "corpus_mib=16,level=2,seed=1,threads=0", "throughput")
 
-    def mean(d: ReportData, env: str) -> float:
-        c = d.cell(env, *key)
-        assert c is not None
-        return c.summary.mean
+    def tax_of(d: ReportData, env: str) -> float:
+        assert d.sequential is not None
+        return next(s.verdict.ratio for s in d.sequential.ratios
+                    if (s.environment, s.workload, s.params_key, s.metric) == (env, *key))
 
-    tax = (mean(d2, "runc") / mean(d2, "native")) / (mean(d1, "runc") / mean(d1, "native"))
+    tax = tax_of(d2, "runc") / tax_of(d1, "runc")
     got = next(f for f in fails if f["point"] == "level=2" and f["metric"] == "throughput")
     assert got["ratio"] == pytest.approx(tax) and got["high"] < 1
     assert "worse beyond the" in got["text"] and got["limit"] == "no_worse_than r1"

@@ -12,18 +12,20 @@ When a ratio violates a bound (docs/ci-gate.md says the same in words):
   of geometric means of round-paired values and its 95% confidence sequence, the Verdicts
   section's "ratio [95% sequence]". That sequence is what decided the verdict and stays valid
   however many rounds the run added before stopping, which a fixed-n interval does not.
-  Another metric (a bound with `metric`) has no sequential verdict: its bootstrap interval
-  and interval verdict (stats.Ratio) stand in.
+  Another metric (a bound with `metric`) has no sequential verdict: its values against the
+  baseline's, each side's confidence sequence at 2.5% (compare.judge: valid however many
+  rounds the run added, wider than paired), judged against verdicts.MIN_MARGIN, stand in.
 - A violation needs both: a decided verdict that the environment differs from the baseline
   (worse or better), and the whole interval beyond the bound. "Equivalent" says the
   difference is within the margin, i.e. noise, so it never fails; neither does "undecided"
   (or "within noise", "too few runs"). Those, and a decided ratio whose interval reaches
   across the bound, are NOTE lines: not decided against the bound, not judged.
 - no_worse_than: this run's tax over RUN_A's tax, (env / baseline) / (env_A / baseline_A),
-  with fleet.py's 95% percentile bootstrap of the four groups of repetitions (the method
-  `isotax fleet report` judges hosts by). It fails when that interval lies wholly beyond the
-  verdict margin on the worse side: the larger of the two runs' margins for the point's
-  headline (the bound's `margin` when it gives one; at least verdicts.MIN_MARGIN).
+  judged by the two runs' sequential verdicts (isotax.analysis.between_runs: each run's
+  confidence sequence at 2.5%, their difference at 95%). It fails when that verdict is
+  "worse" against the verdict margin: the larger of the two runs' margins for the point's
+  headline (the bound's `margin` when it gives one; at least verdicts.MIN_MARGIN). A metric
+  without a sequential verdict in both runs is a NOTE: not judged.
 - A bound that matches no ratio of the run is a WARN line (a typo, most likely), never
   silence; so is a no_worse_than run that lacks the point.
 
@@ -42,10 +44,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from isotax.analysis.fleet import tax_over_reference
+from isotax.analysis.between_runs import tax_change
+from isotax.analysis.compare import judge
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
-from isotax.analysis.verdicts import MIN_MARGIN
+from isotax.analysis.verdicts import MIN_MARGIN, Verdict
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import RunStatus
 
@@ -288,11 +291,15 @@ class _Run:
         if st is not None:
             v = st.verdict
             return _Evidence(v.ratio, v.low, v.high, v.verdict.value)
+        # Another metric: its values against the baseline's, unpaired, each with a
+        # confidence sequence at 2.5% (compare.judge), against the smallest margin.
         cell = self.data.cells.get((row, env))
-        if cell is None or cell.ratio is None:
+        base = self.data.cells.get((row, self.data.baseline))
+        if cell is None or base is None:
             return None
-        r = cell.ratio
-        return _Evidence(r.ratio, r.ci_low, r.ci_high, r.verdict)
+        got = judge(base.values, cell.values, row.higher_is_better, MIN_MARGIN)
+        return None if got is None else _Evidence(got.ratio, got.low, got.high,
+                                                  got.verdict.value)
 
     def margin(self, env: str, row: Row) -> float | None:
         st = self.states.get((env, row.workload, row.params_key, row.metric))
@@ -415,51 +422,39 @@ def _judge(b: Bound, where: str, run: _Run, env: str, row: Row) -> list[Finding]
 
 def _judge_against(b: Bound, where: str, run: _Run, ref: _Run, env: str, row: Row
                    ) -> list[Finding]:
-    """This run's tax over the reference run's, the fleet's way (a bootstrap of the four
-    groups of repetitions), against the verdict margin."""
-    d, a = run.data, ref.data
+    """This run's tax over the reference run's (isotax.analysis.between_runs), against the
+    verdict margin."""
+    a = ref.data
     point = run.point(row)
     head = " ".join(x for x in (env, row.workload, point, row.metric) if x)
     label = f"no_worse_than {b.no_worse_than}"
-    cell, base = d.cells.get((row, env)), d.cell(d.baseline, row.workload, row.params_key,
-                                                 row.metric)
-    a_cell = a.cell(env, row.workload, row.params_key, row.metric)
-    a_base = a.cell(a.baseline, row.workload, row.params_key, row.metric)
-    if a_cell is None or a_base is None:
+    key = (env, row.workload, row.params_key, row.metric)
+    if a.cell(env, row.workload, row.params_key, row.metric) is None or \
+            a.cell(a.baseline, row.workload, row.params_key, row.metric) is None:
         return [Finding("WARN", f"{head}: run {a.run.id} has no {env} and {a.baseline} "
                                 "values for it: not judged against it", where, env,
                         row.workload, point, row.metric, limit=label)]
-    assert cell is not None  # _matches only yields measured cells
-    t = tax_over_reference(cell.values, base.values if base else [], a_cell.values,
-                           a_base.values, row.higher_is_better, seed=int(d.run.seed))
+    mine, theirs = run.states.get(key), ref.states.get(key)
+    what = f"tax vs run {a.run.id}'s"
+    if mine is None or theirs is None:
+        return [Finding("NOTE", f"{head}: {what}: no sequential verdict in both runs (a "
+                                "metric other than the point's headline): not judged",
+                        where, env, row.workload, point, row.metric, limit=label)]
     margins = [m for m in (run.margin(env, row), ref.margin(env, row)) if m is not None]
     margin = b.margin if b.margin is not None else max([MIN_MARGIN, *margins])
-    what = f"tax vs run {a.run.id}'s"
+    t = tax_change(mine, theirs, margin)
+    words = f"{what} {_num(t.ratio)} {t.interval()}"
 
-    def made(kind: Kind, text: str, verdict: str) -> Finding:
+    def made(kind: Kind, text: str) -> Finding:
         return Finding(kind, f"{head}: {text}", where, env, row.workload, point, row.metric,
-                       t.ratio if t else None, t.ci_low if t else None,
-                       t.ci_high if t else None, verdict, label)
+                       t.ratio, t.low, t.high, t.verdict.value, label)
 
-    if t is None:
-        return [made("NOTE", f"{what}: no ratio (a baseline's mean is zero): not judged", "")]
-    ev = _Evidence(t.ratio, t.ci_low, t.ci_high, "")
-    words = f"{what} {_num(t.ratio)} {ev.interval()}"
-    if not t.has_ci:
-        return [made("NOTE", f"{words}: too few runs, not judged", "too few runs")]
-    m = math.log1p(margin)
-    lo = math.log(t.ci_low) if t.ci_low > 0 else -math.inf
-    hi = math.log(t.ci_high) if t.ci_high > 0 else -math.inf
-    down, up = hi < -m, lo > m  # wholly below / above the margin band around 1
-    if down or up:
-        if up == row.higher_is_better:
-            return []  # decidedly better than the reference run
-        return [made("FAIL", f"{words} worse beyond the ±{margin:.1%} margin ({label})",
-                     "worse")]
-    if -m < lo and hi < m:
-        return []  # equivalent to the reference within the margin
+    if t.verdict is Verdict.WORSE:
+        return [made("FAIL", f"{words} worse beyond the ±{margin:.1%} margin ({label})")]
+    if t.verdict in (Verdict.BETTER, Verdict.EQUIVALENT):
+        return []  # decidedly better than the reference run, or equivalent to it
     return [made("NOTE", f"{words} neither beyond nor within the ±{margin:.1%} margin "
-                         f"({label}): not decided, not judged", "undecided")]
+                         f"({label}): {t.reason}; not decided, not judged")]
 
 
 def format_lines(result: GateResult) -> Sequence[str]:
