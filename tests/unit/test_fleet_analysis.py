@@ -1,5 +1,5 @@
 """isotax fleet report's analysis: each host's isolation tax side by side, which hosts differ
-beyond noise from the reference host (the bootstrap of the ratio of the two taxes), the
+beyond the margin from the reference host (the verdicts' confidence sequences), the
 fingerprint facts that differ, hosts without a run, and runs of different plans refused."""
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_each_hosts_tax_and_who_differs(tmp_path: Path) -> None:
     assert runc.headline and runc.reference == "h1"
     taxes = {h: t.tax.ratio for h, t in runc.taxes.items() if t.tax}
     assert taxes == pytest.approx({"h1": 0.9, "h2": 0.9, "h3": 0.7})
-    # h3's runc tax is 0.7 / 0.9 of h1's, beyond noise; h2's is the same on other hardware.
+    # h3's runc tax is 0.7 / 0.9 of h1's, beyond the margin; h2's is the same on other hardware.
     assert runc.differs == ["h3"] and runc.verdict == DIFFERS
     vs3 = runc.taxes["h3"].vs_reference
     assert vs3 is not None and vs3.ratio == pytest.approx(0.7 / 0.9)
@@ -227,7 +227,7 @@ def test_ratio_of_taxes_interval() -> None:
 def test_json_is_versioned_and_carries_every_row(tmp_path: Path) -> None:
     f = build(fleet_store(tmp_path))
     doc = to_json(f)
-    assert doc["format_version"] >= 2 and doc["fleet_format_version"] == 1
+    assert doc["format_version"] >= 2 and doc["fleet_format_version"] == 2
     assert doc["fleet"] == "f1" and doc["reference"] == "h1" and doc["baseline"] == "native"
     assert [h["name"] for h in doc["hosts"]] == ["h1", "h2", "h3"]
     assert doc["hosts"][1]["fingerprint_differences"][1] == "kernel: 6.1.0 vs 6.6.0"

@@ -1,5 +1,5 @@
 """isotax fleet report's reports and command: the Markdown tables (hosts side by side, who
-differs beyond noise), the HTML with its figures and well-formed, fleet.json, and the command's
+differs beyond the margin), the HTML with its figures and well-formed, fleet.json, and the command's
 files, summary and one-line refusals (exit 2)."""
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ def test_markdown_puts_hosts_side_by_side(tmp_path: Path) -> None:
     lines = md.splitlines()
     header = next(x for x in lines if x.startswith("| workload point"))
     assert header == ("| workload point | metric | h1 (reference) | h2 | h3 | "
-                      "differs beyond noise |")
+                      "differs beyond the margin |")
     runc = lines[lines.index("### runc") + 4]
     assert runc.startswith("| compress threads=1 | throughput ↑ | 0.900× [")
     assert "0.700× [" in runc and "**≠** | h3 (0.778× h1) |" in runc
     crun = lines[lines.index("### crun") + 4]
-    assert crun.endswith("| within noise |") and "≠" not in crun
+    assert crun.endswith("| equivalent |") and "≠" not in crun
     # The summary: runc has 4 metrics, all 4 differ on h3; crun none.
     assert "| runc | 3 | 4 | 4 | h3 (4) |" in md and "| crun | 3 | 4 | 0 | none |" in md
     assert "| h2 | CPU model: EPYC 7302 vs EPYC 9354 |" in md
@@ -111,8 +111,8 @@ def test_command_writes_the_reports_and_a_summary(tmp_path: Path) -> None:
     where = tmp_path / "fleets" / "f1"
     assert sorted(p.name for p in where.iterdir()) == ["fleet.html", "fleet.json", "fleet.md"]
     out = r.stdout
-    assert "runc: 3 host(s), 4 of 4 metric(s) differ beyond noise (h3: 4)" in out
-    assert "crun: 3 host(s), 0 of 4 metric(s) differ beyond noise" in out
+    assert "runc: 3 host(s), 4 of 4 metric(s) differ beyond the margin (h3: 4)" in out
+    assert "crun: 3 host(s), 0 of 4 metric(s) differ beyond the margin" in out
     assert "host h4:" in r.output and "unreachable" in r.output
     assert out.strip().splitlines()[-1] == f"HTML fleet report: {where / 'fleet.html'}"
     assert json.loads((where / "fleet.json").read_text())["reference"] == "h1"
@@ -132,7 +132,7 @@ def test_command_puts_any_runs_side_by_side(tmp_path: Path) -> None:
                                     "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output
     assert "| h1 (reference) | lab |" in (tmp_path / "o" / "fleet.md").read_text()
-    assert "runc: 2 host(s), 2 of 2 metric(s) differ beyond noise (lab: 2)" in r.stdout
+    assert "runc: 2 host(s), 2 of 2 metric(s) differ beyond the margin (lab: 2)" in r.stdout
 
 
 def test_command_refusals_are_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -2,24 +2,23 @@
 host's isolation tax per environment x workload point x metric, and which hosts differ.
 
 A host's tax is its run's ratio to its own baseline (analyze(): mean in the environment over
-mean natively on that host, with the 95% bootstrap interval and verdict). Whether two hosts'
-taxes differ is judged on the ratio of the two taxes,
-
-    (mean env_h / mean base_h) / (mean env_ref / mean base_ref),
-
-with a 95% percentile bootstrap interval that resamples each of the four sets of repetitions
-independently (the same method as stats.ratio, Efron & Tibshirani ch. 13, extended from two
-samples to four). A host "differs beyond noise" when that interval excludes 1.0 and the
-difference is larger than either host's A/A noise floor (plan `aa`); "within noise" when it
-holds 1.0 (or the floor covers it); "too few runs" where a side has fewer than 2 repetitions.
-Why not "the two hosts' intervals do not overlap": that rule is far stricter than 95% (two
-equal 95% intervals only part at about p = 0.006, Schenker & Gentleman 2001), so it would call
-real differences noise; the bootstrap of the ratio of ratios uses the samples themselves and
-keeps the 95% the rest of isotax reports. Every host is compared with one reference host (the
-first in inventory order unless chosen), not every pair with every other: n - 1 comparisons
-per row instead of n(n-1)/2, fewer chance findings (each is still a 5% test: with many hosts
-and metrics expect an occasional false "differs"), and one reading: "h3's tax is 0.8x h1's".
-Where the reference did not measure a row, the first host that did stands in for that row.
+mean natively on that host, with its interval and verdict). Whether two hosts' taxes differ is
+judged on the ratio of the two taxes by the verdicts' own machinery
+(isotax.analysis.between_runs): for a point's headline metric, each host's sequential verdict
+(its round-paired log ratios and their confidence sequence, at 2.5% each: together 95%); for
+another metric, each of the four groups of values with its confidence sequence at 1.25%. A
+host "differs" when that verdict is worse or better against the margin (the larger of the two
+hosts' verdict margins for the point, at least verdicts.MIN_MARGIN): the whole interval beyond
+it. The row is "equivalent" when every host is decided within the margin, "undecided"
+otherwise. Both hold however many rounds each run added before it stopped; the percentile
+bootstrap of the four groups that this replaced (2026-11-29) did not, and was too narrow at a
+handful of repetitions. Why not "the two hosts' intervals do not overlap": that rule is far
+stricter than 95% (two equal 95% intervals only part at about p = 0.006, Schenker & Gentleman
+2001). Every host is compared with one reference host (the first in inventory order unless
+chosen), not every pair with every other: n - 1 comparisons per row instead of n(n-1)/2, fewer
+chance findings (each is still a 5% test: with many hosts and metrics expect an occasional
+false "differs"), and one reading: "h3's tax is 0.8x h1's". Where the reference did not
+measure a row, the first host that did stands in for that row.
 
 Runs of different plans (their plan text differs) are not put side by side unless forced: the
 same environment name could be configured otherwise. The host fingerprint facts that differ
@@ -37,20 +36,24 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
+from isotax.analysis.between_runs import tax_change, taxes_unpaired
 from isotax.analysis.report_data import Cell, ReportData, Row
 from isotax.analysis.report_warnings import ReportWarning
+from isotax.analysis.sequential import RatioState
 from isotax.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Ratio
+from isotax.analysis.verdicts import MIN_MARGIN, RatioVerdict
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import FORMAT_VERSION, RunStatus
 from isotax.store.base import Store, StoreError
 from isotax.store.run_meta import RunMeta
 
-DIFFERS = "differs beyond noise"
-WITHIN = "within noise"
-FEW = "too few runs"
+DIFFERS = "differs beyond the margin"
+WITHIN = "equivalent"
+FEW = "undecided"
 ONE_HOST = "one host only"
 NO_RATIO = "no ratio"  # no host's baseline had a mean to divide by
-FLEET_FORMAT = 1  # fleet.json's own version: bump on any change to its fields' meaning
+FLEET_FORMAT = 2  # fleet.json's own version: bump on any change to its fields' meaning (2:
+# a host's tax over the reference's is judged by confidence sequences, not a bootstrap)
 # A run's warnings that the fleet report repeats per host: what makes a host's taxes differ
 # for a reason other than the machine (Fleet.flagged).
 FLAGGED = frozenset({ReportWarning.PARITY, ReportWarning.FINGERPRINT_FORCED,
@@ -79,6 +82,11 @@ class HostRun:
     machine: Mapping[str, str] = field(default_factory=dict)
 
 
+def apart(vs: Ratio | None) -> bool:
+    """A host's tax over the reference's decided worse or better (beyond the margin)."""
+    return vs is not None and vs.verdict in ("worse", "better")
+
+
 @dataclass(frozen=True)
 class HostTax:
     tax: Ratio | None  # the environment over the host's baseline (None: no baseline mean)
@@ -103,9 +111,8 @@ class FleetRow:
 
     @property
     def differs(self) -> list[str]:
-        """The hosts whose tax differs beyond noise from the reference's."""
-        return [h for h, t in self.taxes.items()
-                if t.vs_reference is not None and t.vs_reference.within_noise is False]
+        """The hosts whose tax is decided worse or better than the reference's."""
+        return [h for h, t in self.taxes.items() if apart(t.vs_reference)]
 
     @property
     def verdict(self) -> str:
@@ -116,7 +123,7 @@ class FleetRow:
             return ONE_HOST
         if self.differs:
             return DIFFERS
-        if all(r is not None and r.has_ci for r in compared):
+        if all(r is not None and r.verdict == "equivalent" for r in compared):
             return WITHIN
         return FEW
 
@@ -210,11 +217,6 @@ def tax_over_reference(env: Sequence[float], base: Sequence[float], ref_env: Seq
     return Ratio(point, low, high, higher_is_better)
 
 
-def _floor(*taxes: Ratio | None) -> float:
-    floors = [t.noise_floor for t in taxes if t is not None and not math.isnan(t.noise_floor)]
-    return max(floors) if floors else math.nan
-
-
 def _collect_rows(data: Mapping[str, ReportData], order: Sequence[str]
                   ) -> tuple[list[str], dict[tuple[str, str, str, str], FleetRow],
                              dict[tuple[str, str, str, str], dict[str, Row]]]:
@@ -301,21 +303,42 @@ def side_by_side(fleet_id: str, hosts: Sequence[HostRun], data: Mapping[str, Rep
 
 def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row],
            seed: int) -> None:
-    """Each host's tax over the row's reference's, with its interval."""
+    """Each host's tax over the row's reference's, its interval and verdict
+    (isotax.analysis.between_runs); the bootstrap ratio of the mean taxes stays the figure
+    where no interval can be had (a value that is not positive)."""
     assert frow.reference is not None
     rc, rb = _cells(data[frow.reference], own[frow.reference], frow.environment)
-    ref_tax = frow.taxes[frow.reference].tax
+    key = (frow.environment, frow.workload, frow.params_key, frow.metric)
+    ref_state = _states(data[frow.reference]).get(key)
     for h, t in frow.taxes.items():
         if h == frow.reference or t.tax is None or rb is None:
             continue
         cell, base = _cells(data[h], own[h], frow.environment)
         if base is None:
             continue
-        r = tax_over_reference(cell.values, base.values, rc.values, rb.values,
-                               frow.higher_is_better, seed)
+        state = _states(data[h]).get(key)
+        if state is not None and ref_state is not None:
+            margin = max(MIN_MARGIN, state.verdict.margin, ref_state.verdict.margin)
+            v: RatioVerdict | None = tax_change(state, ref_state, margin)
+        else:
+            v = taxes_unpaired(cell.values, base.values, rc.values, rb.values,
+                               frow.higher_is_better, MIN_MARGIN)
+        if v is not None:
+            low = v.low if v.low > 0 else math.nan
+            high = v.high if math.isfinite(v.high) else math.nan
+            r: Ratio | None = Ratio(v.ratio, low, high, frow.higher_is_better,
+                                    decided=v.verdict.value)
+        else:
+            r = tax_over_reference(cell.values, base.values, rc.values, rb.values,
+                                   frow.higher_is_better, seed)
+            r = replace(r, decided="undecided") if r is not None else None
         if r is not None:
-            frow.taxes[h] = replace(t, vs_reference=replace(r, noise_floor=_floor(t.tax,
-                                                                                  ref_tax)))
+            frow.taxes[h] = replace(t, vs_reference=r)
+
+
+def _states(d: ReportData) -> dict[tuple[str, str, str, str], RatioState]:
+    return {(s.environment, s.workload, s.params_key, s.metric): s
+            for s in (d.sequential.ratios if d.sequential else ())}
 
 
 # -- which runs make the fleet ---------------------------------------------------------------
@@ -410,8 +433,9 @@ def to_json(f: Fleet) -> dict[str, Any]:
     return {
         "format_version": FORMAT_VERSION, "fleet_format_version": FLEET_FORMAT,
         "fleet": f.fleet_id, "reference": f.reference, "baseline": f.baseline,
-        "rule": "a host differs beyond noise when the 95% percentile bootstrap interval of "
-                "its tax over the reference host's tax excludes 1",
+        "rule": "a host differs when its tax over the reference host's, judged by the "
+                "verdicts' confidence sequences (each run's at 2.5%, together 95%), is worse "
+                "or better beyond the margin",
         "hosts": [{"name": h.name, "run_id": h.run_id, "address": h.address,
                    "status": h.status, "reason": h.reason, "compared": h.name in f.data,
                    "plan_hash": plan_hash(f.data[h.name].run.plan_toml)

@@ -50,7 +50,7 @@ def _write(where: Path, texts: dict[str, str]) -> list[Path]:
 
 
 def _summary(f: Fleet) -> None:
-    """Per environment: its hosts and how many metrics differ beyond noise; the hosts that
+    """Per environment: its hosts and how many metrics differ beyond the margin; the hosts that
     are one machine and what each run flagged; the hosts that failed; the fingerprint facts
     that differ."""
     from isotax.report.fleet_md import env_counts, same_machine_words
@@ -61,7 +61,7 @@ def _summary(f: Fleet) -> None:
         n_hosts, n_rows, n_diff, per_host = env_counts(f, env)
         which = ", ".join(f"{h}: {n}" for h, n in per_host.items())
         click.echo(f"  {env}: {n_hosts} host(s), {n_diff} of {n_rows} metric(s) differ "
-                   f"beyond noise" + (f" ({which})" if which else ""))
+                   f"beyond the margin" + (f" ({which})" if which else ""))
     for g in f.same_machines:
         click.echo(same_machine_words(g))
     for name, flagged in f.flagged.items():
@@ -93,7 +93,7 @@ def _summary(f: Fleet) -> None:
 def report(fleet_id: str | None, results_dir: Path, run_list: str | None, out: Path | None,
            reference: str | None, force: bool) -> None:
     """Each environment's isolation tax per host of fleet FLEET_ID side by side: which hosts
-    differ beyond noise, and the fingerprint facts that differ."""
+    differ beyond the margin, and the fingerprint facts that differ."""
     from isotax.analysis.fleet import (
         FleetError,
         fleet_hosts,

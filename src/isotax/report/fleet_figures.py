@@ -7,7 +7,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
-from isotax.analysis.fleet import Fleet
+from isotax.analysis.fleet import Fleet, apart
 from isotax.report.svg_figure import colors, to_svg
 
 # Beyond this spread of values a linear axis flattens the containers next to an emulated VM.
@@ -16,8 +16,8 @@ _LOG_SPREAD = 5.0
 
 def tax_bars(f: Fleet, point: tuple[str, str, str]) -> str:
     """One headline metric (workload, params_key, metric): every environment's tax per host.
-    Hollow: within noise of the baseline on that host; ≠ above a bar: that host's tax differs
-    beyond noise from the reference host's."""
+    Hollow: equivalent to the baseline on that host; ≠ above a bar: that host's tax differs
+    beyond the margin from the reference host's."""
     rows = [r for r in f.rows if (r.workload, r.params_key, r.metric) == point]
     hosts = f.compared
     if not rows or not hosts:
@@ -42,7 +42,7 @@ def tax_bars(f: Fleet, point: tuple[str, str, str]) -> str:
             faces.append("none" if r.within_noise else color)
             shown += [low, high]
             vs = t.vs_reference
-            if vs is not None and vs.within_noise is False:
+            if apart(vs):
                 marks.append((x, high))
         if not xs:
             continue

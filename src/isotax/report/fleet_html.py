@@ -36,7 +36,7 @@ def render(f: Fleet) -> str:
     sections = _shared(fleet_md.blocks(f))
     figs = [_figure(fleet_figures.tax_bars(f, p), f"{p[0]} {p[2]}: each environment's tax "
                     f"on every host (ratio to {f.baseline} there), with 95% intervals; dashed: "
-                    f"1.0, no tax; hollow: within noise; ≠: differs beyond noise from "
+                    f"1.0, no tax; hollow: equivalent; ≠: differs beyond the margin from "
                     f"{f.reference}.") for p in f.headline_points()]
     figs = [x for x in figs if x]
     if figs:

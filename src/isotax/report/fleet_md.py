@@ -1,6 +1,6 @@
 """The Markdown form of a fleet side by side (isotax.analysis.fleet): per environment, every
 workload point and metric with each host's isolation tax, its interval and markers, and the
-hosts whose tax differs beyond noise from the reference host's; which hosts are one machine
+hosts whose tax differs beyond the margin from the reference host's; which hosts are one machine
 and what each run flagged; the host fingerprint facts that differ; the hosts that failed or
 did not finish.
 
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from isotax.analysis.fleet import DIFFERS, Fleet, FleetRow, HostTax
+from isotax.analysis.fleet import DIFFERS, Fleet, FleetRow, HostTax, apart
 from isotax.report.markdown import _esc, _table
 from isotax.report.table import Block, Grid, Heading, Items, Text, to_markdown
 
 LEGEND = ("Each cell: the host's isolation tax, its environment's mean over its own {base}'s "
-          "(×), with the 95% bootstrap interval; ↑ higher is better, ↓ lower is better. "
-          "≈: within noise of {base} on that host; **≠**: differs beyond noise from the "
-          "reference host's tax (the 95% bootstrap interval of the ratio of the two taxes "
-          "excludes 1); ?: too few runs to tell; TCG: emulated on that host; —: not measured "
-          "there. The last column names the hosts that differ, each with its tax over the "
-          "reference's.")
+          "(×), with its interval; ↑ higher is better, ↓ lower is better. "
+          "≈: equivalent to {base} on that host; **≠**: differs from the reference host's "
+          "tax beyond the margin (the ratio of the two taxes judged by the verdicts' "
+          "confidence sequences, 95%); ?: undecided; TCG: emulated on that host; —: not "
+          "measured there. The last column names the hosts that differ, each with its tax "
+          "over the reference's.")
 
 
 def _fmt_ratio(r: float) -> str:
@@ -43,9 +43,9 @@ def tax_text(t: HostTax | None) -> str:
     if t.emulated:
         text += " TCG"
     vs = t.vs_reference
-    if vs is not None and vs.within_noise is False:
+    if apart(vs):
         text += " **≠**"
-    elif vs is not None and not vs.has_ci:
+    elif vs is not None and vs.verdict == "undecided":
         text += " ?"
     return text
 
@@ -78,7 +78,7 @@ def env_grid(f: Fleet, env: str) -> Grid:
 
 
 def env_counts(f: Fleet, env: str) -> tuple[int, int, int, dict[str, int]]:
-    """(hosts that measured env, its metrics, metrics that differ beyond noise, per host
+    """(hosts that measured env, its metrics, metrics that differ beyond the margin, per host
     how many of its metrics differ)."""
     rows = f.rows_of(env)
     hosts = {h for r in rows for h in r.taxes}
@@ -95,7 +95,7 @@ def summary_grid(f: Fleet) -> Grid:
         n_hosts, n_rows, n_diff, per_host = env_counts(f, env)
         rows.append([env, str(n_hosts), str(n_rows), str(n_diff),
                      ", ".join(f"{h} ({n})" for h, n in per_host.items()) or "none"])
-    return Grid(["environment", "hosts", "metrics", "differ beyond noise",
+    return Grid(["environment", "hosts", "metrics", "differ beyond the margin",
                  "hosts that differ (metrics)"], rows)
 
 
@@ -123,7 +123,7 @@ def blocks(f: Fleet) -> list[Block]:
     """Every section, in the Markdown's order (the HTML adds its figures before them)."""
     out: list[Block] = [Heading(2, "Summary"),
                         Text(f"Per environment: the hosts that measured it, its metrics, and "
-                             f"how many differ beyond noise from **{_esc(f.reference)}** "
+                             f"how many differ beyond the margin from **{_esc(f.reference)}** "
                              "(the reference host)."),
                         summary_grid(f), Heading(2, "Hosts"), hosts_grid(f)]
     out += [Text(same_machine_words(g)) for g in f.same_machines]
