@@ -258,6 +258,16 @@ def analyze(store: Store, run_id: str) -> ReportData:
                                row.higher_is_better, margin.value)
             if lv is not None:
                 data.layer_ratios[(layer, row)] = lv
+    # Every other ratio to the baseline (not a headline: not chased by added rounds) judged
+    # by the same machinery on the rounds it has, so no bootstrap interval decides a word.
+    for (row, env), cell in list(data.cells.items()):
+        if cell.ratio is not None and not cell.ratio.decided:
+            v = layer_verdict(_by_round(values[(row, env)], reps[(row, env)]),
+                              _by_round(values[(row, baseline)], reps[(row, baseline)]),
+                              row.higher_is_better,
+                              judge((row.workload, row.params_key, row.metric), env).value)
+            data.cells[(row, env)] = replace(cell, ratio=replace(
+                cell.ratio, decided=v.verdict.value if v else "undecided"))
     data.warmups = check_warmups(records)
     for (row, env), vals in values.items():
         for i, z in outliers(vals):

@@ -217,11 +217,12 @@ def environments_blocks(d: ReportData) -> list[Block]:
 # Said where bootstrap intervals stand beside verdict words: a reader sees an interval that
 # excludes 1 next to "undecided" and must know why that is no contradiction.
 BOOTSTRAP_IS_NOT_THE_VERDICT = (
-    "Every interval in this table is the 95% bootstrap interval of the ratio of means. A "
-    "headline ratio's verdict word (worse, better, equivalent, undecided) comes from its own, "
-    "wider 95% confidence sequence on the ratio of geometric means of the round pairs (see "
-    "Verdicts), not from this interval: a bootstrap interval that excludes 1 beside "
-    "\"undecided\" is no contradiction.")
+    "Every interval in this table is the 95% bootstrap interval of the ratio of means. Every "
+    "verdict word (worse, better, equivalent, undecided) comes from the ratio's own, wider "
+    "95% confidence sequence on the ratio of geometric means of the round pairs, against its "
+    "margin (a headline's: see Verdicts; another metric's on the rounds it has), not from "
+    "this interval: a bootstrap interval that excludes 1 beside \"undecided\" is no "
+    "contradiction.")
 
 
 def results_blocks(d: ReportData) -> list[Block]:
