@@ -92,9 +92,11 @@ class Ratio:
     # The smallest difference this host's noise alone makes for this metric (from an A/A
     # run of the baseline against itself), as a fraction: NaN when unknown.
     noise_floor: float = math.nan
-    # A headline ratio's sequential verdict (isotax.analysis.verdicts: "worse", "better",
-    # "equivalent", "undecided"), which then decides what within_noise and verdict say; ""
-    # for the other metrics, judged by their interval alone.
+    # The ratio's verdict from its confidence sequence (isotax.analysis.verdicts: "worse",
+    # "better", "equivalent", "undecided"), which then decides what within_noise and verdict
+    # say: report_data sets it on every ratio to the baseline, compare and the fleet on
+    # theirs; "" only where nothing judged it (the interval's words then, never shown as a
+    # verdict by isotax's reports).
     decided: str = ""
 
     @property
