@@ -53,8 +53,7 @@ repetitions = 3
 warmups = 1
 timeout_s = 120
 
-aa = true
-
+{aa}
 [verdicts]
 margin = "auto"
 max_repetitions = 12
@@ -63,7 +62,7 @@ deadline_s = 90
 [[environments]]
 name = "native"
 kind = "native"
-
+{copy}
 [[workloads]]
 name = "compress"
 params = {{ level = 2, threads = 0, corpus_mib = 4 }}
@@ -86,8 +85,18 @@ ramp_s = 0
 
 # -- the pure parts (tests/unit/test_bench_scripts.py) ------------------------------------------
 
-def plan_text(seed: int, name: str = PLAN_NAME) -> str:
-    return PLAN_TOML.format(seed=seed, name=name)
+# --chased: native's copy as an ordinary environment, not the run's canary: judged and given
+# added rounds the way every real ratio is (the canary stops at its floor's 3 pairs), so its
+# false worse/better rate is the rate of the verdicts a user acts on. Margins then come from
+# a stored A/A run of the host in --results (a canary run), else the minimum.
+COPY = "native-copy"
+
+
+def plan_text(seed: int, name: str = PLAN_NAME, chased: bool = False) -> str:
+    if chased:
+        return PLAN_TOML.format(seed=seed, name=name, aa="",
+                                copy=f'\n[[environments]]\nname = "{COPY}"\nkind = "native"\n')
+    return PLAN_TOML.format(seed=seed, name=name, aa="aa = true\n", copy="")
 
 
 def canary_verdicts(meta: Any, canary: str) -> list[str] | None:
@@ -203,7 +212,9 @@ def read_run(results: Path, run_id: str, wall_s: float | None) -> RunResult:
             baseline = parse_plan(run.plan_toml).baseline
         except Exception:  # a plan this code no longer takes: the default baseline
             baseline = "native"
-        stored = canary_verdicts(store.run_meta(run_id).get("sequential"), f"{baseline}-aa")
+        named = {e.name for e in store.environments(run_id)}
+        stored = canary_verdicts(store.run_meta(run_id).get("sequential"),
+                                 COPY if COPY in named else f"{baseline}-aa")
         if stored is not None:
             return RunResult(run_id, run.status, wall_s, tuple(stored), "stored", span)
         try:
@@ -265,6 +276,9 @@ def main() -> int:
     ap.add_argument("--confidence", type=float, default=0.95,
                     help="of the interval (default 0.95)")
     ap.add_argument("--json", type=Path, help="also write the runs and summary as JSON here")
+    ap.add_argument("--chased", action="store_true",
+                    help=f"native's copy ({COPY}) as an ordinary environment, chased like every "
+                         "real ratio, instead of the run's canary")
     args = ap.parse_args()
     runs: list[RunResult] = []
     interrupted = False
@@ -285,7 +299,7 @@ def main() -> int:
                     plan = args.plan
                     if plan is None:
                         plan = Path(tmp) / f"aa-canary-{i}.toml"
-                        plan.write_text(plan_text(seed=i))
+                        plan.write_text(plan_text(seed=i, chased=args.chased))
                     log = logs / f"{time.strftime('%Y%m%d-%H%M%S')}-{i}.log"
                     print(f"A/A run {i}/{args.runs} (log {log}) ...", flush=True)
                     run_id, wall, rc = one_run(plan, args.results, log)
@@ -310,7 +324,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({
             "plan": (None if args.read_only else str(args.plan) if args.plan
-                     else plan_text(seed=0).replace("seed = 0", "seed = <run number>")),
+                     else plan_text(seed=0, chased=args.chased)
+                     .replace("seed = 0", "seed = <run number>")),
             "results": str(args.results), "interrupted": interrupted,
             "runs": [{"run_id": r.run_id, "status": r.status, "wall_s": r.wall_s,
                       "run_s": r.run_s,

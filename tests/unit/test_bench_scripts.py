@@ -18,7 +18,7 @@ from scipy.stats import binomtest
 from isotax import protocols
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
-from isotax.store.base import CellOutcome
+from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -219,6 +219,20 @@ def test_the_aa_plan_is_native_against_its_copy_only() -> None:
     assert p.verdicts.max_repetitions is not None and p.verdicts.max_repetitions > p.repetitions
     assert {w.name for w in p.workloads} == {"compress", "rr", "fio"}
     assert parse_plan(aa.plan_text(seed=8)).seed == 8
+
+
+def test_the_chased_plan_judges_natives_copy_as_an_ordinary_environment(tmp_path: Path
+                                                                        ) -> None:
+    """--chased: no canary; the copy is a question like any other, and its verdicts are
+    what read_run counts."""
+    p = parse_plan(aa.plan_text(seed=3, chased=True))
+    assert not p.aa and [e.name for e in p.run_environments] == ["native", aa.COPY]
+    store = _store(tmp_path, {"ratios": [ratio(aa.COPY, "equivalent"),
+                                         ratio(aa.COPY, "worse")]},
+                   aa.plan_text(3, chased=True))
+    store.put_environment(EnvRecord("r1", aa.COPY, "native", True, "", {}, {}, {}))
+    store.close()
+    assert aa.read_run(tmp_path, "r1", 1.0).verdicts == ("equivalent", "worse")
 
 
 def test_the_report_states_the_false_rate_and_its_interval() -> None:
