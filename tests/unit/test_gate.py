@@ -225,25 +225,22 @@ def test_a_named_metric_is_judged_on_both_sides_confidence_sequences(results: Pa
     assert cell is not None and base is not None
     v = judge(base.values, cell.values, False, MIN_MARGIN)
     assert v is not None and v.verdict is Verdict.WORSE
-    r = _check(results, f"""
+
+    def bound(max_ratio: float) -> str:
+        return f"""
 [[bound]]
 environment = "runc"
 params = {{ level = 2 }}
 metric = "cpu_per_mb"
-max_ratio = {v.low * 0.99}
-""")
+max_ratio = {max_ratio}
+"""
+    r = _check(results, bound(v.low * 0.99))
     assert r.exit_code == 1, r.output
     (line,) = _kinds(r, "FAIL")
     assert f"cpu_per_mb: ratio {v.ratio:.3g} [{v.low:.3g}, {v.high:.3g}] above max_ratio" \
         in line
     # A bound inside the interval is not decided against (a NOTE, not a FAIL).
-    inside = _check(results, f"""
-[[bound]]
-environment = "runc"
-params = {{ level = 2 }}
-metric = "cpu_per_mb"
-max_ratio = {v.low * 1.01}
-""")
+    inside = _check(results, bound(v.low * 1.01))
     assert inside.exit_code == 0 and _kinds(inside, "NOTE"), inside.output
 
 
