@@ -40,7 +40,7 @@ from scipy import stats
 from isotax.analysis.borrowing import DISCOUNT, MAX_DOF
 from isotax.analysis.verdicts import prior_width
 
-from .test_verdict_simulation import stopped_verdicts
+from .test_verdict_simulation import stationary, stopped_verdicts
 
 DATA = Path(__file__).parent.parent / "data/verdicts"
 RECORDED = [json.loads(p.read_text()) for p in sorted(DATA.glob("sequences-*.json"))]
@@ -68,19 +68,6 @@ def sequences(plan_prefix: str, aa: bool | None = None
                 out.append(((s["environment"], s["workload"], s["params"]),
                             np.asarray(s["log_ratios"], dtype=float)))
     return out
-
-
-def stationary(rng: np.random.Generator, seq: np.ndarray, sims: int, length: int,
-               mean_block: float = MEAN_BLOCK) -> np.ndarray:
-    """Politis and Romano's stationary bootstrap of one whole sequence: (sims, length)."""
-    n = seq.size
-    idx = np.empty((sims, length), dtype=int)
-    idx[:, 0] = rng.integers(0, n, sims)
-    jump = rng.random((sims, length)) < 1.0 / mean_block
-    fresh = rng.integers(0, n, (sims, length))
-    for k in range(1, length):
-        idx[:, k] = np.where(jump[:, k], fresh[:, k], (idx[:, k - 1] + 1) % n)
-    return seq[idx]
 
 
 def peeked_t(d: np.ndarray, margin: float, first: int = 3) -> np.ndarray:
@@ -185,7 +172,7 @@ def false_rates(rule: str, truth: str, plan: str, seed: int = 1, margin: float =
             base = null(seq, aa)
             wrong = runs = 0
             for sign in ((0.0,) if truth == "one" else (1.0, -1.0)):
-                d = stationary(rng, base, SIMS, CAP) + sign * m
+                d = stationary(rng, base, SIMS, CAP, MEAN_BLOCK) + sign * m
                 v = verdicts_of(rule, d, base, key, margin)
                 if v is None:
                     break

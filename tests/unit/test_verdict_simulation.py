@@ -2,10 +2,12 @@
 
 The pairs are this host's: every environment x point of stored quick runs
 (tests/data/verdicts/spreads.json, written by benchmarks/host_spreads.py), each a sequence of
-paired log ratios in the order they were measured. A simulated ratio is that sequence centred
-(no true difference, or shifted by a true one) and resampled in circular blocks of BLOCK
-pairs, so the host's autocorrelation (its load comes in regimes) stays in the resampled
-sequences; Gaussian pairs are the model the confidence sequence assumes, for comparison.
+paired log ratios in the order they were measured. A simulated ratio is a point's runs'
+segments as one sequence, centred once on its whole mean (no true difference, or shifted by a
+true one), stationary-bootstrapped with mean blocks of BLOCK pairs, so the host's
+autocorrelation (its load comes in regimes) stays in the resampled sequences; Gaussian pairs
+are the model the confidence sequence assumes, for comparison. The error rates a user can
+rely on are measured on long sequences in test_verdict_error_rates.py.
 
 Two drivers: a vectorised one (many runs, one ratio at a time, stopping at the first decided
 look from the plan's minimum to the cap) and the runner's own rule (isotax.analysis.sequential
@@ -138,24 +140,34 @@ def history(rng: np.random.Generator, segments: list[np.ndarray], sims: int,
     return np.full(sims, dof), ss, g
 
 
-def blocks_of(segments: list[np.ndarray], block: int = BLOCK) -> np.ndarray:
-    """Every window of `block` consecutive pairs of every segment (circular within it), each
-    segment centred on its own mean (one run sees its own ratio; the spread and the
-    autocorrelation within a run are what matter): (windows, block)."""
-    out = []
-    for seg in segments:
-        c = seg - seg.mean()
-        out += [c[(np.arange(block) + i) % c.size] for i in range(c.size)]
-    return np.asarray(out)
+def whole(segments: list[np.ndarray]) -> np.ndarray:
+    """A point's runs' segments as one sequence, in the order measured, centred once on its
+    whole mean (never a short segment on its own: a 2-pair segment centred on itself is
+    (x, -x), negatively dependent by construction): what is left of the runs' differences
+    stays in as noise."""
+    seq = np.concatenate(segments)
+    return seq - seq.mean()
+
+
+def stationary(rng: np.random.Generator, seq: np.ndarray, sims: int, length: int,
+               mean_block: float = BLOCK) -> np.ndarray:
+    """Politis and Romano's stationary bootstrap of one whole sequence: blocks of geometric
+    length (mean `mean_block` pairs) from random starts, wrapping around: (sims, length)."""
+    n = seq.size
+    idx = np.empty((sims, length), dtype=int)
+    idx[:, 0] = rng.integers(0, n, sims)
+    jump = rng.random((sims, length)) < 1.0 / mean_block
+    fresh = rng.integers(0, n, (sims, length))
+    for k in range(1, length):
+        idx[:, k] = np.where(jump[:, k], fresh[:, k], (idx[:, k - 1] + 1) % n)
+    return seq[idx]
 
 
 def block_resampled(rng: np.random.Generator, segments: list[np.ndarray], delta: float,
                     sims: int, cap: int, block: int = BLOCK) -> np.ndarray:
-    """Block bootstrap of the host's sequence of one ratio: windows of `block` pairs drawn
-    from its runs' centred segments, shifted by delta: (sims, cap)."""
-    pool = blocks_of(segments, block)
-    idx = rng.integers(0, len(pool), (sims, math.ceil(cap / block)))
-    return delta + pool[idx].reshape(sims, -1)[:, :cap]
+    """The host's sequence of one ratio (its runs' segments, whole), stationary-bootstrapped
+    and shifted by delta: (sims, cap)."""
+    return delta + stationary(rng, whole(segments), sims, cap, block)
 
 
 def gaussian(rng: np.random.Generator, delta: float, sd: float, sims: int, cap: int
@@ -326,7 +338,7 @@ def test_a_true_5_percent_difference_is_found_on_quiet_sequences() -> None:
     """A true ratio of 0.95 or 1.05 on this host's quietest sequences, up to 400 pairs: found
     (right side) in at least 90% of runs; the opposite or "equivalent" in at most 5%."""
     rng = np.random.default_rng(7)
-    quiet = sorted(SEGMENTS, key=lambda segs: float(blocks_of(segs).std()))[:6]
+    quiet = sorted(SEGMENTS, key=lambda segs: float(whole(segs).std()))[:6]
     for segs in quiet:
         for delta in (math.log(1.05), math.log(0.95)):
             v = stopped_verdicts(block_resampled(rng, segs, delta, 1000, 400))
@@ -430,7 +442,7 @@ def test_the_runners_rule_chases_what_it_can_decide() -> None:
     """A big true difference (0.5x) is decided at the minimum and gets no added round; the
     rounds go to the others."""
     rng = np.random.default_rng(4)
-    quiet = sorted(SEGMENTS, key=lambda segs: float(blocks_of(segs).std()))
+    quiet = sorted(SEGMENTS, key=lambda segs: float(whole(segs).std()))
     p, _ = simulated_run(rng, [quiet[0], quiet[1]], [math.log(0.5), 0.0], 3, CAP,
                          room_s=40.0)
     big = next(r for r in p.ratios if r.environment == "env0")
