@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from isotax.analysis.compare import judge
+from isotax.analysis.between_runs import judge
 from isotax.analysis.gate import BoundsError, evaluate, parse_bounds
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState

@@ -1,20 +1,22 @@
-"""One run's tax over another run's, judged by the verdicts' own machinery: the CI gate's
-`no_worse_than` (isotax.analysis.gate) and the fleet's hosts against their reference
-(isotax.analysis.fleet).
+"""Ratios across runs, judged by the verdicts' own machinery: `isotax compare`'s B / A
+(isotax.analysis.compare), the CI gate's `no_worse_than` and named metrics
+(isotax.analysis.gate), and the fleet's hosts against their reference (isotax.analysis.fleet).
 
-Each run's tax on a point is its sequential verdict's ratio to its baseline: the mean of its
-round-paired log ratios and their confidence sequence (isotax.analysis.verdicts), with what
-that run borrowed. Taken at ALPHA / 2 each, the two sequences bound the difference of the
-mean log ratios, log(this tax / that tax), within [low - other's high, high - other's low]
-with probability 1 - ALPHA at least, however many rounds either run added before it stopped.
-It is judged against a margin as a ratio to the baseline is: worse or better beyond it,
-equivalent within it, else undecided. (A percentile bootstrap of the four groups of
-repetitions, which this replaced, is a fixed-n interval on unpaired values: it is too narrow
-at a handful of repetitions and ignores the runs' optional stopping.)
+Each is a signed sum of means of log values, each mean with its own confidence sequence
+(isotax.analysis.verdicts) at ALPHA split evenly between them: the sum of their bounds then
+bounds the sum with probability 1 - ALPHA at least (a union bound), however many rounds each
+run added before it stopped. It is judged against a margin as a ratio to the baseline is:
+worse or better beyond it, equivalent within it, else undecided. (A percentile bootstrap of
+the groups of repetitions, which this replaced, is a fixed-n interval on unpaired values: it
+is too narrow at a handful of repetitions and ignores the runs' optional stopping.)
 
-A metric without a sequential verdict (not a point's headline) has no pairs judged: there,
-each of the four groups of values (the environment and the baseline in each run) gets its own
-confidence sequence on its mean log value at ALPHA / 4 (`taxes_unpaired`): wider, and as valid.
+- One run's tax over another's on a point (`tax_change`): each run's sequential verdict, the
+  mean of its round-paired log ratios with what that run borrowed, at ALPHA / 2 each.
+- A metric without a sequential verdict (not a point's headline): each of the four groups of
+  values (the environment and the baseline in each run) on its own, at ALPHA / 4
+  (`taxes_unpaired`): wider, and as valid.
+- Two runs' raw values (`judge`): each run's mean log value at ALPHA / 2. A confidence
+  sequence is location-equivariant, so it needs no pairs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import (
     ALPHA,
+    MIN_MARGIN,
     ConfidenceSequence,
     RatioVerdict,
     confidence_sequence,
@@ -33,24 +36,33 @@ from isotax.analysis.verdicts import (
 )
 
 
-def _bounds(s: RatioState) -> tuple[float, float, float]:
-    """(mean, low, high) of one run's tax on the log scale, its sequence at ALPHA / 2."""
+def _difference(plus: Sequence[ConfidenceSequence], minus: Sequence[ConfidenceSequence]
+                ) -> ConfidenceSequence:
+    """Σ plus − Σ minus of the means, bounded by the parts' bounds (each taken at its share
+    of ALPHA by the caller)."""
+    return ConfidenceSequence(min(c.n for c in (*plus, *minus)),
+                              sum(c.mean for c in plus) - sum(c.mean for c in minus),
+                              math.nan,
+                              sum(c.low for c in plus) - sum(c.high for c in minus),
+                              sum(c.high for c in plus) - sum(c.low for c in minus))
+
+
+def _logs(values: Sequence[float], alpha: float) -> ConfidenceSequence:
+    return confidence_sequence([math.log(v) for v in values], alpha)
+
+
+def _tax(s: RatioState) -> ConfidenceSequence:
+    """One run's tax on the log scale, its sequence at ALPHA / 2 (NaN without pairs)."""
     v = s.verdict
     mean = math.log(v.ratio) if v.ratio > 0 else math.nan
     r = radius(v.n, s.sd, ALPHA / 2, s.borrowed)
-    return mean, mean - r, mean + r
+    return ConfidenceSequence(v.n, mean, s.sd, mean - r, mean + r)
 
 
 def tax_change(this: RatioState, ref: RatioState, margin: float) -> RatioVerdict:
     """`this` run's tax over `ref`'s on the same point, with its 95% interval and verdict."""
-    mt, lt, ht = _bounds(this)
-    mr, lr, hr = _bounds(ref)
-    if math.isnan(mt) or math.isnan(mr):
-        cs = ConfidenceSequence(0, math.nan, math.nan, -math.inf, math.inf)
-    else:
-        cs = ConfidenceSequence(min(this.verdict.n, ref.verdict.n), mt - mr, math.nan,
-                                lt - hr, ht - lr)
-    return decide_on(cs, this.verdict.higher_is_better, margin)
+    return decide_on(_difference([_tax(this)], [_tax(ref)]), this.verdict.higher_is_better,
+                     margin)
 
 
 def taxes_unpaired(env: Sequence[float], base: Sequence[float], ref_env: Sequence[float],
@@ -61,8 +73,16 @@ def taxes_unpaired(env: Sequence[float], base: Sequence[float], ref_env: Sequenc
     groups = (env, base, ref_env, ref_base)
     if any(not g or min(g) <= 0 for g in groups):
         return None
-    e, b, re_, rb = (confidence_sequence([math.log(v) for v in g], ALPHA / 4) for g in groups)
-    cs = ConfidenceSequence(min(e.n, b.n, re_.n, rb.n), e.mean - b.mean - re_.mean + rb.mean,
-                            math.nan, e.low - b.high - re_.high + rb.low,
-                            e.high - b.low - re_.low + rb.high)
-    return decide_on(cs, higher_is_better, margin)
+    e, b, re_, rb = (_logs(g, ALPHA / 4) for g in groups)
+    return decide_on(_difference([e, rb], [b, re_]), higher_is_better, margin)
+
+
+def judge(xa: Sequence[float], xb: Sequence[float], higher_is_better: bool,
+          margin: float = MIN_MARGIN) -> RatioVerdict | None:
+    """B / A of the geometric means, each run's mean log value at ALPHA / 2: log(B / A) lies
+    within [low_B - high_A, high_B - low_A] with probability 1 - ALPHA at least. None where a
+    value is not positive."""
+    if not xa or not xb or min(*xa, *xb) <= 0:
+        return None
+    return decide_on(_difference([_logs(xb, ALPHA / 2)], [_logs(xa, ALPHA / 2)]),
+                     higher_is_better, margin)

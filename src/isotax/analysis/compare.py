@@ -2,12 +2,13 @@
 environment x workload point x metric both runs measured, the ratio of run B's values to run
 A's (of their geometric means), with a 95% interval and a verdict from the verdicts' own
 machinery: a confidence sequence on each run's mean log value at 2.5% (isotax.analysis.
-verdicts; location-equivariant, so it needs no pairs), whose difference bounds log(B / A) at
-95% together. Like every confidence sequence it holds however many repetitions each run chose
-to stop at (the runs' added rounds looked at their data), where a bootstrap interval on the
-two sets of values would not, and it is judged against an equivalence margin as a run's ratios
-are: worse or better beyond it, equivalent within it, else undecided. The bootstrap ratio of
-means (`ratio`) stays for the figures and the means; its interval decides nothing.
+between_runs.judge; location-equivariant, so it needs no pairs), whose difference bounds
+log(B / A) at 95% together. Like every confidence sequence it holds however many repetitions
+each run chose to stop at (the runs' added rounds looked at their data), where a bootstrap
+interval on the two sets of values would not, and it is judged against an equivalence margin
+as a run's ratios are: worse or better beyond it, equivalent within it, else undecided. The
+bootstrap ratio of means (`ratio`) stays for the figures and the means; its interval decides
+nothing.
 
 Runs whose host fingerprints differ (CPU model, SMT, governor, THP, kernel, ...) are not
 compared unless forced: a difference would be the host's, not the change under study. Forced,
@@ -27,15 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from isotax.analysis.between_runs import judge
 from isotax.analysis.stats import Ratio, ratio
-from isotax.analysis.verdicts import (
-    ALPHA,
-    MIN_MARGIN,
-    ConfidenceSequence,
-    RatioVerdict,
-    confidence_sequence,
-    decide_on,
-)
+from isotax.analysis.verdicts import MIN_MARGIN, RatioVerdict
 from isotax.host.fingerprint import fingerprint_differences
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, RunRecord
@@ -85,20 +80,6 @@ def _values(cells: Sequence[CellRecord]) -> dict[tuple[str, str, str, str],
             key = (c.key.environment, c.key.workload, c.key.params_key, s.metric)
             out.setdefault(key, ([], s.unit, s.higher_is_better))[0].append(s.value)
     return out
-
-
-def judge(xa: Sequence[float], xb: Sequence[float], higher_is_better: bool,
-          margin: float = MIN_MARGIN) -> RatioVerdict | None:
-    """B / A judged by two confidence sequences, each on a run's mean log value at ALPHA / 2:
-    log(B / A) lies within [low_B - high_A, high_B - low_A] with probability 1 - ALPHA at
-    least. None where a value is not positive."""
-    if not xa or not xb or min(*xa, *xb) <= 0:
-        return None
-    ca = confidence_sequence([math.log(v) for v in xa], ALPHA / 2)
-    cb = confidence_sequence([math.log(v) for v in xb], ALPHA / 2)
-    both = ConfidenceSequence(min(ca.n, cb.n), cb.mean - ca.mean, math.nan,
-                              cb.low - ca.high, cb.high - ca.low)
-    return decide_on(both, higher_is_better, margin)
 
 
 def compare(a: RunRecord, cells_a: Sequence[CellRecord], b: RunRecord,

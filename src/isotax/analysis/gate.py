@@ -13,7 +13,7 @@ When a ratio violates a bound (docs/ci-gate.md says the same in words):
   section's "ratio [95% sequence]". That sequence is what decided the verdict and stays valid
   however many rounds the run added before stopping, which a fixed-n interval does not.
   Another metric (a bound with `metric`) has no sequential verdict: its values against the
-  baseline's, each side's confidence sequence at 2.5% (compare.judge: valid however many
+  baseline's, each side's confidence sequence at 2.5% (between_runs.judge: valid however many
   rounds the run added, wider than paired), judged against verdicts.MIN_MARGIN, stand in.
 - A violation needs both: a decided verdict that the environment differs from the baseline
   (worse or better), and the whole interval beyond the bound. "Equivalent" says the
@@ -44,8 +44,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from isotax.analysis.between_runs import tax_change
-from isotax.analysis.compare import judge
+from isotax.analysis.between_runs import judge, tax_change
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
@@ -292,7 +291,7 @@ class _Run:
             v = st.verdict
             return _Evidence(v.ratio, v.low, v.high, v.verdict.value)
         # Another metric: its values against the baseline's, unpaired, each with a
-        # confidence sequence at 2.5% (compare.judge), against the smallest margin.
+        # confidence sequence at 2.5% (between_runs.judge), against the smallest margin.
         cell = self.data.cells.get((row, env))
         base = self.data.cells.get((row, self.data.baseline))
         if cell is None or base is None:
