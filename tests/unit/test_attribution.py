@@ -7,9 +7,9 @@ import json
 import math
 from pathlib import Path
 
-from isotax.analysis.attribution import layer_verdict, settings, single_layer_pairs
+from isotax.analysis.attribution import settings, single_layer_pairs
 from isotax.analysis.report_data import analyze
-from isotax.analysis.verdicts import Verdict
+from isotax.analysis.verdicts import Verdict, decide_by_round
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord
@@ -103,14 +103,14 @@ def test_a_layer_is_judged_on_the_rounds_both_ran() -> None:
     is left out."""
     before = {1: 10.0, 2: 10.1, 3: 20.0, 4: 9.9, 5: 10.0, 6: 10.05}
     after = {1: 10.02, 2: 10.12, 3: 20.01, 4: 9.93, 5: 10.01, 6: 10.04, 7: 30.0}
-    v = layer_verdict(after, before, higher_is_better=False, margin=0.05)
+    v = decide_by_round(after, before, higher_is_better=False, margin=0.05)
     assert v is not None and v.n == 6 and abs(v.ratio - 1.0) < 0.01
     assert v.verdict is Verdict.EQUIVALENT, v
     # The same values unpaired (shuffled rounds) cannot say as much: the drift is in them.
     shuffled = dict(zip(sorted(after), [after[k] for k in (3, 1, 2, 7, 4, 5, 6)], strict=True))
-    w = layer_verdict(shuffled, before, higher_is_better=False, margin=0.05)
+    w = decide_by_round(shuffled, before, higher_is_better=False, margin=0.05)
     assert w is not None and w.verdict is not Verdict.EQUIVALENT, w
-    assert layer_verdict({1: 1.0}, {2: 1.0}, False, 0.05) is None
+    assert decide_by_round({1: 1.0}, {2: 1.0}, False, 0.05) is None
 
 
 def test_a_layer_its_workload_cannot_touch_is_not_called_worse_or_better() -> None:
@@ -126,7 +126,7 @@ def test_a_layer_its_workload_cannot_touch_is_not_called_worse_or_better() -> No
         # Each side's value over native in the same round: after / before by round.
         b = dict(zip(before["rounds"], before["log_ratios"], strict=True))
         a = dict(zip(after["rounds"], after["log_ratios"], strict=True))
-        v = layer_verdict({r: math.exp(x) for r, x in a.items()},
+        v = decide_by_round({r: math.exp(x) for r, x in a.items()},
                           {r: math.exp(x) for r, x in b.items()},
                           before["higher_is_better"], 0.03)
         assert v is not None and v.n == 40
@@ -136,7 +136,7 @@ def test_a_layer_its_workload_cannot_touch_is_not_called_worse_or_better() -> No
             # better (the bootstrap interval this replaced called fio "better" after 4 rounds).
             for n in range(2, 41):
                 first = {r: x for r, x in a.items() if r <= n}
-                w = layer_verdict({r: math.exp(x) for r, x in first.items()},
+                w = decide_by_round({r: math.exp(x) for r, x in first.items()},
                                   {r: math.exp(x) for r, x in b.items() if r <= n},
                                   before["higher_is_better"], 0.03)
                 assert w is not None and w.verdict not in (Verdict.WORSE, Verdict.BETTER), \

@@ -5,7 +5,7 @@ sandbox's platform) often cost more than isolation itself. A plan that holds, sa
 bridge and `runc-host` on the host network measures NAT alone: the two differ only in
 `network`. Every such pair in a run becomes an attribution: the ratio of the second to the
 first, per metric, judged by the same machinery as the ratios to the baseline (each round's
-pair of values, one confidence sequence, the row's equivalence margin: isotax.analysis.verdicts),
+pair of values, one confidence sequence, the row's equivalence margin: verdicts.decide_by_round),
 so "worse" or "better" means what it means there. A bootstrap interval on the two sets of
 values would not: it ignores the rounds' pairing and is checked after every added round.
 
@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.analysis.verdicts import RatioVerdict, decide, pair_by_round
 from isotax.plan import DEFAULT_BASELINE
 
 AXES = ("kind", "network", "storage", "vcpus", "memory_mib")
@@ -70,11 +69,3 @@ def single_layer_pairs(environments: Sequence[Mapping[str, Any]], available: Seq
                              sb.get(k, "(unset)")))
     return out
 
-
-def layer_verdict(after: Mapping[int, float], before: Mapping[int, float],
-                  higher_is_better: bool, margin: float) -> RatioVerdict | None:
-    """after / before from the rounds both ran ({repetition: value} each), judged against
-    `margin` by the confidence sequence every ratio to the baseline gets; None where no
-    round has both (or no value of them is positive)."""
-    d = pair_by_round(after, before)
-    return decide(d, higher_is_better, margin) if d else None

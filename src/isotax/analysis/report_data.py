@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from isotax.analysis import ebh, sequential
-from isotax.analysis.attribution import Layer, layer_verdict, single_layer_pairs
+from isotax.analysis import ebh, sequential, verdicts
+from isotax.analysis.attribution import Layer, single_layer_pairs
 from isotax.analysis.explain import Explained, explain
 from isotax.analysis.limiter import Limiter
 from isotax.analysis.margins import Margin, RowKey, margins_for
@@ -248,24 +248,26 @@ def analyze(store: Store, run_id: str) -> ReportData:
                     (c.key.environment, c.key.workload, c.key.params_key, str(metric)),
                     str(why))
     judge = _apply_verdicts(data, store, records)
+    # Each row's values by round, once: the layers' pairs and the other ratios' are these.
+    rounds = {k: _by_round(v, reps[k]) for k, v in values.items()}
+
+    def verdict(row: Row, env: str, before: str) -> RatioVerdict | None:
+        """env over `before` on the rounds both ran, against the row's margin for env."""
+        margin = judge((row.workload, row.params_key, row.metric), env).value
+        return verdicts.decide_by_round(rounds.get((row, env), {}),
+                                        rounds.get((row, before), {}), row.higher_is_better,
+                                        margin)
+
     data.layers = single_layer_pairs(list(plan.environments), columns, baseline)
     for layer in data.layers:
         for row in rows:
-            by_round = {env: _by_round(values.get((row, env), []), reps.get((row, env), []))
-                        for env in (layer.after_env, layer.before_env)}
-            margin = judge((row.workload, row.params_key, row.metric), layer.after_env)
-            lv = layer_verdict(by_round[layer.after_env], by_round[layer.before_env],
-                               row.higher_is_better, margin.value)
-            if lv is not None:
+            if (lv := verdict(row, layer.after_env, layer.before_env)) is not None:
                 data.layer_ratios[(layer, row)] = lv
     # Every other ratio to the baseline (not a headline: not chased by added rounds) judged
     # by the same machinery on the rounds it has, so no bootstrap interval decides a word.
     for (row, env), cell in list(data.cells.items()):
         if cell.ratio is not None and not cell.ratio.decided:
-            v = layer_verdict(_by_round(values[(row, env)], reps[(row, env)]),
-                              _by_round(values[(row, baseline)], reps[(row, baseline)]),
-                              row.higher_is_better,
-                              judge((row.workload, row.params_key, row.metric), env).value)
+            v = verdict(row, env, baseline)
             data.cells[(row, env)] = replace(cell, ratio=replace(
                 cell.ratio, decided=v.verdict.value if v else "undecided"))
     data.warmups = check_warmups(records)

@@ -243,6 +243,15 @@ def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
                      margin)
 
 
+def decide_by_round(env: Mapping[int, float], base: Mapping[int, float],
+                    higher_is_better: bool, margin: float) -> RatioVerdict | None:
+    """env over base ({repetition: value} each) on the rounds both ran, judged against the
+    margin: a layer's after over before, or a ratio the added rounds do not chase. None
+    where no round has both (or no value of them is positive)."""
+    d = pair_by_round(env, base)
+    return decide(d, higher_is_better, margin) if d else None
+
+
 def decide_on(cs: ConfidenceSequence, higher_is_better: bool, margin: float) -> RatioVerdict:
     """The verdict that a ratio's confidence sequence gives against the margin."""
     m = math.log1p(margin)
