@@ -284,6 +284,8 @@ def side_by_side(fleet_id: str, hosts: Sequence[HostRun], data: Mapping[str, Rep
     envs, rows, own = _collect_rows(data, [reference] + [h for h in order if h != reference])
     out.environments = envs
     seed = int(ref.run.seed)
+    # Each host's sequential verdicts by ratio, once (every row looks its own up in them).
+    states = {h: d.sequential.by_key() if d.sequential else {} for h, d in data.items()}
     for key, frow in rows.items():
         env = key[0]
         for h in order:
@@ -295,13 +297,14 @@ def side_by_side(fleet_id: str, hosts: Sequence[HostRun], data: Mapping[str, Rep
         frow.reference = next((h for h in [reference, *order]
                                if h in frow.taxes and frow.taxes[h].tax is not None), None)
         if frow.reference is not None:
-            _judge(frow, data, own[key], seed)
+            _judge(frow, data, own[key], states, seed)
     # Rows in the reference's order of environments, then of points within each.
     out.rows = sorted(rows.values(), key=lambda r: envs.index(r.environment))
     return out
 
 
 def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row],
+           states: Mapping[str, Mapping[tuple[str, str, str, str], RatioState]],
            seed: int) -> None:
     """Each host's tax over the row's reference's, its interval and verdict
     (isotax.analysis.between_runs); the bootstrap ratio of the mean taxes stays the figure
@@ -309,14 +312,14 @@ def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row
     assert frow.reference is not None
     rc, rb = _cells(data[frow.reference], own[frow.reference], frow.environment)
     key = (frow.environment, frow.workload, frow.params_key, frow.metric)
-    ref_state = _states(data[frow.reference]).get(key)
+    ref_state = states[frow.reference].get(key)
     for h, t in frow.taxes.items():
         if h == frow.reference or t.tax is None or rb is None:
             continue
         cell, base = _cells(data[h], own[h], frow.environment)
         if base is None:
             continue
-        state = _states(data[h]).get(key)
+        state = states[h].get(key)
         if state is not None and ref_state is not None:
             margin = max(MIN_MARGIN, state.verdict.margin, ref_state.verdict.margin)
             v: RatioVerdict | None = tax_change(state, ref_state, margin)
@@ -334,11 +337,6 @@ def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row
             r = replace(r, decided="undecided") if r is not None else None
         if r is not None:
             frow.taxes[h] = replace(t, vs_reference=r)
-
-
-def _states(d: ReportData) -> dict[tuple[str, str, str, str], RatioState]:
-    return {(s.environment, s.workload, s.params_key, s.metric): s
-            for s in (d.sequential.ratios if d.sequential else ())}
 
 
 # -- which runs make the fleet ---------------------------------------------------------------

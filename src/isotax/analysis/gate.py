@@ -279,9 +279,8 @@ class _Run:
 
     def __init__(self, data: ReportData) -> None:
         self.data = data
-        self.states: dict[tuple[str, str, str, str], RatioState] = {
-            (s.environment, s.workload, s.params_key, s.metric): s
-            for s in (data.sequential.ratios if data.sequential else ())}
+        self.states: dict[tuple[str, str, str, str], RatioState] = \
+            data.sequential.by_key() if data.sequential else {}
         self.heads = {(r.workload, r.params_key): r.metric for r in data.headline_rows()}
         self.envs = [e for e in data.columns if e not in (data.baseline, data.aa_env)]
 

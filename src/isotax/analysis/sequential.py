@@ -106,6 +106,10 @@ class Progress:
     def decided(self) -> int:
         return sum(r.verdict.verdict.decided for r in self.ratios)
 
+    def by_key(self) -> dict[tuple[str, str, str, str], RatioState]:
+        """Each ratio by (environment, workload, params_key, metric)."""
+        return {(r.environment, r.workload, r.params_key, r.metric): r for r in self.ratios}
+
     def note(self) -> str:
         """'40/64 decided, 24 undecided': what the progress display says."""
         return (f"{self.decided}/{len(self.ratios)} decided, "

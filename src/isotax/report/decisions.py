@@ -101,8 +101,7 @@ def verdict_of(d: ReportData, row: Row, env: str) -> RatioVerdict | None:
 
 def _verdicts(d: ReportData) -> dict[tuple[str, str, str, str], RatioVerdict]:
     p = d.sequential
-    return {} if p is None else {(r.environment, r.workload, r.params_key, r.metric): r.verdict
-                                 for r in p.ratios}
+    return {} if p is None else {k: r.verdict for k, r in p.by_key().items()}
 
 
 def sequence_bounds(v: RatioVerdict) -> tuple[float, float]:
