@@ -95,16 +95,13 @@ def reach(ratios: Sequence[RatioNoise], cell_s: Mapping[tuple[str, str, str], fl
             unreachable.add(r.point[1])
         else:
             need[(r.point[1], r.point[2])][r.point[0]] = n
-    by_wl: dict[str, float | None] = {}
-    for r in known:  # the ratios' order: the plan's
-        by_wl.setdefault(r.point[1], None if r.point[1] in unreachable else 0.0)
+    seconds: dict[str, float] = defaultdict(float)
     for (wl, pkey), envs in need.items():
-        if by_wl[wl] is None:
-            continue
-        seconds = sum(n * cell_s.get((env, wl, pkey), 0.0) for env, n in envs.items())
-        seconds += max(envs.values()) * cell_s.get((baseline, wl, pkey), 0.0)
-        by_wl[wl] = (by_wl[wl] or 0.0) + seconds
-    total = None if unreachable else sum(s or 0.0 for s in by_wl.values())
+        seconds[wl] += sum(n * cell_s.get((env, wl, pkey), 0.0) for env, n in envs.items())
+        seconds[wl] += max(envs.values()) * cell_s.get((baseline, wl, pkey), 0.0)
+    by_wl = {wl: None if wl in unreachable else seconds[wl]  # the ratios' order: the plan's
+             for wl in dict.fromkeys(r.point[1] for r in known)}
+    total = None if unreachable else sum(seconds.values())
     return Reach(statistics.median(r.sd for r in known),
                  int(statistics.median(r.pairs for r in known)), smallest, total,
                  tuple(by_wl.items()))
