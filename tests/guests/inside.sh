@@ -17,6 +17,13 @@ fact() { echo "$1: $2" | tee -a "$OUT/facts"; }
 step() { echo; echo "=== $(date -u +%T) $*"; }
 status=0
 fail() { echo "FAILED: $*"; fact failed "$*"; status=1; }
+# kubectl of the local cluster (the cluster steps), and the end of each of them.
+kc() { "$(ls /opt/isotax/kubernetes/*/bin/kubectl | head -1)" \
+         --kubeconfig /var/lib/itx-k8s/etc/admin.kubeconfig "$@"; }
+cluster_down() {
+  step "isotax cluster down"; $ISOTAX cluster down || fail "cluster down"
+  step "isotax doctor after the cluster"; $ISOTAX doctor || fail "doctor after the cluster"
+}
 : > "$OUT/facts"
 fact cgroup_fs "$(stat -fc %T /sys/fs/cgroup)"
 fact pid1 "$(cat /proc/1/comm)"
@@ -109,10 +116,9 @@ PY
         # What the cluster does meanwhile, every minute, into the share: in the first Debian
         # 13 boot with a cluster the runc pod had not started after 50 min, and nothing in
         # the guest could be seen from outside.
-        ( kc="$(ls /opt/isotax/kubernetes/*/bin/kubectl | head -1) --kubeconfig /var/lib/itx-k8s/etc/admin.kubeconfig"
-          while sleep 60; do
+        ( while sleep 60; do
             echo "--- $(date -u +%T) uptime $(cut -d' ' -f1 /proc/uptime)"
-            $kc get pods -A -o wide 2>&1; $kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -15
+            kc get pods -A -o wide 2>&1; kc get events -A --sort-by=.lastTimestamp 2>&1 | tail -15
             # Now, not lifetime averages (ps %CPU is one): top over its own 1 s sample.
             top -b -n 2 -d 1 -w 200 -c | awk "/^top -/{n++} n==2" | sed -n 7,16p
           done ) > "$OUT/cluster-watch.log" 2>&1 &
@@ -124,32 +130,29 @@ PY
       else
         fail "cluster up"; tail -50 /var/lib/itx-k8s/logs/*.log 2>/dev/null | tail -150
       fi
-      step "isotax cluster down"; $ISOTAX cluster down || fail "cluster down"
-      step "isotax doctor after the cluster"; $ISOTAX doctor || fail "doctor after the cluster" ;;
+      cluster_down ;;
     sandbox)
       # A bare pod of each RuntimeClass on the pause image (imported at cluster up): the
       # sandbox's start alone, minutes after the cluster is up instead of after the workload
       # image's 40 min import under TCG (the gVisor pod's start once crashed the guest's kernel).
       step "isotax cluster up (a bare pod of each RuntimeClass)"
       if $ISOTAX cluster up --timeout 3600; then
-        kc="$(ls /opt/isotax/kubernetes/*/bin/kubectl | head -1) --kubeconfig /var/lib/itx-k8s/etc/admin.kubeconfig"
         pause=$(.venv/bin/python -c 'from isotax.host.kubernetes import layout; print(layout.PAUSE_IMAGE)')
-        for class in $($kc get runtimeclass -o name | cut -d/ -f2); do
+        for class in $(kc get runtimeclass -o name | cut -d/ -f2); do
           step "a bare pod of RuntimeClass $class"
           printf '%s\n' "apiVersion: v1" "kind: Pod" "metadata: {name: gr-bare-$class, namespace: default}" \
             "spec: {runtimeClassName: $class, containers: [{name: c, image: \"$pause\", imagePullPolicy: Never}]}" \
-            | $kc apply -f - || fail "bare pod $class: apply"
+            | kc apply -f - || fail "bare pod $class: apply"
           t1=$(date +%s)
-          $kc wait --for=condition=Ready --timeout=900s pod/gr-bare-$class \
+          kc wait --for=condition=Ready --timeout=900s pod/gr-bare-$class \
             && fact "bare_pod_${class}_ready_s" "$(( $(date +%s) - t1 ))" \
-            || { fail "bare pod $class not ready"; $kc describe pod gr-bare-$class | tail -20; }
-          $kc delete pod gr-bare-$class --wait=true --timeout=300s
+            || { fail "bare pod $class not ready"; kc describe pod gr-bare-$class | tail -20; }
+          kc delete pod gr-bare-$class --wait=true --timeout=300s
         done
       else
         fail "cluster up"
       fi
-      step "isotax cluster down"; $ISOTAX cluster down || fail "cluster down"
-      step "isotax doctor after the cluster"; $ISOTAX doctor || fail "doctor after the cluster" ;;
+      cluster_down ;;
     vm)
       # A QEMU VM inside this guest is emulation inside emulation under TCG: timed and bounded
       # here, named in the facts, and left out of the small plan for it. Not a failure of the
