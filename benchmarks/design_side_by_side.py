@@ -9,7 +9,7 @@ of which any "worse" or "better" is false.
 
 Run as root:
     .venv/bin/python benchmarks/design_side_by_side.py [--times 3] [--old af67514] [--plan quick]
-        [--budget-s 600] [--old-results DIR] [--new-results DIR] [--json FILE]
+        [--budget-s 600] [--old-results DIR] [--new-results DIR] [--json FILE] [--fresh]
 
 The old code runs from a detached git worktree (/var/tmp/isotax-sbs-old-<pid>, removed at the end,
 also on Ctrl-C) with this checkout's virtualenv and PYTHONPATH=<worktree>/src. Its results go to
@@ -20,6 +20,12 @@ is the command's, from start to exit (a wait for another isotax run on this host
 wall time each run is meant to take (the quick plan's 10 minutes): a run over it by more than
 10% is marked in the table, and one still running at twice it is stopped (SIGTERM: isotax
 keeps what it measured and marks the run interrupted).
+
+--fresh empties each design's results directory before each of its runs, so every run is a
+first run on this host (no stored history to borrow from, no stored A/A margins): as on a new
+machine. It refuses the default results directory, which holds this host's history; give both
+--old-results and --new-results under /var/lib/isotax/sbs-*. Without --fresh the same
+directories afterwards give the "with history" side: each run borrows from the runs before it.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ CONTAINER = "container"
 # Not /var/tmp/itx-*: isotax takes every such directory for a leftover scratch directory of its
 # own and removes it (isotax.run.leaks.leaked_scratch) when it starts a run or `doctor --fix`.
 WORKTREE_PREFIX = "/var/tmp/isotax-sbs-old-"
+FRESH_PREFIX = "/var/lib/isotax/sbs-"  # --fresh empties only directories named so
 OVER_BUDGET = 1.10  # a run this much over --budget-s is marked
 STOP_AT = 2.0  # ... and interrupted at this multiple of it
 
@@ -336,9 +343,21 @@ def new_label() -> str:
     return f"working tree {head or '?'}{' + changes' if dirty else ''}"
 
 
+def empty_results(results: Path) -> None:
+    """A fresh store: the results directory's contents removed (its runs and isotax.db)."""
+    if not str(results.resolve()).startswith(FRESH_PREFIX):
+        raise SystemExit(f"design_side_by_side: --fresh empties only {FRESH_PREFIX}*, "
+                         f"not {results}")
+    shutil.rmtree(results, ignore_errors=True)
+    results.mkdir(parents=True)
+
+
 def one_run(number: int, design: str, src: Path, plan: str, results: Path, logs: Path,
-            budget_s: float | None, rows: list[RunRow]) -> None:
-    """One run of a design, its row appended to rows (also when Ctrl-C ends it)."""
+            budget_s: float | None, rows: list[RunRow], fresh: bool = False) -> None:
+    """One run of a design, its row appended to rows (also when Ctrl-C ends it); fresh: on an
+    emptied store."""
+    if fresh:
+        empty_results(results)
     before = set(read_store(src, results)["runs"])
     log = logs / f"run{number}-{design}.log"
     print(f"run {number}: {design} design, `isotax run {plan}` (log {log}) ...", flush=True)
@@ -398,6 +417,9 @@ def main() -> int:
                     help="directory for each run's output (default /var/lib/isotax/sbs-logs/"
                          "<date-time>)")
     ap.add_argument("--json", type=Path, help="also write the rows and summary as JSON here")
+    ap.add_argument("--fresh", action="store_true",
+                    help=f"empty each design's results directory before each of its runs "
+                         f"(both must be {FRESH_PREFIX}*): every run a first run")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("design_side_by_side: run as root (isotax run needs it)", file=sys.stderr)
@@ -427,6 +449,9 @@ def main() -> int:
         results = {"old": args.old_results, "new": args.new_results}
         for design in ("old", "new"):
             check_code(srcs[design])
+            if args.fresh and not str(results[design].resolve()).startswith(FRESH_PREFIX):
+                ap.error(f"--fresh: the {design} design's results must be under "
+                         f"{FRESH_PREFIX}* (it empties them), not {results[design]}")
         print(f"old: {args.old} from {worktree}, results {results['old']}\n"
               f"new: {labels['new']}, results {results['new']}\n"
               f"plan {plan}, {args.times} runs each, alternating; logs in {logs}", flush=True)
@@ -435,7 +460,7 @@ def main() -> int:
             for design in ("old", "new"):
                 number += 1
                 one_run(number, design, srcs[design], plan, results[design], logs, budget,
-                        rows)
+                        rows, args.fresh)
     except KeyboardInterrupt:
         interrupted = True
         print("\ndesign_side_by_side: interrupted; the runs so far:", file=sys.stderr)
@@ -453,6 +478,7 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({
             "old": args.old, "new": labels["new"], "plan": plan, "times": args.times,
+            "fresh": args.fresh,
             "budget_s": budget, "interrupted": interrupted,
             "runs": [{**asdict(r), "counts": {**asdict(r.counts),
                                               "canary_false": r.counts.canary_false,
