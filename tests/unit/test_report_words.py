@@ -110,6 +110,8 @@ def test_the_summary_figure_draws_the_sequence_and_nothing_while_unbounded(
     unbounded = v.__class__(v.verdict, v.ratio, 0.0, math.inf, v.margin, 1,
                             v.higher_is_better, v.reason)
     assert all(math.isnan(x) for x in decisions.sequence_bounds(unbounded))
+    # JSON's ends (compare, the layers, the fleet): None while unbounded, the bounds after.
+    assert unbounded.ends == (None, None) and v.ends == (v.low, v.high)
 
 
 # -- 2. the limiter's word is not the verdict's --------------------------------------------------

@@ -22,7 +22,6 @@ refused in one line naming the fix rather than written out as a comparison.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -133,9 +132,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
                    "params": x.params_key, "metric": x.metric, "unit": x.unit,
                    "mean_a": x.mean_a, "mean_b": x.mean_b, "n_a": x.n_a, "n_b": x.n_b,
                    "ratio": x.judged.ratio if x.judged else x.ratio.ratio,
-                   "ci_low": x.judged.low if x.judged and x.judged.low > 0 else None,
-                   "ci_high": x.judged.high if x.judged and math.isfinite(x.judged.high)
-                   else None,
+                   "ci_low": x.judged.ends[0] if x.judged else None,
+                   "ci_high": x.judged.ends[1] if x.judged else None,
                    "verdict": x.ratio.verdict,
                    "margin": x.judged.margin if x.judged else None} for x in c.lines],
     }

@@ -327,8 +327,7 @@ def _judge(frow: FleetRow, data: Mapping[str, ReportData], own: Mapping[str, Row
             v = taxes_unpaired(cell.values, base.values, rc.values, rb.values,
                                frow.higher_is_better, MIN_MARGIN)
         if v is not None:
-            low = v.low if v.low > 0 else math.nan
-            high = v.high if math.isfinite(v.high) else math.nan
+            low, high = (math.nan if e is None else e for e in v.ends)
             r: Ratio | None = Ratio(v.ratio, low, high, frow.higher_is_better,
                                     decided=v.verdict.value)
         else:

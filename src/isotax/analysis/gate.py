@@ -12,9 +12,9 @@ When a ratio violates a bound (docs/ci-gate.md says the same in words):
   of geometric means of round-paired values and its 95% confidence sequence, the Verdicts
   section's "ratio [95% sequence]". That sequence is what decided the verdict and stays valid
   however many rounds the run added before stopping, which a fixed-n interval does not.
-  Another metric (a bound with `metric`) has no sequential verdict: its values against the
-  baseline's, each side's confidence sequence at 2.5% (between_runs.judge: valid however many
-  rounds the run added, wider than paired), judged against verdicts.MIN_MARGIN, stand in.
+  Another metric (a bound with `metric`) is not chased by added rounds: the report's verdict
+  on the rounds it has stands in (report_data.other_verdicts: its round pairs' confidence
+  sequence against the row's margin, as the Results table words it).
 - A violation needs both: a decided verdict that the environment differs from the baseline
   (worse or better), and the whole interval beyond the bound. "Equivalent" says the
   difference is within the margin, i.e. noise, so it never fails; neither does "undecided"
@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from isotax.analysis.between_runs import judge, tax_change
+from isotax.analysis.between_runs import tax_change
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
@@ -289,13 +289,10 @@ class _Run:
         if st is not None:
             v = st.verdict
             return _Evidence(v.ratio, v.low, v.high, v.verdict.value)
-        # Another metric: its values against the baseline's, unpaired, each with a
-        # confidence sequence at 2.5% (between_runs.judge), against the smallest margin.
-        cell = self.data.cells.get((row, env))
-        base = self.data.cells.get((row, self.data.baseline))
-        if cell is None or base is None:
-            return None
-        got = judge(base.values, cell.values, row.higher_is_better, MIN_MARGIN)
+        # Another metric: the report's own verdict on its round pairs (report_data's
+        # other_verdicts: the same confidence sequence, against the row's margin), so the gate
+        # and the report word it alike.
+        got = self.data.other_verdicts.get((row, env))
         return None if got is None else _Evidence(got.ratio, got.low, got.high,
                                                   got.verdict.value)
 

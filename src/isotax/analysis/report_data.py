@@ -97,6 +97,9 @@ class ReportData:
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], RatioVerdict] = field(default_factory=dict)
+    # Every ratio to the baseline that is not a headline, judged on its round pairs (the gate's
+    # named metrics read these, so the gate and the report word a ratio alike).
+    other_verdicts: dict[tuple[Row, str], RatioVerdict] = field(default_factory=dict)
     # Facts the runner decided during the run (store.run_meta), read back typed per key, e.g.
     # .sequential: how the added rounds ended (isotax.analysis.sequential).
     meta: RunMeta = field(default_factory=lambda: RunMeta({}))
@@ -249,7 +252,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
                     str(why))
     judge = _apply_verdicts(data, store, records)
     # Each row's values by round, once: the layers' pairs and the other ratios' are these.
-    rounds = {k: _by_round(v, reps[k]) for k, v in values.items()}
+    rounds = {k: verdicts.by_round(v, reps[k]) for k, v in values.items()}
 
     def verdict(row: Row, env: str, before: str) -> RatioVerdict | None:
         """env over `before` on the rounds both ran, against the row's margin for env."""
@@ -267,7 +270,8 @@ def analyze(store: Store, run_id: str) -> ReportData:
     # by the same machinery on the rounds it has, so no bootstrap interval decides a word.
     for (row, env), cell in list(data.cells.items()):
         if cell.ratio is not None and not cell.ratio.decided:
-            v = verdict(row, env, baseline)
+            if (v := verdict(row, env, baseline)) is not None:
+                data.other_verdicts[(row, env)] = v
             data.cells[(row, env)] = replace(cell, ratio=replace(
                 cell.ratio, decided=v.verdict.value if v else "undecided"))
     data.warmups = check_warmups(records)
@@ -276,14 +280,6 @@ def analyze(store: Store, run_id: str) -> ReportData:
             data.outliers.append((row, env, reps[(row, env)][i], vals[i], z))
     data.warnings = [*_warnings(data), *_blas_warnings(blas, baseline)]
     return data
-
-
-def _by_round(vals: Sequence[float], reps: Sequence[int]) -> dict[int, float]:
-    """{repetition: value}; a repetition with several values of one row has their mean."""
-    got: dict[int, list[float]] = defaultdict(list)
-    for v, r in zip(vals, reps, strict=True):
-        got[r].append(v)
-    return {r: sum(v) / len(v) for r, v in got.items()}
 
 
 def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]

@@ -66,6 +66,7 @@ The verdict against the equivalence margin m (on the ratio, symmetric on the log
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -225,6 +226,13 @@ class RatioVerdict:
             return f"equivalent within ±{self.margin:.1%}"
         return "undecided"
 
+    @property
+    def ends(self) -> tuple[float | None, float | None]:
+        """The interval's ends for JSON and tables; None where it is still unbounded (low 0,
+        high inf)."""
+        return (self.low if self.low > 0 else None,
+                self.high if math.isfinite(self.high) else None)
+
     def interval(self) -> str:
         """'[0.91, 0.97]' on the ratio; '[unbounded]' before enough pairs."""
         if not math.isfinite(self.high) or self.low <= 0:
@@ -241,6 +249,15 @@ def decide(log_ratios: Sequence[float], higher_is_better: bool, margin: float,
     """The verdict on one ratio from its paired log ratios so far."""
     return decide_on(confidence_sequence(log_ratios, alpha, borrowed), higher_is_better,
                      margin)
+
+
+def by_round(vals: Sequence[float], reps: Sequence[int]) -> dict[int, float]:
+    """{repetition: value} from a cell's values and their repetitions; a repetition with
+    several values of one row has their mean."""
+    got: dict[int, list[float]] = defaultdict(list)
+    for v, r in zip(vals, reps, strict=True):
+        got[r].append(v)
+    return {r: sum(v) / len(v) for r, v in got.items()}
 
 
 def decide_by_round(env: Mapping[int, float], base: Mapping[int, float],

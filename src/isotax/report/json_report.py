@@ -4,7 +4,6 @@ goes through report.results_model, whose models generate its published JSON Sche
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
@@ -35,8 +34,7 @@ def render(d: ReportData) -> str:
             {"axis": lay.axis, "before": lay.before, "after": lay.after,
              "before_environment": lay.before_env, "after_environment": lay.after_env,
              "workload": row.workload, "params": row.params_key, "metric": row.metric,
-             "ratio": r.ratio, "ci_low": r.low if r.low > 0 else None,
-             "ci_high": r.high if math.isfinite(r.high) else None,
+             "ratio": r.ratio, "ci_low": r.ends[0], "ci_high": r.ends[1],
              "verdict": r.verdict.value, "pairs": r.n, "margin": r.margin}
             for (lay, row), r in d.layer_ratios.items()
         ],
