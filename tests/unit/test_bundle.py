@@ -188,6 +188,39 @@ def _unknown_status_db(tmp_path: Path) -> bytes:
     return p.read_bytes()
 
 
+def _edited_db(tmp_path: Path, name: str, sql: str) -> bytes:
+    """A correct bundle's database with one UPDATE applied (digests made for it after)."""
+    import sqlite3
+
+    (tmp_path / name).mkdir()
+    p = tmp_path / f"{name}.db"
+    p.write_bytes(_members(tmp_path / name)["isotax.db"])
+    con = sqlite3.connect(p)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    return p.read_bytes()
+
+
+# Rows that a digest-correct bundle from elsewhere may hold, each refused in one line naming
+# the table, the row and the column (tried as a new user would on 2026-11-28: tracebacks).
+EDITED_ROWS = {
+    "describe not json": ("UPDATE environments SET describe_json = '{\"kind\": ' "
+                          "WHERE name = 'runc'",
+                          "table environments, row 1: describe_json is not JSON"),
+    "word for a number": ("UPDATE samples SET value = 'fast' WHERE id = 2",
+                          "table samples, row 2: value is 'fast', not a number"),
+    "infinite value": ("UPDATE samples SET value = 9e999 WHERE id = 3",
+                       "table samples, row 3: value is inf, not a finite number"),
+    "word for a time": ("UPDATE cells SET started = 'soon' WHERE id = 1",
+                        "table cells, row 1: started is 'soon', not a number"),
+    "labels a list": ("UPDATE samples SET labels_json = '[1]' WHERE id = 1",
+                      "table samples, row 1: labels_json is a JSON list, not an object"),
+    "unknown cell status": ("UPDATE cells SET status = 'great' WHERE id = 2",
+                            "table cells, row 2: status is 'great', not one of"),
+}
+
+
 def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Each crafted bundle and the words its refusal must have."""
     good = _members(tmp_path)
@@ -212,6 +245,10 @@ def _crafted(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "unknown status": (_craft(tmp_path / "f.tgz",
                                   _members(tmp_path, _unknown_status_db(tmp_path))),
                            "has a status isotax does not know ('x')"),
+        **{what: (_craft(tmp_path / f"row{i}.tgz",
+                         _members(tmp_path, _edited_db(tmp_path, f"row{i}", sql))),
+                  f"isotax.db's {words}")
+           for i, (what, (sql, words)) in enumerate(EDITED_ROWS.items())},
     }
 
 

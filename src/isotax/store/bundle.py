@@ -27,8 +27,9 @@ from typing import Any
 
 from isotax import __version__
 from isotax.host import owners, versions
-from isotax.model import FORMAT_VERSION
+from isotax.model import FORMAT_VERSION, CellStatus
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
+from isotax.store.row_checks import first_bad_row
 from isotax.store.sqlite import SQLiteStore, full_disk
 from isotax.store.transfer import copy_run
 
@@ -265,6 +266,11 @@ def _import_db(path: Path, bundled: Path, dest: Path) -> SQLiteStore:
             rows = src.execute(f'SELECT {names} FROM "{table}" ORDER BY rowid')
             marks = ", ".join("?" * len(cols))
             store.db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        # Every row holds what its column says before anything reads it (row_checks).
+        bad = first_bad_row(store.db, (*_NEEDED[1:], *(t for t in _OPTIONAL if t in tables)),
+                            {("cells", "status"): {s.value for s in CellStatus}})
+        if bad:
+            raise StoreError(f"{path}: isotax.db's {bad}: not a bundle isotax wrote")
         store.db.execute("COMMIT")
         return store
     except sqlite3.Error as e:
@@ -276,6 +282,7 @@ def _import_db(path: Path, bundled: Path, dest: Path) -> SQLiteStore:
     except StoreError:
         if store is not None:
             store.close()
+            dest.unlink(missing_ok=True)
         raise
     finally:
         src.close()
