@@ -139,19 +139,19 @@ class NamespaceLoadGen:
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         f = inst.facts()
         kind, mode = f.kind, f.reach
-        if mode in ("host", "tap", "bridge", "published", "routed", "service"):
-            self._admit_only_us("INPUT" if mode == "host" else "FORWARD", self.listen(inst),
+        if mode != Reach.NONE:
+            self._admit_only_us("INPUT" if mode == Reach.HOST else "FORWARD", self.listen(inst),
                                 port, proto)
-        if mode == "host":
+        if mode == Reach.HOST:
             return self.veth.host_ip, port
-        if mode in ("tap", "routed"):
+        if mode in (Reach.TAP, Reach.ROUTED):
             return inst.address, port
-        if mode == "service":
+        if mode == Reach.SERVICE:
             # kube-proxy translates the Service's address to the pod's (iptables DNAT).
             return f.published, port
-        if mode == "bridge":
+        if mode == Reach.BRIDGE:
             return self._map(inst.address, port, proto)
-        if mode == "published":
+        if mode == Reach.PUBLISHED:
             # The engine published the port itself (docker/podman -p) on a host address.
             return f.published, port
         raise NetworkError(f"{kind}: network {mode!r} cannot be reached from the load "
@@ -179,7 +179,7 @@ class NamespaceLoadGen:
     def path(self, inst: Instance) -> str:
         head = f"loadgen netns {self.netns} -> veth {self.veth.name} (MTU {self._mtu})"
         bridge_front = "host DNAT"
-        if network_of(inst)[1] == "bridge":
+        if network_of(inst)[1] == Reach.BRIDGE:
             try:
                 bridge_front = f"host DNAT {self._published_for(inst.address)}"
             except NetworkError as e:
@@ -193,25 +193,25 @@ def path_words(head: str, inst: Instance, bridge_front: str, tap_front: str) -> 
     is reached, then the bridge, veth or tap and what is behind it."""
     f = inst.facts()
     kind, mode = f.kind, f.reach
-    if mode == "host":
+    if mode == Reach.HOST:
         where = kind if isolation_of(kind) is Isolation.HOST \
             else f"{kind} container sharing the host's netns"
         return f"{head} -> host network stack ({where})"
-    if mode == "bridge":
+    if mode == Reach.BRIDGE:
         return (f"{head} -> {bridge_front} -> {inst.address} (iptables nat, as docker -p) "
                 f"-> bridge {f.bridge or '?'} -> veth -> {kind} container netns")
-    if mode == "published":
+    if mode == Reach.PUBLISHED:
         return (f"{head} -> host {f.published} -> {kind}'s own port mapping (-p: "
                 f"iptables DNAT) -> bridge {f.bridge or '?'} -> veth -> {kind} "
                 "container netns")
-    if mode == "routed":
+    if mode == Reach.ROUTED:
         return (f"{head} -> {tap_front} -> {inst.address} -> bridge {f.bridge or '?'} -> veth "
                 f"-> {kind} netns ({f.runtime or '?'})")
-    if mode == "service":
+    if mode == Reach.SERVICE:
         return (f"{head} -> Service {f.published} (kube-proxy: iptables DNAT) -> "
                 f"{f.container_address} -> bridge {f.bridge or '?'} -> veth -> {kind} netns "
                 f"({f.runtime or '?'})")
-    if mode == "tap":
+    if mode == Reach.TAP:
         emulated = ", emulated" if f.emulated else ""
         return (f"{head} -> {tap_front} -> {f.display().get('network')} -> guest kernel "
                 f"({kind}, {f.accelerator or '?'}{emulated})")
@@ -224,9 +224,9 @@ def listen_address(inst: Instance, host_address: str) -> str:
     own (a container behind an engine's port mapping: its facts' container_address)."""
     f = inst.facts()
     kind, mode = f.kind, f.reach
-    if mode == "host":
+    if mode == Reach.HOST:
         return host_address
-    own = f.container_address if mode in ("published", "service") else inst.address
+    own = f.container_address if mode in (Reach.PUBLISHED, Reach.SERVICE) else inst.address
     if not own:
         raise SanityError(f"{kind}: network {mode!r} gives the instance no address of its own "
                           "for a server to listen on; give it network = \"host\" or "
@@ -283,7 +283,7 @@ def _wait_listening(inst: Instance, port: int, proto: str, pid: int, timeout: fl
     table, state = proto, _LISTEN_STATE[proto]
     argv = ["sh", "-c", _listening_script(table), "sh", str(max(1, int(timeout))),
             f"{port:04X}", state, str(pid), str(port)]
-    if network_of(inst)[1] != "host":
+    if network_of(inst)[1] != Reach.HOST:
         done = inst.exec(argv, timeout + 30)
         if done.returncode != 0:
             raise SanityError(f"server did not start listening on {proto} port {port}: "

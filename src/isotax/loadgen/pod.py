@@ -251,13 +251,13 @@ class PodLoadGen:
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         kind, mode = network_of(inst)
         f = inst.facts()
-        if mode == "host":
+        if mode == Reach.HOST:
             self._admit_only_us("INPUT", L.NODE_IP, port, proto)
             return self._host_address(inst), port
-        if mode in ("routed", "tap"):
+        if mode in (Reach.ROUTED, Reach.TAP):
             self._admit_only_us("FORWARD", inst.address, port, proto)
             return inst.address, port
-        if mode == "service":
+        if mode == Reach.SERVICE:
             # The load generator's own node translates the Service's address (its
             # kube-proxy); this host forwards to the pod's.
             self._admit_only_us("FORWARD", f.container_address, port, proto)

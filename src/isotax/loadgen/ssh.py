@@ -55,7 +55,7 @@ from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
-from isotax.protocols import Completed, Instance, Leftover
+from isotax.protocols import Completed, Instance, Leftover, Reach
 
 CONTROL_DIR = Path("/run/isotax/ssh")
 _BEGIN = "itx-cpu-begin"
@@ -295,22 +295,22 @@ class SshLoadGen:
         if proto not in ("tcp", "udp"):
             raise ValueError(f"protocol {proto!r}: use tcp or udp")
         kind, mode = network_of(inst)
-        if mode == "host":
+        if mode == Reach.HOST:
             self._unmap(port, proto)  # a host-network server gets its port back
             self._admit_only_us("INPUT", self.host_address, port, proto)
             return self.host_address, port
-        if mode in ("bridge", "tap", "routed"):
+        if mode in (Reach.BRIDGE, Reach.TAP, Reach.ROUTED):
             try:
                 self._map(inst.address, port, proto)
             except NetworkError as e:
                 raise SanityError(f"load generator: {e}") from e
             self._admit_only_us("FORWARD", inst.address, port, proto)
             return self.host_address, port
-        if mode == "published":
+        if mode == Reach.PUBLISHED:
             raise NotApplicable(f"{kind} publishes its ports on an address of this host "
                                 "only, which a remote load generator cannot reach; remove "
                                 "publish = true from its options")
-        if mode == "service":
+        if mode == Reach.SERVICE:
             raise NotApplicable(f"{kind}: a Service's address exists only inside the cluster "
                                 "(kube-proxy's rules), which a remote load generator does "
                                 "not reach through this host; use network = \"pod\"")
