@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from variance_components import (
+from variance_parts import (
     Bench,
     Component,
     Run,

@@ -22,6 +22,7 @@ from isotax.cli import (
     _store_url,
     console,
     fail,
+    fleet_report,
     main,
     results_option,
 )
@@ -271,5 +272,5 @@ def import_cmd(bundles: tuple[Path, ...], results_dir: Path) -> None:
         sys.exit(2)
 
 
-# isotax fleet report is in cli/fleet_report.py; importing it registers it on `fleet`.
-from isotax.cli import fleet_report as _fleet_report  # noqa: E402, F401
+# isotax fleet report is in cli/fleet_report.py, which does not import this module.
+fleet.add_command(fleet_report.report)

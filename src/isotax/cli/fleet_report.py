@@ -1,6 +1,6 @@
 """`isotax fleet report`: a fleet's isolation tax per host side by side (fleet.md, fleet.html,
-fleet.json) and a short summary on the terminal. Registered on the `fleet` group of
-isotax.cli.fleet when that module imports this one; the command imports the stages it uses
+fleet.json) and a short summary on the terminal. isotax.cli.fleet adds it to its `fleet` group
+(this module imports no other command module); the command imports the stages it uses
 inside its own function, for start-up speed (isotax.cli's docstring says why)."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import click
 from rich.markup import escape
 
 from isotax.cli import _open_store, console, fail, results_option
-from isotax.cli.fleet import fleet
 
 if TYPE_CHECKING:
     from isotax.analysis.fleet import Fleet
@@ -76,7 +75,7 @@ def _summary(f: Fleet) -> None:
                           f"{escape('; '.join(diffs))}")
 
 
-@fleet.command("report")
+@click.command("report")
 @click.argument("fleet_id", metavar="[FLEET_ID]", required=False)
 @results_option
 @click.option("--runs", "run_list", metavar="RUN1,RUN2,...",
