@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-__version__ = "0.1.0"
+from isotax.version import __version__
+
+__all__ = ["__version__", "load"]
 
 
 def load(run_or_bundle: str | Path, results: str | Path | None = None,

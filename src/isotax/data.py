@@ -31,7 +31,7 @@ from isotax.store.sqlite import open_store
 if TYPE_CHECKING:
     import pandas as pd
 
-# The same default as the command line's --results (isotax.cli.DEFAULT_RESULTS): the data
+# The same default as the command line's --results (isotax.cli.common.DEFAULT_RESULTS): the data
 # layer sits below the CLI and cannot import it.
 DEFAULT_RESULTS = Path("/var/lib/isotax/results")
 

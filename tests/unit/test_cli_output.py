@@ -48,7 +48,7 @@ def test_piped_output_is_whole_lines_not_folded_at_80_columns(tmp_path: Path) ->
     widths = [len(line) for line in done.stdout.splitlines()]
     assert max(widths) > 80, "a pipe gets more than a terminal's default 80 columns"
     # What the CLI logs (run progress, warnings) is one line however long, not wrapped.
-    said = subprocess.run([sys.executable, "-c", "from isotax.cli import console; "
+    said = subprocess.run([sys.executable, "-c", "from isotax.cli.common import console; "
                            "console.print('[yellow]warning:[/] ' + 'word ' * 60)"],
                           capture_output=True, text=True, timeout=60, check=True)
     assert said.stderr.rstrip() == "warning: " + ("word " * 60).rstrip()

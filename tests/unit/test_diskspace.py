@@ -237,7 +237,7 @@ params = {{ corpus_mib = 1, threads = [1, 2] }}
 
 
 def test_the_cells_a_run_commits() -> None:
-    from isotax.cli import _cells_to_commit
+    from isotax.cli.common import cells_to_commit as _cells_to_commit
     from isotax.plan import parse_plan
 
     fixed = parse_plan(RUN_PLAN.format(adaptive=""))
@@ -253,7 +253,7 @@ def test_the_cells_a_run_commits() -> None:
 @pytest.mark.parametrize("complete", [False, True])
 def test_a_full_disk_ends_the_run_in_one_line(tmp_path: Path, complete: bool,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from isotax.cli import EXIT_DISK_FULL
+    from isotax.cli.common import EXIT_DISK_FULL
     from isotax.cli.run import _full_disk_ends_run
     from isotax.plan import parse_plan
 

@@ -155,7 +155,7 @@ def test_the_benchmark_reads_a_stored_run(tmp_path: Path) -> None:
 
 
 def test_the_cli_stores_the_reports_writing_time_beside_the_runs_phases(tmp_path: Path) -> None:
-    from isotax.cli import _store_report_time
+    from isotax.cli.common import store_report_time as _store_report_time
     from isotax.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "isotax.db")

@@ -1,7 +1,7 @@
 """`isotax check RUN --bounds FILE`: the CI gate. Exit 0 when every ratio is within its
 bounds, 1 on any decided violation (one FAIL line each), 2 on bad input (one line, fail()).
 The judging is isotax.analysis.gate's; this only opens the runs and prints. Registered on
-isotax.cli.main when that package is imported; imports inside the function as the other
+isotax.cli.main by that package; imports inside the function as the other
 commands do (isotax.cli's docstring says why)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from isotax.cli import _open_run, _open_store, fail, main, results_option
+from isotax.cli.common import fail, open_results_store, open_run, results_option
 
 
 def _reference(ref: str, where: str, bounds_path: Path, results_dir: Path,
@@ -23,17 +23,17 @@ def _reference(ref: str, where: str, bounds_path: Path, results_dir: Path,
 
     beside = bounds_path.parent / ref
     if beside.is_file():  # a bundle kept in the repository next to its bounds
-        return _open_run(str(beside), results_dir, stack)
+        return open_run(str(beside), results_dir, stack)
     if Path(ref).is_file():
-        return _open_run(ref, results_dir, stack)
-    store = _open_store(results_dir)
+        return open_run(ref, results_dir, stack)
+    store = open_results_store(results_dir)
     try:
         return store, store.get_run(ref).id
     except StoreError as e:
         fail(f"{where}: no_worse_than = {ref!r}: {e}")
 
 
-@main.command("check")
+@click.command("check")
 @click.argument("run_id", metavar="RUN", required=False)
 @click.option("--bounds", "bounds_path", required=True, metavar="FILE",
               type=click.Path(path_type=Path, dir_okay=False),
@@ -67,14 +67,14 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
         fail(str(e))
     with ExitStack() as stack:
         if run_id is None:
-            store = _open_store(results_dir)
+            store = open_results_store(results_dir)
             runs = store.list_runs()
             if not runs:
                 fail(f"no runs in {results_dir}; run a plan first (`isotax run PLAN`) or give "
                      "--results DIR where the run is")
             rid = runs[-1].id
         else:
-            store, rid = _open_run(run_id, results_dir, stack)
+            store, rid = open_run(run_id, results_dir, stack)
         refs = {}
         for ref, where in bounds.references():
             s, r = _reference(ref, where, bounds_path, results_dir, stack)

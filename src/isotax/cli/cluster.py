@@ -9,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from isotax.cli import fail, main
+from isotax.cli.common import fail
 
 
-@main.group()
+@click.group()
 def cluster() -> None:
     """Start, stop and show the local Kubernetes cluster (pods' environments run on it)."""
 
@@ -112,14 +112,14 @@ def cluster_status() -> None:
 def cluster_push() -> None:
     """Push the workload image to a managed-style cluster's registry (`cluster up
     --managed`), with its credentials: prints the reference for --pod-image."""
-    from isotax.cli import _image
+    from isotax.cli.common import image_artifacts
     from isotax.host.kubernetes import cluster as k
     from isotax.host.kubernetes import managed, registry
 
     if k.supervisor_pid() is None or not managed.MARK.exists():
         fail("no managed-style cluster runs here: isotax cluster up --managed")
     try:
-        ref, seconds = registry.push(_image())
+        ref, seconds = registry.push(image_artifacts())
     except RuntimeError as e:
         fail(str(e))
     click.echo(f"{ref} pushed in {seconds:.1f} s; isotax run PLAN --kubeconfig "

@@ -1,7 +1,7 @@
 """The commands beyond one host: `isotax fleet run` (one plan on every host of an Ansible
 inventory, into one store), the hidden `isotax fleet probe` the hosts answer the fleet's
 polls with, and `isotax import` (bundles into the store: what the fleet does with a SQLite
-store, and generally useful). Registered on isotax.cli.main when that package is imported;
+store, and generally useful). Added to isotax.cli.main by that package;
 each command imports the stages it uses inside its own function (isotax.cli's docstring says
 why)."""
 
@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from isotax.cli import (
+from isotax.cli.common import (
     DEFAULT_RESULTS,
-    _cells_to_commit,
-    _open_store,
-    _store_url,
+    cells_to_commit,
     console,
     fail,
-    fleet_report,
-    main,
+    open_results_store,
     results_option,
+    store_url,
 )
 
 if TYPE_CHECKING:
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     from isotax.fleet.state import FleetState
 
 
-@main.group()
+@click.group()
 def fleet() -> None:
     """Run one plan on every host of an Ansible inventory, into one store."""
 
@@ -115,7 +113,7 @@ def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, p
         root = checkout_root()
     except CheckoutError as e:
         fail(str(e))
-    url = _store_url[0] or ""
+    url = store_url[0] or ""
     if state is None:
         state = FleetState(new_fleet_id(p.name), p.name, text, str(inv), _redacted(url),
                            str(results_dir.resolve()))
@@ -129,10 +127,10 @@ def fleet_run(plan: str | None, inventory: Path | None, resume_id: str | None, p
     # Complete hosts whose run's files an earlier resume could not remove (not reached).
     untidy = [h.name for h in hosts if h.name in state.hosts
               and state.hosts[h.name].status == "complete" and state.hosts[h.name].leftovers]
-    store = _open_store(results_dir, create=True)
+    store = open_results_store(results_dir, create=True)
     path = state_path(results_dir, state.id)
     save(state, path)
-    f = Fleet(state, path, to_run, inv, root, store, url, _cells_to_commit(p, 0), poll_s,
+    f = Fleet(state, path, to_run, inv, root, store, url, cells_to_commit(p, 0), poll_s,
               force=force)
     code = 0
     with FleetDisplay(console, [h.name for h in to_run], f.planned) as display:
@@ -196,12 +194,12 @@ def _resume_hosts(state: FleetState, hosts: list[Host], inv: Path) -> None:
 def _resume_store(state: FleetState) -> None:
     """A resumed fleet writes into the store it wrote into: the one given again (its
     password, which the state file does not keep), else the state's own."""
-    given = _store_url[0]
+    given = store_url[0]
     if given is None and state.store:
         if ":***@" in state.store:
             fail(f"fleet {state.id} writes into {state.store}: give its URL with the password "
                  "again (--store URL or ISOTAX_STORE)")
-        _store_url[0] = given = state.store
+        store_url[0] = given = state.store
     if _redacted(given or "") != state.store:
         where = state.store or f"the SQLite store under {state.results}"
         fail(f"fleet {state.id} writes into {where}; resume it with that store "
@@ -223,9 +221,9 @@ def fleet_probe(run_id: str, work: Path, known: str | None, results_dir: Path) -
         from isotax.store.postgres import PostgresStore
         from isotax.store.sqlite import open_store
 
-        if _store_url[0] is None and not (results_dir / "isotax.db").is_file():
+        if store_url[0] is None and not (results_dir / "isotax.db").is_file():
             return "", 0  # no run here has written a store yet
-        store = PostgresStore(_store_url[0]) if _store_url[0] else \
+        store = PostgresStore(store_url[0]) if store_url[0] else \
             open_store(results_dir, create=False)
         try:
             try:
@@ -240,7 +238,7 @@ def fleet_probe(run_id: str, work: Path, known: str | None, results_dir: Path) -
     click.echo(look(run_id, work, in_store, status).to_json())
 
 
-@main.command("import")
+@click.command("import")
 @click.argument("bundles", metavar="BUNDLE...", nargs=-1, required=True,
                 type=click.Path(path_type=Path))
 @results_option
@@ -252,8 +250,8 @@ def import_cmd(bundles: tuple[Path, ...], results_dir: Path) -> None:
     from isotax.store.bundle import open_bundle
     from isotax.store.transfer import copy_run
 
-    store = _open_store(results_dir, create=True)
-    where = _redacted(_store_url[0] or "") or str(results_dir / "isotax.db")
+    store = open_results_store(results_dir, create=True)
+    where = _redacted(store_url[0] or "") or str(results_dir / "isotax.db")
     refused = 0
     for b in bundles:
         with tempfile.TemporaryDirectory(prefix=owners.temp_prefix("import")) as d:
@@ -272,5 +270,3 @@ def import_cmd(bundles: tuple[Path, ...], results_dir: Path) -> None:
         sys.exit(2)
 
 
-# isotax fleet report is in cli/fleet_report.py, which does not import this module.
-fleet.add_command(fleet_report.report)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from isotax.cli import _open_store, console, fail, results_option
+from isotax.cli.common import console, fail, open_results_store, results_option
 
 if TYPE_CHECKING:
     from isotax.analysis.fleet import Fleet
@@ -110,7 +110,7 @@ def report(fleet_id: str | None, results_dir: Path, run_list: str | None, out: P
              "any runs side by side")
     if fleet_id and (fleet_id in (".", "..") or "/" in fleet_id or "\\" in fleet_id):
         fail(f"fleet id {fleet_id!r} is not a name; give the id the fleet's runs carry")
-    store = _open_store(results_dir)
+    store = open_results_store(results_dir)
     if run_list:
         ids = [r.strip() for r in run_list.split(",") if r.strip()]
         if len(ids) < 2:

@@ -1,5 +1,5 @@
 """The commands about the host rather than its runs: envs, workloads, image, system, doctor.
-Registered on isotax.cli.main when that package is imported; each imports the stages it uses
+Registered on isotax.cli.main by that package; each imports the stages it uses
 inside its own function, for start-up speed (isotax.cli's docstring says why)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from isotax.cli import _console, _image, _image_choice, _recipe, console, fail, main
+from isotax.cli.common import console, fail, image_artifacts, image_choice, make_console, recipe_for
 
 if TYPE_CHECKING:
     from isotax.host.tune import TuneReport
 
 
-@main.command()
+@click.command()
 def envs() -> None:
     """List every environment kind: available here, or why not and the fix."""
     from isotax.protocols import environments
@@ -30,10 +30,10 @@ def envs() -> None:
         # because ..."), which the run would otherwise say only when it starts.
         what = cls.description if not a.ok or not a.reason else f"{cls.description}; {a.reason}"
         t.add_row(kind, "yes" if a.ok else "no", what if a.ok else str(a))
-    _console().print(t)
+    make_console().print(t)
 
 
-@main.command()
+@click.command()
 @click.option("--packages", is_flag=True,
               help="Print only the Debian packages that running every workload on this host "
                    "needs (each workload's image packages and its load generator's client "
@@ -52,10 +52,10 @@ def workloads(packages: bool) -> None:
         t.add_row(f"[bold]{name}[/]", "", "", cls.description)
         for p in cls.params:
             t.add_row("", p.name, repr(p.default), p.help)
-    _console().print(t)
+    make_console().print(t)
 
 
-@main.group()
+@click.group()
 def image() -> None:
     """Build, show and remove the workload image."""
 
@@ -72,9 +72,9 @@ _distribution_option = click.option(
 def image_build(distribution: str | None) -> None:
     """Build the workload image (cached by the hash of its recipe); prints its hash and
     directory."""
-    choice = _image_choice(distribution)
+    choice = image_choice(distribution)
     console.print(f"[dim]image:[/] {choice.words()}")
-    art = _image(choice)
+    art = image_artifacts(choice)
     click.echo(f"{art.recipe_hash} {art.root}")
 
 
@@ -90,7 +90,7 @@ def image_oci_archive(out: str, ref: str | None, distribution: str | None) -> No
     on the same bits as every other environment."""
     from isotax.image import oci_archive
 
-    art = _image(_image_choice(distribution))
+    art = image_artifacts(image_choice(distribution))
     name = ref or f"isotax/workload:{art.recipe_hash}"
     with open(out, "wb") as f:
         digest = oci_archive.write(art.tar, name, f, {"isotax": "1",
@@ -104,18 +104,18 @@ def image_show() -> None:
     from isotax.image.build import default_cache_dir, show_images
     from isotax.image.distribution import DISTRIBUTIONS
 
-    default = _image_choice()
+    default = image_choice()
     t = Table("hash", "layer", "distribution", "current", "built (UTC)", "size", "kernel",
               caption=f"in {default_cache_dir()}/{{images,base}}/<hash>; current: what this "
                       f"isotax builds for each release (default here: {default.codename})")
     t.columns[0].no_wrap = True
-    recipes = [_recipe(_image_choice(name)) for name in DISTRIBUTIONS]
+    recipes = [recipe_for(image_choice(name)) for name in DISTRIBUTIONS]
     for im in show_images(recipes):
         size = f"{float(str(im.get('size_bytes', 0))) / 2**30:.1f} GiB"
         built = str(im.get("built_at", ""))[:16].replace("T", " ")
         t.add_row(str(im["hash"]), str(im.get("layer", "")), str(im.get("distribution", "")),
                   "yes" if im.get("current") else "", built, size, str(im.get("kernel", "")))
-    _console().print(t)
+    make_console().print(t)
 
 
 @image.command("rm")
@@ -131,7 +131,7 @@ def image_rm(which: str) -> None:
     click.echo(f"removed {removed}")
 
 
-@main.group()
+@click.group()
 def system() -> None:
     """The host's fingerprint (recorded with every run) and a benchmarking profile for it."""
 
@@ -155,7 +155,7 @@ def system_show(as_json: bool) -> None:
     t.columns[0].no_wrap = True
     for what, value in show_rows(fp):
         t.add_row(what, value)
-    _console().print(t)
+    make_console().print(t)
 
 
 state_option = click.option(
@@ -173,7 +173,7 @@ def _tune_outcome(report: TuneReport, absent_note: bool) -> None:
     t.columns[0].no_wrap = True
     for row in report.rows():
         t.add_row(*row)
-    _console().print(t)
+    make_console().print(t)
     done = "tuned" if report.action == "tune" else "restored"
     absent = sorted({r.knob.group for r in report.absent})
     note = (f"; not on this host (the table says why): {', '.join(absent)}"
@@ -231,7 +231,7 @@ def system_reset(state_file: Path | None, root: Path) -> None:
     _tune_outcome(report, absent_note=False)
 
 
-@main.command()
+@click.command()
 @click.option("--fix", is_flag=True,
               help="Remove what dead isotax processes left behind (never what a live run owns).")
 def doctor(fix: bool) -> None:

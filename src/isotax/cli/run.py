@@ -26,20 +26,19 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from isotax.cli import (
+from isotax.cli.common import (
     DEFAULT_RESULTS,
     EXIT_DISK_FULL,
-    _cells_to_commit,
-    _get_run,
-    _image,
-    _image_choice,
-    _open_store,
-    _store_report_time,
-    _write_report,
+    cells_to_commit,
     console,
     fail,
-    main,
+    get_run,
+    image_artifacts,
+    image_choice,
+    open_results_store,
     results_option,
+    store_report_time,
+    write_report,
 )
 from isotax.model import RunStatus
 
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
     from isotax.store.base import Store
 
 
-@main.command()
+@click.command()
 @click.argument("plan", required=False)
 @click.option("--resume", "resume_id", metavar="RUN", help="Finish an interrupted run.")
 @results_option
@@ -94,7 +93,7 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     from isotax.run.runner import Runner
 
     _check_run_args(plan, resume_id, given_id)
-    store = _open_store(results_dir) if resume_id else None
+    store = open_results_store(results_dir) if resume_id else None
     try:
         if store is not None and resume_id:
             p, text, run_id = _resumed(store, resume_id, budget, force)
@@ -111,9 +110,9 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     kube = _kubernetes_target(store, resume_id, kubeconfig, pod_image, pull_secrets)
     turn = _measuring_turn(resume_id, beside)  # its recovery sweeps the run's cluster too
     if store is None:
-        store = _open_store(results_dir, create=True)
-    choice = _image_choice(p.image.distribution, "plan")
-    image = _image(choice)
+        store = open_results_store(results_dir, create=True)
+    choice = image_choice(p.image.distribution, "plan")
+    image = image_artifacts(choice)
     if not run_id:
         run_id = _create_run(store, p, text, given_id, budget)
     _record_image(store, run_id, p, choice, image)
@@ -131,8 +130,8 @@ def run(plan: str | None, resume_id: str | None, results_dir: Path, no_report: b
     if not no_report:
         with _full_disk_ends_run(store, p, run_id, results_dir, True, complete=True):
             started = time.monotonic()
-            _write_report(store, run_id, results_dir / run_id)
-            _store_report_time(store, run_id, time.monotonic() - started)
+            write_report(store, run_id, results_dir / run_id)
+            store_report_time(store, run_id, time.monotonic() - started)
     if runner.lost:
         done = len(store.done_cells(run_id))
         click.echo(f"isotax: {runner.lost}; run {run_id} stopped, its {done} committed "
@@ -190,7 +189,7 @@ def _resumed(store: Store, resume_id: str, budget: str | None, force: bool
     from isotax.run import feasibility
     from isotax.store.run_meta import RunMeta
 
-    record = _get_run(store, resume_id)
+    record = get_run(store, resume_id)
     if record.status == RunStatus.COMPLETE:
         fail(f"run {record.id} is already complete; `isotax report {record.id}` shows it")
     p, text = parse_plan(record.plan_toml, f"stored plan of {record.id}"), record.plan_toml
@@ -305,7 +304,7 @@ def _check_run_space(p: Plan, results_dir: Path, done: int, report: bool) -> Non
     its cells still to commit, the store's journal and the report (host.diskspace)."""
     from isotax.host import diskspace
 
-    cells = _cells_to_commit(p, done)
+    cells = cells_to_commit(p, done)
     what = (f"the results of plan {p.name} ({cells} cell{'' if cells == 1 else 's'} to "
             "commit, the store's journal"
             + (", the report)" if report else ")"))
@@ -338,7 +337,7 @@ def _full_disk_ends_run(store: Store, p: Plan, run_id: str, results_dir: Path, r
         else:
             what = (f"writing {e.what}; run {run_id} stopped, its {done} committed "
                     + ("cell is kept" if done == 1 else "cells are kept"))
-            needed = diskspace.run_bytes(_cells_to_commit(p, done), report)
+            needed = diskspace.run_bytes(cells_to_commit(p, done), report)
             then = f"`isotax run --resume {run_id}{given}`"
         line = diskspace.filled(e.path, diskspace.free_bytes(e.path), needed, what, then)
         click.echo(f"isotax: {line}", err=True)

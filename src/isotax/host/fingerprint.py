@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from isotax import __version__, protocols
+from isotax import protocols
 from isotax.host import command
 from isotax.host.numa import nodes
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.parsers import procfs
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
 from isotax.parsers.procfs import parse_cpulist
+from isotax.version import __version__
 
 # A command's output, or None where it could not run (not installed, or root is a capture).
 Tool = Callable[[Sequence[str]], "str | None"]

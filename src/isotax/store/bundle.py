@@ -25,13 +25,13 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from isotax import __version__
 from isotax.host import owners, versions
 from isotax.model import FORMAT_VERSION, CellStatus
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.row_checks import first_bad_row
 from isotax.store.sqlite import SQLiteStore, full_disk
 from isotax.store.transfer import copy_run
+from isotax.version import __version__
 
 BUNDLE_VERSION = 1
 _FILES = ("isotax.db", "plan.toml", "fingerprint.json")
