@@ -43,8 +43,9 @@ RESULTS = Path("/var/lib/isotax/aa-canary")
 VERDICTS = ("worse", "better", "equivalent", "undecided")
 PLAN_NAME = "aa-canary"
 
-# Three cheap points, ~1-2 s a cell: 18 cells in the fixed rounds, then added rounds up to 12
-# pairs a point within a 90 s deadline, so a run takes at most about 2 minutes.
+# Three cheap points, ~1-2 s a cell: 18 cells in the fixed rounds, then added rounds up to
+# --cap pairs a point (default 12) within --deadline-s (default 90 s): at the defaults a run
+# takes at most about 2 minutes.
 PLAN_TOML = """\
 name = "{name}"
 description = "A/A canary: native against its own copy (native-aa); every worse or better is false"
@@ -56,8 +57,8 @@ timeout_s = 120
 {aa}
 [verdicts]
 margin = "auto"
-max_repetitions = 12
-deadline_s = 90
+max_repetitions = {cap}
+deadline_s = {deadline_s}
 
 [[environments]]
 name = "native"
@@ -92,11 +93,36 @@ ramp_s = 0
 COPY = "native-copy"
 
 
-def plan_text(seed: int, name: str = PLAN_NAME, chased: bool = False) -> str:
+def plan_text(seed: int, name: str = PLAN_NAME, chased: bool = False, cap: int = 12,
+              deadline_s: float = 90) -> str:
     if chased:
-        return PLAN_TOML.format(seed=seed, name=name, aa="",
+        return PLAN_TOML.format(seed=seed, name=name, aa="", cap=cap, deadline_s=deadline_s,
                                 copy=f'\n[[environments]]\nname = "{COPY}"\nkind = "native"\n')
-    return PLAN_TOML.format(seed=seed, name=name, aa="aa = true\n", copy="")
+    return PLAN_TOML.format(seed=seed, name=name, aa="aa = true\n", copy="", cap=cap,
+                            deadline_s=deadline_s)
+
+
+def has_aa_run(results: Path) -> bool:
+    """Whether the store under results holds a complete run with an A/A canary: what a
+    chased run takes its margins from (isotax.analysis.margins.stored_aa_floors); without
+    one every margin is the minimum, ±2%, which an A/A ratio at this host's spreads rarely
+    reaches in a run's time (none of 60 did on 2026-11-29, at a cap of 12)."""
+    if not (results / "isotax.db").is_file():
+        return False
+    from isotax.plan import parse_plan
+    from isotax.store.sqlite import open_store
+
+    store = open_store(results, create=False)
+    try:
+        for run in store.list_runs():
+            try:
+                if run.status == "complete" and parse_plan(run.plan_toml).aa:
+                    return True
+            except Exception:  # a plan this code no longer takes
+                continue
+        return False
+    finally:
+        store.close()
 
 
 def canary_verdicts(meta: Any, canary: str) -> list[str] | None:
@@ -278,7 +304,13 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the runs and summary as JSON here")
     ap.add_argument("--chased", action="store_true",
                     help=f"native's copy ({COPY}) as an ordinary environment, chased like every "
-                         "real ratio, instead of the run's canary")
+                         "real ratio, instead of the run's canary; when --results holds no run "
+                         "with a canary, one is run first (not counted) for the margins")
+    ap.add_argument("--cap", type=int, default=12,
+                    help="the built-in plan's max_repetitions: pairs a ratio may reach "
+                         "(default 12)")
+    ap.add_argument("--deadline-s", type=float, default=90,
+                    help="the built-in plan's deadline for added rounds (default 90)")
     args = ap.parse_args()
     runs: list[RunResult] = []
     interrupted = False
@@ -295,11 +327,19 @@ def main() -> int:
         logs.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="isotax-aa-canary-") as tmp:
             try:
+                if args.chased and args.plan is None and not has_aa_run(args.results):
+                    plan = Path(tmp) / "aa-canary-margins.toml"
+                    plan.write_text(plan_text(seed=0, cap=args.cap, deadline_s=args.deadline_s))
+                    log = logs / f"{time.strftime('%Y%m%d-%H%M%S')}-margins.log"
+                    print(f"A run with a canary first, for the margins (log {log}) ...",
+                          flush=True)
+                    one_run(plan, args.results, log)
                 for i in range(1, args.runs + 1):
                     plan = args.plan
                     if plan is None:
                         plan = Path(tmp) / f"aa-canary-{i}.toml"
-                        plan.write_text(plan_text(seed=i, chased=args.chased))
+                        plan.write_text(plan_text(seed=i, chased=args.chased, cap=args.cap,
+                                                  deadline_s=args.deadline_s))
                     log = logs / f"{time.strftime('%Y%m%d-%H%M%S')}-{i}.log"
                     print(f"A/A run {i}/{args.runs} (log {log}) ...", flush=True)
                     run_id, wall, rc = one_run(plan, args.results, log)
@@ -324,7 +364,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({
             "plan": (None if args.read_only else str(args.plan) if args.plan
-                     else plan_text(seed=0, chased=args.chased)
+                     else plan_text(seed=0, chased=args.chased, cap=args.cap,
+                                    deadline_s=args.deadline_s)
                      .replace("seed = 0", "seed = <run number>")),
             "results": str(args.results), "interrupted": interrupted,
             "runs": [{"run_id": r.run_id, "status": r.status, "wall_s": r.wall_s,

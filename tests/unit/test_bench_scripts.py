@@ -235,6 +235,19 @@ def test_the_chased_plan_judges_natives_copy_as_an_ordinary_environment(tmp_path
     assert aa.read_run(tmp_path, "r1", 1.0).verdicts == ("equivalent", "worse")
 
 
+def test_the_chased_plan_takes_its_cap_and_deadline_and_finds_a_run_for_its_margins(
+        tmp_path: Path) -> None:
+    """--cap and --deadline-s reach the plan; a chased series first needs a stored run with a
+    canary (its margins; without one every margin is the minimum): has_aa_run finds it."""
+    p = parse_plan(aa.plan_text(seed=2, chased=True, cap=30, deadline_s=300))
+    assert p.verdicts.max_repetitions == 30 and p.verdicts.deadline_s == 300
+    assert not aa.has_aa_run(tmp_path)  # no store
+    _store(tmp_path / "chased", {}, aa.plan_text(1, chased=True)).close()
+    assert not aa.has_aa_run(tmp_path / "chased")  # a run, but no canary in its plan
+    _store(tmp_path / "canary", {}, aa.plan_text(1)).close()
+    assert aa.has_aa_run(tmp_path / "canary")
+
+
 def test_the_report_states_the_false_rate_and_its_interval() -> None:
     runs = [aa.RunResult("r1", "complete", 80.0, ("equivalent", "worse", "undecided"), "stored",
                          61.4),
