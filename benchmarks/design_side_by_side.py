@@ -21,9 +21,10 @@ wall time each run is meant to take (the quick plan's 10 minutes): a run over it
 10% is marked in the table, and one still running at twice it is stopped (SIGTERM: isotax
 keeps what it measured and marks the run interrupted).
 
---fresh empties each design's results directory before each of its runs, so every run is a
-first run on this host (no stored history to borrow from, no stored A/A margins): as on a new
-machine. It refuses the default results directory, which holds this host's history; give both
+--fresh empties each design's results directory before each of its runs (moving it aside to
+<dir>.<date-time>, where its runs can still be read), so every run is a first run on this
+host (no stored history to borrow from, no stored A/A margins): as on a new machine. It
+refuses the default results directory, which holds this host's history; give both
 --old-results and --new-results under /var/lib/isotax/sbs-*. Without --fresh the same
 directories afterwards give the "with history" side: each run borrows from the runs before it.
 """
@@ -344,12 +345,15 @@ def new_label() -> str:
 
 
 def empty_results(results: Path) -> None:
-    """A fresh store: the results directory's contents removed (its runs and isotax.db)."""
+    """A fresh store: the results directory moved aside (to <dir>.<date-time>, kept for
+    reading the earlier runs again) and made anew, empty."""
     if not str(results.resolve()).startswith(FRESH_PREFIX):
         raise SystemExit(f"design_side_by_side: --fresh empties only {FRESH_PREFIX}*, "
                          f"not {results}")
+    if results.exists() and any(results.iterdir()):
+        results.rename(results.with_name(f"{results.name}.{time.strftime('%Y%m%d-%H%M%S')}"))
     shutil.rmtree(results, ignore_errors=True)
-    results.mkdir(parents=True)
+    results.mkdir(parents=True, exist_ok=True)
 
 
 def one_run(number: int, design: str, src: Path, plan: str, results: Path, logs: Path,
