@@ -5,34 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import shutil
 import sqlite3
-import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from isotax.model import FORMAT_VERSION, CellKey, RunStatus
-from isotax.store import run_meta
-from isotax.store.base import (
-    CELL_COLUMNS,
-    ENV_COLUMNS,
-    RUN_COLUMNS,
-    SAMPLE_COLUMNS,
-    SCHEMA_VERSION,
-    CellOutcome,
-    CellRecord,
-    DiskFull,
-    EnvRecord,
-    RunRecord,
-    StoreError,
-    cell_records,
-    env_record,
-    run_record,
-    unknown_run,
-)
-from isotax.telemetry.summary import TelemetrySummary
+from isotax.store.base import DiskFull, StoreError
+from isotax.store.sql_store import SqlStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -102,9 +82,14 @@ CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
 """
 
 
-class SQLiteStore:
+class SQLiteStore(SqlStore):
+    """The store in one SQLite file (its statements: isotax.store.sql_store)."""
+
+    ENV_ORDER = "rowid"
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.where = str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
@@ -126,152 +111,21 @@ class SQLiteStore:
             raise
 
     def _open(self) -> None:
-        path = self.path
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
         # executescript commits on its own, so it runs outside a transaction of ours.
         self.db.executescript(_SCHEMA)
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is not None and int(row[0]) > SCHEMA_VERSION:
-            raise StoreError(
-                f"{path} has schema version {row[0]}, newer than this isotax ({SCHEMA_VERSION});"
-                " upgrade isotax to read it"
-            )
-        # Older schemas only lack tables, which CREATE TABLE IF NOT EXISTS just added. Written
-        # only when it changes: a store on a full disk still opens for reading.
-        if row is None or int(row[0]) != SCHEMA_VERSION:
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                            (str(SCHEMA_VERSION),))
+        self._check_schema_version()
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.db.execute(sql, params)
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.db.executemany(sql, rows)
 
     def _tx(self) -> _Tx:
         return _Tx(self.db, self.path)
-
-    # runs
-    def create_run(self, run_id: str, plan_name: str, plan_toml: str, seed: int,
-                   host: Mapping[str, Any], created: float | None = None,
-                   format_version: int | None = None) -> RunRecord:
-        now = time.time() if created is None else created
-        with self._tx():
-            self.db.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
-                (run_id, now, None, RunStatus.RUNNING.value, plan_name, plan_toml, seed,
-                 json.dumps(dict(host)), format_version or FORMAT_VERSION),
-            )
-        return self.get_run(run_id)
-
-    def get_run(self, run_id: str) -> RunRecord:
-        row = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id=?", (run_id,)
-                              ).fetchone()
-        if row is None:
-            # Accept a unique prefix, as git does for commits.
-            rows = self.db.execute(
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created",
-                (len(run_id), run_id)).fetchall()
-            if len(rows) == 1:
-                return run_record(rows[0])
-            raise unknown_run(run_id, len(rows), self.list_runs(), str(self.path))
-        return run_record(row)
-
-    def list_runs(self) -> list[RunRecord]:
-        rows = self.db.execute(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY created").fetchall()
-        return [run_record(r) for r in rows]
-
-    def set_run_status(self, run_id: str, status: RunStatus,
-                       finished: float | None = None) -> None:
-        with self._tx():
-            self.db.execute("UPDATE runs SET status=?, finished=? WHERE id=?",
-                            (status, finished, run_id))
-
-    def update_host(self, run_id: str, host: Mapping[str, Any]) -> None:
-        with self._tx():
-            self.db.execute("UPDATE runs SET host_json=? WHERE id=?",
-                            (json.dumps(dict(host)), run_id))
-
-    def delete_run(self, run_id: str) -> None:
-        with self._tx():
-            self.db.execute("DELETE FROM runs WHERE id=?", (run_id,))
-
-    # environments
-    def put_environment(self, env: EnvRecord) -> None:
-        with self._tx():
-            self.db.execute(
-                "INSERT OR REPLACE INTO environments VALUES (?,?,?,?,?,?,?,?)",
-                (env.run_id, env.name, env.kind, int(env.available), env.reason,
-                 json.dumps(dict(env.describe)), json.dumps(dict(env.tools)),
-                 json.dumps(dict(env.milestones))),
-            )
-
-    def environments(self, run_id: str) -> list[EnvRecord]:
-        rows = self.db.execute(
-            f"SELECT {ENV_COLUMNS} FROM environments WHERE run_id=? ORDER BY rowid", (run_id,)
-        ).fetchall()
-        return [env_record(r) for r in rows]
-
-    # cells and samples
-    def commit_cell(self, run_id: str, key: CellKey, workload_version: str,
-                    outcome: CellOutcome, started: float, ended: float) -> int:
-        """One cell, its samples and (summary, series) telemetry, in one transaction."""
-        # (a cell that did not pass carries no numbers: CellOutcome refuses them)
-        telemetry = outcome.telemetry
-        with self._tx():
-            cur = self.db.execute(
-                "INSERT INTO cells (run_id, ident, environment, workload, workload_version,"
-                " params_json, repetition, warmup, status, reason, started, ended)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run_id, key.ident, key.environment, key.workload, workload_version,
-                 json.dumps(dict(key.params), sort_keys=True), key.repetition, int(key.warmup),
-                 outcome.status.value, outcome.reason, started, ended),
-            )
-            cell_id = int(cur.lastrowid or 0)
-            self.db.executemany(
-                "INSERT INTO samples (cell_id, metric, value, unit, higher_is_better,"
-                " labels_json) VALUES (?,?,?,?,?,?)",
-                [(cell_id, s.metric, s.value, s.unit, int(s.higher_is_better),
-                  json.dumps(dict(s.labels), sort_keys=True)) for s in outcome.samples],
-            )
-            if telemetry is not None:
-                self.db.execute("INSERT INTO telemetry VALUES (?,?,?)",
-                                (cell_id, json.dumps(telemetry[0].to_json()),
-                                 json.dumps(dict(telemetry[1]))))
-        return cell_id
-
-    def telemetry(self, run_id: str) -> dict[int, TelemetrySummary]:
-        """cell id -> telemetry summary, for every cell of the run that has one."""
-        return {cid: TelemetrySummary.from_json(json.loads(s)) for cid, s in self.db.execute(
-            "SELECT t.cell_id, t.summary_json FROM telemetry t JOIN cells c ON c.id = t.cell_id"
-            " WHERE c.run_id=?", (run_id,))}
-
-    def telemetry_series(self, cell_id: int) -> Mapping[str, Any]:
-        """The sampled series of one cell ({} when it has none)."""
-        row = self.db.execute("SELECT series_json FROM telemetry WHERE cell_id=?",
-                              (cell_id,)).fetchone()
-        return json.loads(row[0]) if row else {}
-
-    # run metadata
-    def put_run_meta(self, run_id: str, key: str, value: Any,
-                     verbatim: bool = False) -> None:
-        if not verbatim:
-            run_meta.check(key, value)
-        with self._tx():
-            self.db.execute("INSERT OR REPLACE INTO run_meta VALUES (?,?,?)",
-                            (run_id, key, json.dumps(value)))
-
-    def run_meta(self, run_id: str) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self.db.execute(
-            "SELECT key, value_json FROM run_meta WHERE run_id=?", (run_id,))}
-
-    def done_cells(self, run_id: str) -> set[str]:
-        rows = self.db.execute("SELECT ident FROM cells WHERE run_id=?", (run_id,)).fetchall()
-        return {r[0] for r in rows}
-
-    def cells(self, run_id: str, after: int = 0) -> list[CellRecord]:
-        return cell_records(
-            self.db.execute(f"SELECT {SAMPLE_COLUMNS} FROM samples s JOIN cells c ON "
-                            "c.id = s.cell_id WHERE c.run_id=? AND c.id>? ORDER BY s.id",
-                            (run_id, after)),
-            self.db.execute(f"SELECT {CELL_COLUMNS} FROM cells WHERE run_id=? AND id>? "
-                            "ORDER BY id", (run_id, after)))
 
     def close(self) -> None:
         self.db.close()
