@@ -137,15 +137,20 @@ def bars(d: ReportData) -> str:
     return to_svg(fig, tight_layout=True)
 
 
-def _sweep_value(params_key: str, name: str) -> float | None:
-    for part in params_key.split(","):
-        k, _, v = part.partition("=")
-        if k == name:
-            try:
-                return float(v)
-            except ValueError:
-                return None
-    return None
+def _sweep_value(d: ReportData, workload: str, params_key: str, name: str) -> float | None:
+    """The point's value of parameter `name`, as stored (ReportData.point_params), where it
+    is a number; None where the point has no such parameter or it is not a number."""
+    v = d.point_params.get((workload, params_key), {}).get(name)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _others(d: ReportData, workload: str, params_key: str, knob: str) -> str:
+    """The point's varying parameters but `knob`, "k=v,k=v" as the point's sweep label shows
+    them: what a sweep along knob groups its points by."""
+    params = d.point_params.get((workload, params_key), {})
+    common = d.common_params.get(workload, {})
+    return ",".join(f"{k}={params[k]}" for k in sorted(params)
+                    if k not in common and k != knob)
 
 
 # Overlays (isotax compare): run A solid with circles, run B dashed with squares.
@@ -181,12 +186,11 @@ def sweeps(d: ReportData, workload: str, knob: str, metric: str | None = None) -
     rows = d.headline_rows() if metric is None else [r for r in d.rows if r.metric == metric]
     groups: dict[str, list[tuple[float, str, str]]] = {}
     for r in rows:
-        x = _sweep_value(r.params_key, knob) if r.workload == workload else None
+        x = _sweep_value(d, workload, r.params_key, knob) if r.workload == workload else None
         if x is None:
             continue
-        shown = d.sweep_label.get((workload, r.params_key), "").split(",")
-        label = ",".join(p for p in shown if p and not p.startswith(f"{knob}="))
-        groups.setdefault(label, []).append((x, r.params_key, r.metric))
+        groups.setdefault(_others(d, workload, r.params_key, knob), []).append(
+            (x, r.params_key, r.metric))
     return [(g, sorted(pts)) for g, pts in groups.items() if len(pts) >= 2]
 
 
@@ -331,7 +335,7 @@ def cpu_curve(d: ReportData, workload: str, other: ReportData | None = None,
     ends: list[tuple[float, float, str]] = []  # (tps, utilisation) a 0-100% axis may cut
     points = [(x, pk) for x, pk, _ in sorted(
         p for _, pts in sweeps(d, workload, c.axis, c.throughput) for p in pts)] or [
-        (_sweep_value(r.params_key, c.axis) or 0.0, r.params_key) for r in d.rows
+        (_sweep_value(d, workload, r.params_key, c.axis) or 0.0, r.params_key) for r in d.rows
         if r.workload == workload and r.metric == c.throughput]
     for data, suffix, ls, marker in runs:
         for env in data.columns:
