@@ -315,6 +315,8 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     assert "none worse or better" in lines[0]
     # Nothing stored before this run: it says it stood on its own pairs, and what comes next.
     assert lines[1].startswith("No history: no stored run of this host lent these ratios")
+    # What standing on its own pairs means: nothing below 3 pairs, and how many got there.
+    assert "none could be decided with fewer than 3 (1 of 1 reached 3)" in lines[1]
     assert lines[2] == "This host: at this host's noise ... about 7% or more."
     # Each guarantee with the set it is about.
     assert lines[3].startswith("Per ratio: each verdict holds at 95% on its own, so of 1 "
@@ -341,6 +343,7 @@ def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: 
     AddedRounds(parse_plan(PLAN.format(extra="")), store, PhaseClock(), said.append) \
         .say_history("first")
     assert len(said) == 1 and said[0].startswith("no history: this store holds no earlier run")
+    assert "none with fewer than 3" in said[0]
     _stored_run(store, "last", [1.0, 1.1, 0.9])
     store.put_run_meta("last", "reach", {"words": "a tax of about 12% or more", "budget_s": 540})
     _stored_run(store, "elsewhere", [1.0, 1.1, 0.9], host={**HOST, "hostname": "other"})

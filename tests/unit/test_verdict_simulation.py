@@ -226,6 +226,17 @@ def test_a_width_a_history_chose_is_where_its_bayes_factor_reaches_one_over_alph
     assert edge < radius(n, 0.1)
 
 
+def test_a_first_runs_ratio_is_bounded_from_its_third_pair() -> None:
+    """With nothing borrowed, two pairs never bound a ratio at 95% (the Bayes factor stays
+    below 1/alpha however far the mean is); three do. What the first run's line says."""
+    from isotax.analysis.verdicts import first_bounded_pairs
+
+    assert first_bounded_pairs() == 3
+    assert math.isinf(radius(2, 0.001)) and math.isfinite(radius(3, 0.1))
+    # A narrower mixture (a history's) or a looser level moves it.
+    assert first_bounded_pairs(g=1.0) > 3 and first_bounded_pairs(alpha=0.5) < 3
+
+
 def test_borrowed_spread_is_the_integrated_bayes_factor_of_the_longer_stream() -> None:
     """Borrowed residuals (dof d0, sum of squares E) act as d0 more values of known mean 0:
     the closed form equals the Bayes factor of n + d0 values whose extra d0 carry E and no

@@ -154,6 +154,14 @@ def radius(n: int, sd: float, alpha: float = ALPHA,
     return r if nu >= 1 else max(r, ONE_PAIR_SDS * math.sqrt(e / d0))
 
 
+def first_bounded_pairs(g: float = PRIOR_G, alpha: float = ALPHA, most: int = 1000) -> int:
+    """The fewest pairs whose confidence sequence is bounded at all with nothing borrowed (a
+    first run's ratios): below it no ratio can be decided, however large its tax (3 at the
+    default width and 95%)."""
+    return next((n for n in range(1, most + 1) if math.isfinite(radius(n, 1.0, alpha, replace(
+        NOTHING_BORROWED, g=g)))), most)
+
+
 @dataclass(frozen=True)
 class ConfidenceSequence:
     """The confidence sequence on the mean log ratio after n pairs."""

@@ -14,7 +14,7 @@ from isotax.analysis import cell_length
 from isotax.analysis.ebh import expected_false
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import TIME_SPENT, RatioState, ratio_fields, why_undecided
-from isotax.analysis.verdicts import RatioVerdict
+from isotax.analysis.verdicts import RatioVerdict, first_bounded_pairs
 from isotax.report.table import Block, Grid, Heading, Text
 from isotax.store.run_meta import SequentialMeta
 
@@ -84,9 +84,12 @@ def history_line(judged: Sequence[RatioState]) -> str:
         return ""
     lent = [r for r in judged if r.borrowed.dof > 0]
     if not lent:
+        first = max(first_bounded_pairs(r.borrowed.g) for r in judged)
+        reached = sum(r.verdict.n >= first for r in judged)
         return ("No history: no stored run of this host lent these ratios a spread, so each "
-                "was decided on its own pairs alone (a first run decides fewer); the next run "
-                "of this plan here borrows this run's spreads where they still fit.")
+                f"stood on its own pairs, and none could be decided with fewer than {first} "
+                f"({reached} of {len(judged)} reached {first}); the next run of this plan "
+                "here borrows this run's spreads where they still fit.")
     runs = sorted({r.borrowed.source for r in lent if r.borrowed.source})
     named = f" ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})" if runs else ""
     return (f"History: {len(lent)} of {len(judged)} ratios borrowed a spread from this host's "

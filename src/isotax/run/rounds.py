@@ -16,7 +16,7 @@ from typing import Any
 
 from isotax.analysis import borrowing, reach, sequential
 from isotax.analysis import margins as margin_rules
-from isotax.analysis.verdicts import Borrowed
+from isotax.analysis.verdicts import Borrowed, first_bounded_pairs
 from isotax.model import CellKey
 from isotax.plan import Plan
 from isotax.run.clock import PhaseClock
@@ -166,8 +166,9 @@ class AddedRounds:
             self.log(other)
         elif not earlier:
             self.log("no history: this store holds no earlier run of this host, so no ratio "
-                     "can borrow a spread; each is decided on its own pairs (a first run "
-                     "decides fewer), and the next run of this plan here borrows this one's")
+                     "can borrow a spread; each is decided on its own pairs, none with fewer "
+                     f"than {first_bounded_pairs()} (a first run decides fewer), and the next "
+                     "run of this plan here borrows this one's")
 
     def _say_reach(self, run_id: str, progress: sequential.Progress) -> None:
         """What this host can decide (analysis.reach), from the run's questions (not its
