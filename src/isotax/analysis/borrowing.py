@@ -134,8 +134,10 @@ def usable(borrowed: Borrowed, sd: float, n: int) -> Borrowed:
     not today's: their variance above or below the history's by an F test at F_LEVEL on
     each side. Above: borrowing would narrow the interval wrongly (the guarantee needs the
     same sigma). Below: the history is another, noisier regime (a loaded host that day), and
-    borrowing would only widen today's interval. When the sigmas are the same, either
-    refusal happens in 1% of runs; the simulation measures what the choice costs."""
+    borrowing would only widen today's interval. The history here is already discounted
+    (from_store: DISCOUNT), so with equal sigmas "above" is refused in less than F_LEVEL of
+    runs and "below" in more; tests/unit/test_verdict_error_rates.py measures what the
+    choice and the discount cost and what they protect."""
     if borrowed.dof <= 0 or n < 2 or math.isnan(sd):
         return borrowed
     if borrowed.ss <= 0:
