@@ -19,6 +19,7 @@ import pytest
 
 from isotax import protocols
 from isotax.environments.base import EnvironmentBase
+from isotax.host.description import EnvironmentDescription
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample, SanityError
 from isotax.parsers import distributions
@@ -380,7 +381,8 @@ def figure_store(tmp_path: Path, run_id: str = "f1", slower: Mapping[str, float]
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run(run_id, "figures", FIGURES_PLAN, 1, {"hostname": hostname, "cpus": 2})
     for env in slower:
-        store.put_environment(EnvRecord(run_id, env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord(run_id, env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep in range(1, reps + 1):
         for workload, params in POINTS:
             for env, k in slower.items():
@@ -445,13 +447,17 @@ def long_store(tmp_path: Path, run_id: str = "d1") -> tuple[SQLiteStore, str]:
     row)."""
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run(run_id, "long", LONG_PLAN, 1, {"hostname": "h", "cpus": 2})
-    store.put_environment(EnvRecord(run_id, "native", "native", True, "", {}, {}, {"ready": 0}))
-    store.put_environment(EnvRecord(run_id, "runc", "runc", True, "", {"network": "bridge"}, {},
+    store.put_environment(EnvRecord(run_id, "native", "native", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {"ready": 0}))
+    store.put_environment(EnvRecord(run_id, "runc", "runc", True, "",
+                                    EnvironmentDescription.from_stored({"network": "bridge"}), {},
                                     {"ready": 0.03}))
     store.put_environment(EnvRecord(run_id, "qemu", "qemu", True, "",
-                                    {"accelerator": "tcg", "emulated": "yes"}, {}, {}))
+                                    EnvironmentDescription.from_stored(
+                                        {"accelerator": "tcg", "emulated": "yes"}),
+                                    {}, {}))
     store.put_environment(EnvRecord(run_id, "gone", "crun", False, "crun is not installed",
-                                    {}, {}, {}))
+                                    EnvironmentDescription.from_stored({}), {}, {}))
     slower = {"native": 1.0, "runc": 1.1, "qemu": 5.0}
     for env, k in slower.items():
         cost = DATA / "cost" / f"{env}-compress-1.json"

@@ -62,5 +62,5 @@ def test_a_mislabelled_environment_refuses_the_run(tmp_path: Path) -> None:
     (run,) = store.list_runs()
     assert run.status == "refused" and store.cells(run.id) == []
     envs = {e.name: e for e in store.environments(run.id)}
-    assert envs["native"].describe["identity"].startswith("host: kernel")
+    assert envs["native"].describe.identity.startswith("host: kernel")
     store.close()

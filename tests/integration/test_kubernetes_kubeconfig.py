@@ -97,11 +97,11 @@ def test_a_plan_runs_on_a_cluster_named_by_its_kubeconfig(foreign: str, image: I
     assert [(c.key.environment, c.reason) for c in cells if c.status is not CellStatus.OK] == []
     assert len(cells) == 4
     for name in ("pod-runc", "pod-gvisor"):
-        d = envs[name].describe
+        d = envs[name].describe.lines()
         assert f"node {L.WORKER.name}" in d["elsewhere"] and "cluster of" in d["elsewhere"]
         assert foreign in d["rootfs"] and "not paused between cells" in d["rootfs"]
-    assert envs["pod-gvisor"].describe["identity"].startswith("sandbox")
-    assert envs["pod-runc"].describe["identity"].startswith("container")
+    assert envs["pod-gvisor"].describe.identity.startswith("sandbox")
+    assert envs["pod-runc"].describe.identity.startswith("container")
     assert lg.get("kind") == "pod" and lg.get("image") == foreign
     got = cluster.kubectl("get", "namespaces", "-o", "name").stdout
     assert "itx-pod-" not in got and lg["namespace"] not in got

@@ -72,7 +72,7 @@ def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path:
             assert "NUMA node 63 does not exist here" in envs["far"].reason
         # runc binds the container's cpuset to the node, and says so
         assert envs["runc-pinned"].available, envs["runc-pinned"].reason
-        assert "(cpuset)" in envs["runc-pinned"].describe["numa"]
+        assert "(cpuset)" in envs["runc-pinned"].describe.lines()["numa"]
         d = analyze(store, run_id)
     if len(nodes()) == 1:
         assert any("one NUMA node" in w for w in d.warnings)

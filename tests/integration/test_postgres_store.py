@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import SCHEMA_VERSION, CellOutcome, EnvRecord, Store, StoreError
 from isotax.store.sqlite import SQLiteStore
@@ -36,11 +37,13 @@ def _fill(store: Store) -> None:
     store.create_run("20261124-000000-p-aaaa", "p", "name = 'p'\n", 7, {"cpus": 2})
     store.create_run("20261124-000001-p-bbbb", "p", "", 7, {})
     store.put_environment(EnvRecord("20261124-000000-p-aaaa", "native", "native", True, "",
-                                    {"kernel": "6.1"}, {"xz": "5.4"}, {"ready": 0.01}))
+                                    EnvironmentDescription.from_stored({"kernel": "6.1"}),
+                                    {"xz": "5.4"}, {"ready": 0.01}))
     store.put_environment(EnvRecord("20261124-000000-p-aaaa", "qemu", "qemu", False,
-                                    "no kvm", {}, {}, {}))
+                                    "no kvm", EnvironmentDescription.from_stored({}), {}, {}))
     store.put_environment(EnvRecord("20261124-000000-p-aaaa", "native", "native", True, "",
-                                    {"kernel": "6.1.1"}, {"xz": "5.4"}, {"ready": 0.02}))
+                                    EnvironmentDescription.from_stored({"kernel": "6.1.1"}),
+                                    {"xz": "5.4"}, {"ready": 0.02}))
     for rep in (1, 2):
         samples = [Sample("throughput", 9.75 + rep, "MB/s", True, {"b": 1, "a": [2]}),
                    Sample("cpu", 0.5, "s", False, {})]
@@ -62,7 +65,7 @@ def _read(store: Store) -> dict[str, object]:
         "run": (r.id, r.status, r.finished, r.plan_name, r.plan_toml, r.seed, dict(r.host),
                 r.format_version),
         "runs": [x.id for x in store.list_runs()],
-        "envs": [(e.name, e.kind, e.available, e.reason, dict(e.describe), dict(e.tools),
+        "envs": [(e.name, e.kind, e.available, e.reason, e.describe.to_stored(), dict(e.tools),
                   dict(e.milestones)) for e in store.environments(run)],
         "cells": [(c.key.ident, c.workload_version, c.status, c.reason, c.started, c.ended,
                    [(s.metric, s.value, s.unit, s.higher_is_better, dict(s.labels))

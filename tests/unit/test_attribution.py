@@ -10,6 +10,7 @@ from pathlib import Path
 from isotax.analysis.attribution import settings, single_layer_pairs
 from isotax.analysis.report_data import analyze
 from isotax.analysis.verdicts import Verdict, decide_by_round
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord
@@ -72,7 +73,8 @@ def test_report_names_the_layer_and_what_it_cost(tmp_path: Path) -> None:
             "runc": ([20.0, 21.0, 19.0], [100.5, 99.5, 100.0]),
             "runc-host": ([10.2, 10.4, 9.9], [99.0, 101.0, 100.5])}
     for env, (lat, thr) in data.items():
-        s.put_environment(EnvRecord("r", env, env.split("-")[0], True, "", {}, {}, {}))
+        s.put_environment(EnvRecord("r", env, env.split("-")[0], True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
         for i in range(3):
             s.commit_cell("r", CellKey(env, "rr", {"proto": "tcp"}, i + 1), "1",
                           CellOutcome(CellStatus.OK, "",

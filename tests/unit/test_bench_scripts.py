@@ -16,6 +16,7 @@ import pytest
 from scipy.stats import binomtest
 
 from isotax import protocols
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.store.base import CellOutcome, EnvRecord
@@ -162,7 +163,8 @@ def test_the_reader_gives_a_runs_kinds_isolation_and_verdicts(tmp_path: Path,
     meta = {"ratios": [ratio("runc", "worse")]}
     store = _store(tmp_path, meta, aa.plan_text(1))
     for name, kind in (("native", "native"), ("runc", "runc")):
-        store.put_environment(EnvRecord("r1", name, kind, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("r1", name, kind, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     store.close()
     monkeypatch.setattr(sbs, "PYTHON", Path(sys.executable))
     src = Path(protocols.__file__).resolve().parents[1]
@@ -230,7 +232,8 @@ def test_the_chased_plan_judges_natives_copy_as_an_ordinary_environment(tmp_path
     store = _store(tmp_path, {"ratios": [ratio(aa.COPY, "equivalent"),
                                          ratio(aa.COPY, "worse")]},
                    aa.plan_text(3, chased=True))
-    store.put_environment(EnvRecord("r1", aa.COPY, "native", True, "", {}, {}, {}))
+    store.put_environment(EnvRecord("r1", aa.COPY, "native", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
     store.close()
     assert aa.read_run(tmp_path, "r1", 1.0).verdicts == ("equivalent", "worse")
 
@@ -354,7 +357,8 @@ def _ceiling_store(tmp_path: Path, runs: int = 2) -> SQLiteStore:
         rid = f"r{i}"
         store.create_run(rid, "two", CEILING_PLAN, 1, {"hostname": "h"}, created=100.0 + i)
         for name, kind in (("native", "native"), ("runc", "runc")):
-            store.put_environment(EnvRecord(rid, name, kind, True, "", {}, {}, {}))
+            store.put_environment(EnvRecord(rid, name, kind, True, "",
+                                            EnvironmentDescription.from_stored({}), {}, {}))
         for rep, e in enumerate(noise, start=1):
             for wl, params, metric, runc, spread in (
                     ("compress", {"corpus_mib": 4}, "throughput", 0.5, 1.0),

@@ -15,6 +15,7 @@ import pytest
 from support import DATA
 
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import FILENAMES, write_reports
 from isotax.store.base import CellOutcome, EnvRecord, StoreError
@@ -43,7 +44,8 @@ def _store(tmp_path: Path) -> SQLiteStore:
     for rid in ("r0", "r1"):
         store.create_run(rid, "b", PLAN, 1, {"hostname": f"h-{rid}", "cpus": 2})
     for name in ("runc", "native"):  # not alphabetical: the report keeps this order
-        store.put_environment(EnvRecord("r1", name, name, True, "", {"kind": name},
+        store.put_environment(EnvRecord("r1", name, name, True, "",
+                                        EnvironmentDescription.from_stored({"kind": name}),
                                         {"xz-utils": "5.4.1"}, {"ready": 0.1}))
     params = {"corpus_mib": 16, "level": 2, "seed": 1, "threads": 0}
     for rep in (1, 2):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from isotax.analysis import borrowing, cell_length, margins
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.run.cell_runs import CellRuns, per_run
@@ -110,7 +111,7 @@ def _stored(store: SQLiteStore, run: str, ratios: list[float], runs_per_cell: in
     envs = ["native", "runc"] + (["native-aa"] if aa else [])
     for env in envs:
         store.put_environment(EnvRecord(run, env, "native" if "native" in env else "runc",
-                                        True, "", {}, {}, {}))
+                                        True, "", EnvironmentDescription.from_stored({}), {}, {}))
     for rep, r in enumerate(ratios, 1):
         for env in envs:
             value = 100.0 if env == "native" else 100.0 * r

@@ -22,6 +22,7 @@ from isotax.facts import (
     stored_description,
     stored_facts,
 )
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord
@@ -80,9 +81,12 @@ def _store(tmp_path: Path) -> SQLiteStore:
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r1", "p", plan, 1, {"hostname": "h", "cpus": 2})
     store.put_environment(EnvRecord("r1", "native", "native", True, "",
-                                    OLD["native"]["describe"], {}, {}))
+                                    EnvironmentDescription.from_stored(OLD["native"]["describe"]),
+                                    {}, {}))
     store.put_environment(EnvRecord("r1", "qemu", "qemu", True, "",
-                                    {**stored_description(VM), "loadgen_path": "x"}, {}, {}))
+                                    EnvironmentDescription.from_stored(
+                                        {**stored_description(VM), "loadgen_path": "x"}),
+                                    {}, {}))
     for rep in (1, 2):
         for env, v in (("native", 100.0), ("qemu", 20.0)):
             store.commit_cell("r1", CellKey(env, "compress", {}, rep), "1",

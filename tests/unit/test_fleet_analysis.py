@@ -25,6 +25,7 @@ from isotax.analysis.fleet import (
     to_json,
 )
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore
@@ -64,7 +65,8 @@ def put_run(store: SQLiteStore, run_id: str, host: str, native: float,
             points: Sequence[Mapping[str, object]] = (PARAMS,)) -> None:
     store.create_run(run_id, "fleetplan", plan, 7, {**BASE_HOST, **fp, "hostname": host})
     for env in ("native", *taxes):
-        store.put_environment(EnvRecord(run_id, env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord(run_id, env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep, jitter in enumerate(reps, start=1):
         for params in points:
             for env, k in (("native", 1.0), *taxes.items()):
@@ -256,9 +258,13 @@ def test_the_report_says_which_hosts_are_one_machine_and_what_each_run_flagged(
         store.put_run_meta(run, "fleet", {"id": "f1", "host": host, "address": "a",
                                           "machine": machine})
     store.put_environment(EnvRecord("r3", "native", "native", True, "",
-                                    {"parity.cpus": "2", "parity.memory_mib": "4096"}, {}, {}))
+                                    EnvironmentDescription.from_stored(
+                                        {"parity.cpus": "2", "parity.memory_mib": "4096"}),
+                                    {}, {}))
     store.put_environment(EnvRecord("r3", "runc", "runc", True, "",
-                                    {"parity.cpus": "1", "parity.memory_mib": "4096"}, {}, {}))
+                                    EnvironmentDescription.from_stored(
+                                        {"parity.cpus": "1", "parity.memory_mib": "4096"}),
+                                    {}, {}))
     f = build(store)
     assert f.same_machines == [["h1", "h2"]]
     assert f.flagged["h1"] == [] and len(f.flagged["h3"]) == 1

@@ -14,6 +14,7 @@ import pytest
 from support import DATA
 
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import write_reports
 from isotax.store.base import CellOutcome, EnvRecord, StoreError
@@ -41,7 +42,8 @@ def _store(path: Path) -> SQLiteStore:
     store = SQLiteStore(path)
     store.create_run("r1", "t", PLAN, 3, {"hostname": "h1", "cpus": 2}, created=1000.5)
     for name in ("runc", "native"):  # not alphabetical: the order is kept
-        store.put_environment(EnvRecord("r1", name, name, True, "", {"kind": name},
+        store.put_environment(EnvRecord("r1", name, name, True, "",
+                                        EnvironmentDescription.from_stored({"kind": name}),
                                         {"xz-utils": "5.4.1"}, {"ready": 0.1}))
     params = {"corpus_mib": 16, "level": 2, "seed": 1, "threads": 0}
     summary = TelemetrySummary.from_json(

@@ -18,6 +18,7 @@ from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
 from isotax.cli import main
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.bundle import export_bundle
@@ -62,7 +63,8 @@ def _store_run(store: SQLiteStore, run_id: str, scenario: Mapping[str, tuple[flo
     rng = random.Random(seed)
     store.create_run(run_id, "gate", PLAN, 7, HOST)
     for env in ("native", *scenario):
-        store.put_environment(EnvRecord(run_id, env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord(run_id, env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep in range(1, 7):
         for workload, params in POINTS:
             base = 100.0 * (1 + rng.gauss(0, 0.005))

@@ -11,6 +11,7 @@ from pathlib import Path
 from support import DATA, HOSTILE_CPU, HOSTILE_HOST, hostile_store, self_contained
 
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.host.fingerprint import fingerprint
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import html, markdown
@@ -67,7 +68,8 @@ def _rich_store(tmp_path: Path) -> tuple[SQLiteStore, str]:
     envs = {"native": 1.0, "native-aa": 1.01, "runc": 0.9, "runc-host": 0.97}
     for env in envs:
         store.put_environment(EnvRecord("r", env, env.split("-")[0], True, "",
-                                        {"network": "bridge"} if env == "runc" else {},
+                                        EnvironmentDescription.from_stored(
+                                            {"network": "bridge"} if env == "runc" else {}),
                                         {"xz-utils": "5.4.1"}, {"ready": 0.1}))
     cost = DATA / "cost"
     params = {"corpus_mib": 16, "level": 2}

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown, results_model
 from isotax.store.base import CellOutcome, EnvRecord
@@ -34,7 +35,8 @@ def _store(tmp_path: Path) -> SQLiteStore:
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "p", PLAN, 1, {"hostname": "h", "cpus": 2})
     for env in ("native", "gvisor"):
-        store.put_environment(EnvRecord("r", env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("r", env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep in (1, 2):
         store.commit_cell("r", CellKey("native", "rr", PARAMS, rep), "1",
                           CellOutcome(CellStatus.OK, "",

@@ -22,6 +22,7 @@ from isotax.analysis.verdicts import (
     confidence_sequence,
     radius,
 )
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_budget, parse_plan, with_budget
 from isotax.run.schedule import schedule
@@ -92,8 +93,10 @@ def _commit(store: SQLiteStore, run: str, env: str, rep: int, value: float, poin
 def _stored_run(store: SQLiteStore, run: str, ratios: list[float], host: dict = HOST,
                 blocks: bool = True, kind: str = "runc") -> None:
     store.create_run(run, "p", 'name = "p"\n', 1, host)
-    store.put_environment(EnvRecord(run, "native", "native", True, "", {}, {}, {}))
-    store.put_environment(EnvRecord(run, "runc", kind, True, "", {}, {}, {}))
+    store.put_environment(EnvRecord(run, "native", "native", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
+    store.put_environment(EnvRecord(run, "runc", kind, True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
     for rep, r in enumerate(ratios, 1):
         _commit(store, run, "native", rep, 100.0)
         _commit(store, run, "runc", rep, 100.0 * r)
@@ -267,8 +270,10 @@ def test_the_report_shows_the_verdict_the_run_ended_with(tmp_path: Path) -> None
     report says the verdict was judged again."""
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "p", 'name = "p"\nrepetitions = 3\n', 1, HOST)
-    store.put_environment(EnvRecord("r", "native", "native", True, "", {}, {}, {}))
-    store.put_environment(EnvRecord("r", "runc", "runc", True, "", {}, {}, {}))
+    store.put_environment(EnvRecord("r", "native", "native", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
+    store.put_environment(EnvRecord("r", "runc", "runc", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
     for rep, r in enumerate([1.0, 1.01, 0.99, 1.0, 1.005, 0.995], 1):
         _commit(store, "r", "native", rep, 100.0)
         _commit(store, "r", "runc", rep, 100.0 * r)
@@ -297,7 +302,8 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "p", 'name = "p"\nrepetitions = 3\naa = true\n', 1, HOST)
     for env, kind in (("native", "native"), ("native-aa", "native"), ("runc", "runc")):
-        store.put_environment(EnvRecord("r", env, kind, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("r", env, kind, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     # five pairs: at three, no Bayes factor reaches 2 / 0.05 (it is bounded by c at n = 3)
     for rep, (aa, r) in enumerate([(1.0, 0.5), (1.01, 0.51), (0.99, 0.49), (1.0, 0.5),
                                    (1.005, 0.505)], 1):
@@ -498,7 +504,8 @@ def test_one_fixed_round_is_too_few_repetitions_only_without_added_rounds(
            '[[workloads]]\nname = "compress"\n'
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r1", "p", plan, 1, HOST)
-    store.put_environment(EnvRecord("r1", "native", "native", True, "", {}, {}, {}))
+    store.put_environment(EnvRecord("r1", "native", "native", True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
     store.commit_cell("r1", CellKey("native", "compress", {}, 1), "1",
                       CellOutcome(CellStatus.OK, "",
                                   [Sample("throughput", 10.0, "MB/s", True)]), 0, 1)

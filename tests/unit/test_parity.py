@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import DATA
 
-from isotax.facts import Facts, Reach, stored_description, stored_facts
+from isotax.facts import Facts, Reach, stored_facts
+from isotax.host.description import EnvironmentDescription, parity_problems
 from isotax.host.parity import (
     Resources,
-    all_problems,
     parse_ethtool_features,
     parse_probe,
     problems,
-    problems_by_environment,
 )
+
+
+def all_problems(described: dict[str, EnvironmentDescription], baseline: str) -> list[str]:
+    return [p for _, p in parity_problems(described, baseline)]
+
+
+def as_stored(d: EnvironmentDescription) -> EnvironmentDescription:
+    """d as a report reads it back from the store."""
+    return EnvironmentDescription.from_stored(json.loads(json.dumps(d.to_stored())))
 
 
 def _probe(name: str, hugepages: str = "none") -> Resources:
@@ -65,10 +75,17 @@ def test_describe_round_trip_and_all_problems() -> None:
     native, limited = _probe("native"), _probe("runc-limited")
     assert Resources.from_describe(native.as_describe()) == native
     assert Resources.from_describe({"kind": "x"}) is None
-    described = {"native": native.as_describe(), "runc": limited.as_describe(),
-                 "crun": {"parity.error": "the parity probe failed (127): sh: not found"}}
+    described = {"native": EnvironmentDescription(NATIVE, resources=native),
+                 "runc": EnvironmentDescription(LIMITED, resources=limited),
+                 "crun": EnvironmentDescription(
+                     stored_facts({"kind": "crun"}),
+                     resources_error="the parity probe failed (127): sh: not found")}
     found = all_problems(described, "native")
     assert len(found) == 3 and any("could not be probed" in p for p in found)
+    # The same problems from what the store keeps, and the same typed description back.
+    back = {name: as_stored(d) for name, d in described.items()}
+    assert all_problems(back, "native") == found
+    assert back == described
 
 
 # Facts as a run stored before they were typed words them (read by isotax.facts.stored_facts)
@@ -103,8 +120,8 @@ def test_vm_memory_mib_equal_to_a_containers_limit_is_no_difference() -> None:
     assert [p for p in problems("qemu", vm, "runc", _memory(1024)) if "MiB" in p]
     assert problems("qemu", vm, "runc", _memory(1024), small, limit) == []
     # The other way round too, and through the descriptions the runner stores.
-    described = {"runc": {**stored_description(limit), **_memory(1024).as_describe()},
-                 "qemu": {**stored_description(small), **vm.as_describe()}}
+    described = {"runc": as_stored(EnvironmentDescription(limit, resources=_memory(1024))),
+                 "qemu": as_stored(EnvironmentDescription(small, resources=vm))}
     assert all_problems(described, "runc") == all_problems(described, "qemu") == []
 
 
@@ -120,12 +137,14 @@ def test_two_limited_environments_are_told_the_concrete_value() -> None:
 
 
 def test_a_limited_container_against_native_drops_its_limit() -> None:
-    described = {"native": {"kind": "native", **_probe("native").as_describe()},
-                 "runc": {"kind": "runc", "memory": "512 MiB (limit)",
-                          **_probe("runc-limited").as_describe()},
-                 "crun": {"kind": "crun", "memory": "no limit",
-                          **_probe("runc-bridge").as_describe()}}
-    found = problems_by_environment(described, "native")
+    # As a run stored them before facts were typed: display words and the probe's lines.
+    stored = {"native": {"kind": "native", **_probe("native").as_describe()},
+              "runc": {"kind": "runc", "memory": "512 MiB (limit)",
+                       **_probe("runc-limited").as_describe()},
+              "crun": {"kind": "crun", "memory": "no limit",
+                       **_probe("runc-bridge").as_describe()}}
+    described = {name: EnvironmentDescription.from_stored(d) for name, d in stored.items()}
+    found = parity_problems(described, "native")
     mem = [(env, p) for env, p in found if "MiB" in p]
     assert mem == [("runc", "runc is limited to 512 MiB (memory_mib = 512), native has all of "
                     "the host's 24105 MiB: remove memory_mib from runc (a container without a "

@@ -11,6 +11,7 @@ import pytest
 from support import DATA
 
 from isotax.analysis.report_data import analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.report import csv_report, json_report, markdown, write_reports
 from isotax.store.base import CellOutcome, EnvRecord
@@ -24,12 +25,17 @@ def store(tmp_path: Path) -> SQLiteStore:
     s = SQLiteStore(tmp_path / "isotax.db")
     s.create_run("r1", "t", PLAN, 1, {"hostname": "box|1", "kernel": "6.1", "runtimes": {}})
     tools = {"xz-utils": "5.4.1-1"}
-    s.put_environment(EnvRecord("r1", "native", "native", True, "", {}, tools, {"ready": 0.0}))
-    s.put_environment(EnvRecord("r1", "runc", "runc", True, "", {"network": "bridge"},
+    s.put_environment(EnvRecord("r1", "native", "native", True, "",
+                                EnvironmentDescription.from_stored({}), tools, {"ready": 0.0}))
+    s.put_environment(EnvRecord("r1", "runc", "runc", True, "",
+                                EnvironmentDescription.from_stored({"network": "bridge"}),
                                 {"xz-utils": "5.4.1-0.2"}, {"ready": 0.03}))
     s.put_environment(EnvRecord("r1", "qemu", "qemu", True, "",
-                                {"accelerator": "tcg", "emulated": "yes"}, tools, {"ready": 3.1}))
-    s.put_environment(EnvRecord("r1", "gone", "crun", False, "crun is not installed", {}, {}, {}))
+                                EnvironmentDescription.from_stored(
+                                    {"accelerator": "tcg", "emulated": "yes"}),
+                                tools, {"ready": 3.1}))
+    s.put_environment(EnvRecord("r1", "gone", "crun", False, "crun is not installed",
+                                EnvironmentDescription.from_stored({}), {}, {}))
     data = {"native": [100.0, 101.0, 99.0], "runc": [99.5, 100.5, 100.0], "qemu": [20, 21, 19]}
     for env, vals in data.items():
         for i, v in enumerate(vals):
@@ -131,7 +137,8 @@ def test_sweep_axes_in_rows_common_parameters_once(tmp_path: Path) -> None:
     s = SQLiteStore(tmp_path / "isotax.db")
     plan = 'name = "t"\n[[workloads]]\nname = "linpack"\n[[workloads]]\nname = "compress"\n'
     s.create_run("r2", "t", plan, 1, {})
-    s.put_environment(EnvRecord("r2", "native", "native", True, "", {}, {}, {}))
+    s.put_environment(EnvRecord("r2", "native", "native", True, "",
+                                EnvironmentDescription.from_stored({}), {}, {}))
     for rep in (1, 2):
         for threads in (1, 2):
             s.commit_cell("r2", CellKey("native", "compress", {"level": 2, "threads": threads},
@@ -197,7 +204,8 @@ def test_sweep_rows_in_plan_order_and_zero_baselines(tmp_path: Path) -> None:
     s = SQLiteStore(tmp_path / "isotax.db")
     s.create_run("r2", "sweep", SWEEP_PLAN, 1, {"hostname": "h"})
     for env in ("native", "runc"):
-        s.put_environment(EnvRecord("r2", env, env, True, "", {}, {}, {}))
+        s.put_environment(EnvRecord("r2", env, env, True, "",
+                                    EnvironmentDescription.from_stored({}), {}, {}))
         # Committed in text order (16 before 2), as a shuffled run may.
         for conns in (1, 16, 2, 4):
             params = {"connections": conns, "keyspace": 100000, "pipeline": 10,
@@ -237,7 +245,8 @@ def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
     host = fingerprint(DATA / "host" / "this-host")
     s = SQLiteStore(tmp_path / "isotax.db")
     s.create_run("r3", "t", PLAN, 1, host)
-    s.put_environment(EnvRecord("r3", "native", "native", True, "", {}, {}, {"ready": 0.0}))
+    s.put_environment(EnvRecord("r3", "native", "native", True, "",
+                                EnvironmentDescription.from_stored({}), {}, {"ready": 0.0}))
     s.commit_cell("r3", CellKey("native", "compress", {}, 1), "1",
                   CellOutcome(CellStatus.OK, "", [Sample("throughput", 1.0, "MB/s")]), 0, 1)
     md = markdown.render(analyze(s, "r3"))

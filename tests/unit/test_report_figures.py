@@ -11,6 +11,7 @@ import pytest
 from support import FIGURES_PLAN, SLOWER, figure_samples, figure_store
 
 from isotax.analysis.report_data import ReportData, analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.parsers import distributions
 from isotax.report import figures, html, json_report, svg_figure
@@ -60,7 +61,8 @@ def test_figures_are_left_out_without_their_data(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "figures", FIGURES_PLAN, 1, {"cpus": 2})
     for env in ("native", "runc"):
-        store.put_environment(EnvRecord("r", env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("r", env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
         store.commit_cell("r", CellKey(env, "mysql", {"threads": 1}, 1), "1",
                           CellOutcome(CellStatus.OK, "",
                                       figure_samples("mysql", {"threads": 1}, 1.0)), 0, 1)
@@ -104,7 +106,8 @@ def test_sweeps_are_grouped_by_the_other_parameters(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("g", "figures", plan, 1, {"cpus": 2})
     for env in ("native", "runc"):
-        store.put_environment(EnvRecord("g", env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("g", env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep in (1, 2):
         for pattern in ("read", "write"):
             for jobs in (1, 8):
@@ -158,7 +161,8 @@ def test_an_interval_past_the_utilisation_axis_is_marked(tmp_path: Path) -> None
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("u", "figures", FIGURES_PLAN, 1, {"cpus": 2})
     for env in ("native", "runc"):
-        store.put_environment(EnvRecord("u", env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("u", env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
         for rep, util in enumerate((90.0, 99.0, 100.0), start=1):
             store.commit_cell("u", CellKey(env, "mysql", {"threads": 1}, rep), "1",
                               CellOutcome(CellStatus.OK, "",

@@ -12,6 +12,7 @@ import pytest
 
 from isotax import protocols
 from isotax.analysis.report_data import ReportData, analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.report import csv_report, figures, html, json_report, lifecycle, markdown
@@ -38,7 +39,8 @@ def _stored(tmp_path: Path) -> ReportData:
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r1", "retired", PLAN, 1, {"hostname": "h", "cpus": 2})
     for env in ("native", "runc"):
-        store.put_environment(EnvRecord("r1", env, env, True, "", {}, {}, {}))
+        store.put_environment(EnvRecord("r1", env, env, True, "",
+                                        EnvironmentDescription.from_stored({}), {}, {}))
     for rep in (1, 2):
         for clients in (1, 4):
             for env, k in (("native", 1.0), ("runc", 0.8)):

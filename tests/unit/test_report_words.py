@@ -21,6 +21,7 @@ from isotax.analysis.compare import NotComparable, compare
 from isotax.analysis.limiter import Limiter, aggregate, suspect
 from isotax.analysis.report_data import ReportData, ReportWarning, analyze
 from isotax.analysis.stats import Ratio
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import decisions, emulation, html, markdown
 from isotax.report.figures import _judged
@@ -41,7 +42,9 @@ def _store(tmp_path: Path) -> SQLiteStore:
     s.create_run("r1", "t", PLAN, 1, {"hostname": "h", "kernel": "6.1"})
     for env in VALUES:
         describe = {"accelerator": "tcg", "emulated": "yes"} if env == "qemu" else {}
-        s.put_environment(EnvRecord("r1", env, env, True, "", describe, {}, {"ready": 0.1}))
+        s.put_environment(EnvRecord("r1", env, env, True, "",
+                                    EnvironmentDescription.from_stored(describe),
+                                    {}, {"ready": 0.1}))
     for env, vals in VALUES.items():
         for rep, v in enumerate(vals, start=1):
             s.commit_cell("r1", CellKey(env, "compress", {"level": 2}, rep), "1",

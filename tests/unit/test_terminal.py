@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from isotax.analysis.report_data import ReportData, analyze
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report.terminal import WIDTH, print_summary, summary_table
 from isotax.store.base import CellOutcome, EnvRecord
@@ -59,7 +60,8 @@ def _data(tmp_path: Path):  # type: ignore[no-untyped-def]
     store = SQLiteStore(tmp_path / "isotax.db")
     store.create_run("r", "t", PLAN, 1, {"hostname": "h"})
     for env, kind in ENVS:
-        store.put_environment(EnvRecord("r", env, kind, True, "", {"kind": kind}, {}, {}))
+        store.put_environment(EnvRecord("r", env, kind, True, "",
+                                        EnvironmentDescription.from_stored({"kind": kind}), {}, {}))
     for depth in (1, 16):
         params = {"pattern": "randread", "bs": "4k", "iodepth": depth, "size_mib": 64,
                   "runtime_s": 10, "ramp_s": 2, "direct": True, "ioengine": "libaio",

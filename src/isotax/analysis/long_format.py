@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from isotax.facts import stored_facts
 from isotax.model import Sample
 from isotax.store.base import CellRecord, EnvRecord
 
@@ -39,7 +38,7 @@ class LongTable:
 
 def is_emulated(env: EnvRecord | None) -> bool:
     """An environment under software emulation (TCG): its stored facts say so."""
-    return bool(env and stored_facts(env.describe).emulated)
+    return bool(env and env.describe.facts.emulated)
 
 
 def param_columns(params: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -23,8 +23,7 @@ from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, rati
 from isotax.analysis.verdicts import MIN_MARGIN, PRIOR_G, Borrowed, RatioVerdict, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
-from isotax.facts import stored_facts
-from isotax.host.parity import problems_by_environment
+from isotax.host.description import parity_problems
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus
 from isotax.parsers import distributions
 from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan
@@ -135,7 +134,7 @@ class ReportData:
 
     def emulated(self, name: str) -> bool:
         e = self.env(name)
-        return bool(e and stored_facts(e.describe).emulated)
+        return bool(e and e.describe.facts.emulated)
 
     def na_reason(self, env: str, row: Row) -> str | None:
         """Why row's point (or its metric alone) does not apply to env, or None."""
@@ -515,7 +514,7 @@ def _warnings(d: ReportData) -> list[Warned]:
         out.append(ReportWarning.NUMA_SINGLE_NODE.say(", ".join(pinned), envs=", ".join(pinned)))
     described = {e.name: e.describe for e in d.environments if e.available}
     out += [ReportWarning.PARITY.say(env, problem=p)
-            for env, p in problems_by_environment(described, d.baseline)]
+            for env, p in parity_problems(described, d.baseline)]
     # With added rounds (max_repetitions above repetitions) the fixed rounds are a minimum:
     # every undecided ratio gets a second pair (sequential.MIN_PAIRS), so one fixed round
     # is a design, not too few.

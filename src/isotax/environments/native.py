@@ -139,6 +139,10 @@ class NativeInstance:
     def host_pids(self) -> Sequence[int]:
         return [self._hold.pid] if self._hold is not None and self._hold.poll() is None else []
 
+    def cpu_accounting_dir(self) -> Path | None:
+        """protocols.OwnCpuGroup: the group its commands run in, where it could make one."""
+        return self.cpu_group.dir if self.cpu_group is not None else None
+
     def alive(self) -> str:
         # The host itself does not die; what this instance holds of its own can go.
         if self._hold is not None and (rc := self._hold.poll()) is not None:

@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from isotax.facts import Facts, stored_facts
+from isotax.facts import Facts
 from isotax.host.cgroups import cpu_limit, memory_limit
 from isotax.protocols import Instance, Isolation, isolation_of
 
@@ -296,27 +296,3 @@ def problems(name: str, env: Resources, base_name: str, base: Resources,
         out.append(f"NIC offloads differ between {name} and {base_name}: " + ", ".join(
             f"{k} {env.offloads[k]} vs {base.offloads[k]}" for k in differ))
     return out
-
-
-def problems_by_environment(described: Mapping[str, Mapping[str, str]], baseline: str
-                            ) -> list[tuple[str, str]]:
-    """(environment, problem) for every difference from the baseline's resources."""
-    base_d = described.get(baseline, {})
-    base, base_facts = Resources.from_describe(base_d), stored_facts(base_d)
-    out: list[tuple[str, str]] = []
-    for name, d in described.items():
-        if name == baseline:
-            continue
-        if "parity.error" in d:
-            out.append((name, f"{name}: resources could not be probed: {d['parity.error']}"))
-            continue
-        res = Resources.from_describe(d)
-        if base is not None and res is not None:
-            out += [(name, p) for p in problems(name, res, baseline, base, stored_facts(d),
-                                                base_facts)]
-    return out
-
-
-def all_problems(described: Mapping[str, Mapping[str, str]], baseline: str) -> list[str]:
-    """Every environment's differences from the baseline's resources (isotax.host.parity)."""
-    return [p for _, p in problems_by_environment(described, baseline)]

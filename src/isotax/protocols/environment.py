@@ -171,6 +171,35 @@ class GuestStat(Protocol):
         guest cannot be asked."""
 
 
+@dataclass(frozen=True)
+class NodeIdentity:
+    """The machine an instance runs on, where that is not this host: its kernel release and
+    boot id (a Kubernetes Node's nodeInfo)."""
+
+    release: str
+    boot_id: str
+
+
+@runtime_checkable
+class ElsewhereNode(Protocol):
+    """What an instance offers that may run on another machine (a pod on another node): the
+    identity check compares what it shows with that machine's kernel and boot, not this
+    host's."""
+
+    def node_identity(self) -> NodeIdentity | None:
+        """The machine it runs on, where that is not this host; None where it is this host."""
+
+
+@runtime_checkable
+class OwnCpuGroup(Protocol):
+    """What an instance (or a load generator) offers whose processes run in a CPU-accounting
+    group of their own (native's, a local load generator's): the telemetry reads its CPU
+    time there instead of finding a common group of its processes."""
+
+    def cpu_accounting_dir(self) -> Path | None:
+        """The group's directory (cgroup v1's cpuacct or a v2 group); None without one."""
+
+
 class SocketStack(StrEnum):
     """What serves the sockets of a process in an instance: a fact each environment declares
     (Instance.socket_stack), which a workload whose tool leans on Linux's socket corner cases

@@ -26,7 +26,6 @@ from html import escape
 from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
 from isotax.analysis.verdicts import RatioVerdict
-from isotax.facts import display_lines
 from isotax.report import (
     decisions,
     drawing,
@@ -197,7 +196,7 @@ def _cost_table(d: ReportData) -> str:
 def _environments(d: ReportData) -> str:
     rows = []
     for e in d.environments:
-        desc = display_lines(e.describe)
+        desc = e.describe.lines()
         emu = "<span class=emulated>EMULATED (TCG)</span> " if d.emulated(e.name) else ""
         status = "ran" if e.available else f"not run: {e.reason}"
         details = "<br>".join(f"<b>{_e(k)}</b>: {_e(v)}" for k, v in desc.items())

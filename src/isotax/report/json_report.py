@@ -7,7 +7,6 @@ import json
 from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
-from isotax.facts import display_lines, stored_facts
 from isotax.model import FORMAT_VERSION
 from isotax.report import phases_section, results_model, warmups_section
 from isotax.report.decisions import verdicts_value
@@ -24,8 +23,8 @@ def render(d: ReportData) -> str:
         "baseline": d.baseline,
         "environments": [
             {"name": e.name, "kind": e.kind, "available": e.available, "reason": e.reason,
-             "emulated": d.emulated(e.name), "describe": display_lines(e.describe),
-             "facts": stored_facts(e.describe).to_stored(),
+             "emulated": d.emulated(e.name), "describe": e.describe.lines(),
+             "facts": e.describe.facts.to_stored(),
              "tools": dict(e.tools), "milestones": dict(e.milestones)}
             for e in d.environments
         ],

@@ -11,7 +11,6 @@ import datetime as dt
 import math
 
 from isotax.analysis.report_data import ReportData
-from isotax.facts import display_lines
 from isotax.host import versions
 from isotax.host.fingerprint import show_rows
 from isotax.report import (
@@ -198,7 +197,7 @@ def loadgen_blocks(d: ReportData) -> list[Block]:
 def environments_blocks(d: ReportData) -> list[Block]:
     env_rows = []
     for e in d.environments:
-        desc = display_lines(e.describe)
+        desc = e.describe.lines()
         accel = desc.get("accelerator", "")
         if d.emulated(e.name):
             accel = f"**{accel or 'tcg'}: EMULATED**"

@@ -24,8 +24,8 @@ from typing import Any
 
 from isotax import protocols
 from isotax.analysis import warmups
-from isotax.facts import stored_description
-from isotax.host import numa, owners, parity, versions
+from isotax.host import numa, owners, versions
+from isotax.host.description import EnvironmentDescription, parity_problems
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.choose import open_loadgen
@@ -75,9 +75,8 @@ class Runner(EnvironmentStarts):
         self.started: dict[str, Started] = {}
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
-        # Per environment, what its EnvRecord stores: display lines and the typed facts
-        # (isotax.facts.stored_description), with the runner's own lines added.
-        self.described: dict[str, dict[str, Any]] = {}
+        # Per started environment, what the run found it to be (its EnvRecord's description).
+        self.described: dict[str, EnvironmentDescription] = {}
         # What each started environment showed it is (run.identity), for telemetry: where its
         # work shows. Its kind's declared isolation where it could not show it (the run is
         # refused then, before any cell).
@@ -333,7 +332,7 @@ class Runner(EnvironmentStarts):
                                 f"where the baseline {self.plan.baseline!r} runs; name one of "
                                 "the pods as the plan's baseline (baseline = \"NAME\")")
                 return RunStatus.REFUSED
-        unequal = parity.all_problems(self.described, self.plan.baseline)
+        unequal = [p for _, p in parity_problems(self.described, self.plan.baseline)]
         for p in unequal:
             self.log(f"[yellow]parity: {p}[/]")
         if unequal and self.plan.parity == "refuse":
@@ -517,10 +516,10 @@ class Runner(EnvironmentStarts):
         ready = got.milestones.get("ready", float("nan"))
         self.log(f"{name}: restarted: ready in {ready:.2f} s ({took:.1f} s in all); its "
                  "workloads are prepared again")
-        describe = {**self.described.get(name, {}), **stored_description(got.facts())}
-        if self.loadgen is not None:
-            describe["loadgen_path"] = self.loadgen.path(got)
-        self.described[name] = describe
+        # Its facts and path are the new instance's; its probes stand from its first start.
+        self.described[name] = replace(
+            self.described.get(name) or EnvironmentDescription(got.facts()), facts=got.facts(),
+            loadgen_path=self.loadgen.path(got) if self.loadgen is not None else "")
 
 
 def _why_dead(inst: Instance) -> str:

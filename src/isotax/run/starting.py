@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from isotax import protocols
-from isotax.facts import Facts, stored_description
+from isotax.facts import Facts
 from isotax.host import numa, parity
+from isotax.host.description import EnvironmentDescription
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus
 from isotax.plan import EnvironmentEntry, Plan
@@ -53,7 +53,7 @@ class EnvironmentStarts:
     log: Callable[[str], None]
     loadgen: LoadGen | None
     started: dict[str, Started]
-    described: dict[str, dict[str, Any]]
+    described: dict[str, EnvironmentDescription]
     isolation: dict[str, Isolation]
     mislabelled: list[str]
     host_identity: identity.Evidence
@@ -73,8 +73,9 @@ class EnvironmentStarts:
         needed = [e for e in self.plan.run_environments
                   if not avail[e.name].ok and not e.optional]
         for entry in needed:
-            self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
-                                                 f"unavailable: {avail[entry.name]}", {}, {}, {}))
+            self.store.put_environment(EnvRecord(
+                run_id, entry.name, entry.kind, False, f"unavailable: {avail[entry.name]}",
+                EnvironmentDescription.unstarted(), {}, {}))
         if needed:
             self.refusal = cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
                                        len(needed) - 1)
@@ -82,8 +83,9 @@ class EnvironmentStarts:
         for entry in self.plan.run_environments:
             started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
             if isinstance(started, str):
-                self.store.put_environment(EnvRecord(run_id, entry.name, entry.kind, False,
-                                                     started, {}, {}, {}))
+                self.store.put_environment(EnvRecord(
+                    run_id, entry.name, entry.kind, False, started,
+                    EnvironmentDescription.unstarted(), {}, {}))
                 if not entry.optional:
                     self.refusal = cannot_run(entry, started)
                     return
@@ -93,46 +95,48 @@ class EnvironmentStarts:
             ready = started.milestones.get("ready", float("nan"))
             self.log(f"{entry.name}: ready in {ready:.2f} s")
             facts = started.facts()
-            describe = stored_description(facts)
             emulated = emulation_notice(entry.name, facts)
             if emulated:
                 self.log(f"[yellow]{emulated}[/]")
-            if self.loadgen is not None:
-                describe["loadgen_path"] = self.loadgen.path(started)
+            resources, unprobed = None, ""
             try:
-                describe.update(parity.probe(started).as_describe())
+                resources = parity.probe(started)
             except (ValueError, ExecError) as e:
-                describe["parity.error"] = str(e)
-            describe["host_memory"] = footprint.idle_words(started)
-            self._prove_identity(entry.name, started, facts, describe)
+                unprobed = str(e)
+            describe = EnvironmentDescription(
+                facts, loadgen_path=self.loadgen.path(started) if self.loadgen else "",
+                resources=resources, resources_error=unprobed,
+                host_memory=footprint.idle_words(started),
+                identity=self._prove_identity(entry.name, started, facts))
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
                 tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
-    def _prove_identity(self, name: str, inst: Instance, facts: Facts,
-                        describe: dict[str, Any]) -> None:
-        """Record what the instance shows it is; a mismatch with what it declares is kept in
-        self.mislabelled and refuses the run."""
+    def _prove_identity(self, name: str, inst: Instance, facts: Facts) -> str:
+        """What the instance shows it is, in words ("" where it could not show it); a
+        mismatch with what it declares is kept in self.mislabelled and refuses the run."""
         host = self.host_identity
         try:
             shown = identity.probe(inst)
             # A pod on a node that is not this host is compared with that node's kernel and
             # boot (its Node object's), not with this host's.
-            node = getattr(inst, "node_identity", None)
-            if node:
-                host = identity.Evidence(boot_id=node[1], pidns="", release=node[0],
-                                         version=shown.version, dmesg="", cgroup="")
+            if isinstance(inst, protocols.ElsewhereNode):
+                node = inst.node_identity()
+                if node is not None:
+                    host = identity.Evidence(boot_id=node.boot_id, pidns="",
+                                             release=node.release, version=shown.version,
+                                             dmesg="", cgroup="")
         except (ValueError, ExecError) as e:
             self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
-            return
+            return ""
         self.isolation[name] = identity.detected(shown, host)
-        describe["identity"] = f"{self.isolation[name]}: {shown.words()}"
         wrong = identity.mismatch(facts, shown, host)
         if wrong:
             self.mislabelled.append(f"{name}: {wrong}")
+        return f"{self.isolation[name]}: {shown.words()}"
 
     def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
         return EnvSpec(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from isotax.host.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, RunStatus, Sample
 from isotax.telemetry.summary import TelemetrySummary
 
@@ -77,7 +78,7 @@ class EnvRecord:
     kind: str
     available: bool
     reason: str
-    describe: Mapping[str, Any]
+    describe: EnvironmentDescription  # stored as describe_json (its to_stored())
     tools: Mapping[str, str]
     milestones: Mapping[str, float]
 
@@ -111,7 +112,8 @@ def run_record(row: Sequence[Any]) -> RunRecord:
 def env_record(row: Sequence[Any]) -> EnvRecord:
     """An environments row (run_id, name, kind, available, reason, describe_json, tools_json,
     milestones_json)."""
-    return EnvRecord(row[0], row[1], row[2], bool(row[3]), row[4], json.loads(row[5]),
+    return EnvRecord(row[0], row[1], row[2], bool(row[3]), row[4],
+                     EnvironmentDescription.from_stored(json.loads(row[5])),
                      json.loads(row[6]), json.loads(row[7]))
 
 

@@ -124,7 +124,7 @@ class SqlStore:
             self._exec("INSERT INTO environments (run_id, name, kind, available, reason, "
                        "describe_json, tools_json, milestones_json) VALUES (?,?,?,?,?,?,?,?)",
                        (env.run_id, env.name, env.kind, bool(env.available), env.reason,
-                        json.dumps(dict(env.describe)), json.dumps(dict(env.tools)),
+                        json.dumps(env.describe.to_stored()), json.dumps(dict(env.tools)),
                         json.dumps(dict(env.milestones))))
 
     def environments(self, run_id: str) -> list[EnvRecord]:

@@ -28,7 +28,7 @@ from typing import Any
 from isotax.host.network import netns_path
 from isotax.model import SanityError
 from isotax.parsers.perf_stat import parse_perf_stat
-from isotax.protocols import ExecError, GuestStat, Instance, Isolation
+from isotax.protocols import ExecError, GuestStat, Instance, Isolation, OwnCpuGroup
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, PerfReading, perf_counting
 from isotax.telemetry.sampler import (
@@ -65,9 +65,8 @@ class Observation:
 
 def inside_group(inst: Instance, cls: str) -> Path | None:
     """The CPU-accounting group that holds the environment's own processes, or None."""
-    own = getattr(inst, "cpu_group", None)
-    if isinstance(own, cpuacct.CpuGroup):
-        return own.dir
+    if isinstance(inst, OwnCpuGroup):
+        return inst.cpu_accounting_dir()
     if cls != "container":
         return None
     return cpuacct.common_group(list(inst.host_pids()))

@@ -101,6 +101,7 @@ from isotax.protocols import (
     Instance,
     Isolation,
     Leftover,
+    NodeIdentity,
     ParamSpec,
     Reach,
     SocketStack,
@@ -143,9 +144,9 @@ class PodInstance:
             else ""
         self.elsewhere = ""  # the node, where it is not this host
         self.cpus_words = ""  # the CPUs its processes may use (a static CPU manager's cores)
-        # (kernel release, boot id) of the pod's node, where it is not this host: what the
-        # identity check compares a container with.
-        self.node_identity: tuple[str, str] | None = None
+        # The pod's node, where it is not this host: what the identity check compares a
+        # container with (node_identity(), protocols.ElsewhereNode).
+        self.node_machine: NodeIdentity | None = None
         self.tag = owners.new_tag(3)
         self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
         self.address = ""
@@ -275,10 +276,10 @@ class PodInstance:
             raise Unavailable(Availability.no(
                 f"pod {self.namespace}/{POD}: the identity probe: {e}")) from None
         node = host_facts()
-        if self.node_identity is not None:
-            node = Evidence(boot_id=self.node_identity[1], pidns="",
-                            release=self.node_identity[0], version=shown.version, dmesg="",
-                            cgroup="")
+        if self.node_machine is not None:
+            node = Evidence(boot_id=self.node_machine.boot_id, pidns="",
+                            release=self.node_machine.release,
+                            version=shown.version, dmesg="", cgroup="")
         self.found = detected(shown, node)
         if self.found is Isolation.HOST:
             self.found = Isolation.CONTAINER  # the node's own kernel and boot: a container
@@ -302,7 +303,8 @@ class PodInstance:
         got = kubectl("get", "node", self.node, "-o", "json", timeout=30)
         info = json.loads(got.stdout).get("status", {}).get("nodeInfo", {}) \
             if got.returncode == 0 else {}
-        self.node_identity = (str(info.get("kernelVersion", "")), str(info.get("bootID", "")))
+        self.node_machine = NodeIdentity(str(info.get("kernelVersion", "")),
+                                         str(info.get("bootID", "")))
         self.elsewhere = f"node {self.node} ({host_ip}) of {self.target.words()}"
 
     def _same_bits(self) -> None:
@@ -397,6 +399,10 @@ class PodInstance:
             return SocketStack.GVISOR_HOSTINET if self.spec.network == "host" \
                 else SocketStack.GVISOR_NETSTACK
         return SocketStack.LINUX
+
+    def node_identity(self) -> NodeIdentity | None:
+        """protocols.ElsewhereNode: the pod's node, where it is not this host."""
+        return self.node_machine
 
     def facts(self) -> Facts:
         return Facts(

@@ -1,0 +1,66 @@
+"""One typed record per environment (isotax.host.description): what the runner builds, what
+the store keeps of it, and what a report reads back, older runs' rows included."""
+
+from __future__ import annotations
+
+import json
+
+from isotax.environments.kube.pod import PodInstance
+from isotax.environments.native import NativeInstance
+from isotax.facts import FACTS_KEY, Facts, Reach
+from isotax.host.description import EnvironmentDescription
+from isotax.host.parity import Resources
+from isotax.protocols import ElsewhereNode, OwnCpuGroup
+
+RUNC = Facts("runc", Reach.BRIDGE, memory_limit_mib=512)
+PROBED = Resources(2, 512, "madvise", 1500, {"generic-receive-offload": "on"}, cgroup="v2")
+
+
+def built() -> EnvironmentDescription:
+    return EnvironmentDescription(RUNC, loadgen_path="veth itx-lg0 -> bridge itx-br0",
+                                  resources=PROBED, host_memory="3.1 MiB (runc 3.1)",
+                                  identity="container: kernel 6.1 of this host")
+
+
+def test_the_stored_row_reads_back_as_the_same_record() -> None:
+    d = built()
+    row = json.loads(json.dumps(d.to_stored()))  # as describe_json keeps it
+    back = EnvironmentDescription.from_stored(row)
+    assert back == d
+    assert back.resources == PROBED and back.facts == RUNC
+    assert back.to_stored() == row
+
+
+def test_the_reports_lines_are_the_facts_words_then_the_runners_own() -> None:
+    lines = built().lines()
+    assert FACTS_KEY not in lines
+    keys = list(lines)
+    assert keys[:len(RUNC.display())] == list(RUNC.display())
+    assert keys.index("loadgen_path") < keys.index("parity.cpus") < keys.index("identity")
+    assert lines["parity.cgroup"] == "v2" and lines["host_memory"].startswith("3.1 MiB")
+
+
+def test_an_older_runs_row_is_kept_verbatim() -> None:
+    # Stored before facts were typed: display words only, no typed facts.
+    old = {"kind": "qemu", "memory_mib": "2048", "parity.cpus": "2",
+           "parity.memory_mib": "1966", "identity": "vm: kernel 6.1 (its own boot)"}
+    d = EnvironmentDescription.from_stored(old)
+    assert d.facts.kind == "qemu" and d.facts.guest_memory_mib == 2048
+    assert d.resources is not None and d.resources.memory_mib == 1966
+    assert d.identity.startswith("vm:")
+    assert d.to_stored() == old  # copied to another store as it was: no facts key added
+    assert d.lines() == old
+
+
+def test_an_environment_that_never_started_is_stored_as_nothing() -> None:
+    d = EnvironmentDescription.unstarted()
+    assert d.to_stored() == {} and d.lines() == {}
+    assert d.facts.kind == "?" and d.resources is None and not d.resources_error
+
+
+def test_what_the_telemetry_and_identity_check_ask_is_declared_not_guessed() -> None:
+    # The instance capabilities the runner and telemetry ask by protocol, not by getattr.
+    assert issubclass(NativeInstance, OwnCpuGroup)
+    assert issubclass(PodInstance, ElsewhereNode)
+    assert not issubclass(PodInstance, OwnCpuGroup)
+    assert not issubclass(NativeInstance, ElsewhereNode)
