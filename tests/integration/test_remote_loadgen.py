@@ -90,7 +90,7 @@ def test_a_plan_runs_its_network_clients_on_the_ssh_host(host: SshHost, image: o
         lg = store.run_meta(run.id)["loadgen"]
         assert lg["kind"] == "ssh" and lg["client_address"] == host.address
         assert lg["host_address"] == host.host_side and lg["uplink"] == host.link
-        assert lg["same_machine"] == "yes"  # a namespace of this machine, and it says so
+        assert lg["same_machine"] is True  # a namespace of this machine, and it says so
         assert float(lg["rtt_floor_ms"]) > 0 and lg["mtu"] == "1500"
         cells = store.cells(run.id)
         failed = [(c.key.environment, c.key.workload, c.reason) for c in cells

@@ -56,3 +56,22 @@ def test_a_copy_is_verbatim_and_an_old_misfit_reads_as_absent(tmp_path: Path) ->
     assert set(run_meta.SCHEMA) >= {"sequential", "reach", "phases", "pairing", "budget_s",
                                     "fleet", "loadgen", "versions", "restarts", "cell_runs",
                                     "concurrent", "fingerprint_forced"}
+
+
+def test_the_load_generators_description_is_typed_old_words_included(tmp_path: Path) -> None:
+    """LoadGen.describe() is a LoadGenDescription: stored as the fields it has, read back
+    typed; runs stored when it was words ("yes", "no", "") read the same way."""
+    from isotax.protocols import LoadGenDescription
+    s = _store(tmp_path)
+    said = LoadGenDescription(kind="ssh", where="root@10.0.0.2 over SSH", mtu="1500",
+                              same_machine=False, rtt_floor_ms="0.041")
+    assert said.to_stored() == {"kind": "ssh", "where": "root@10.0.0.2 over SSH",
+                                "mtu": "1500", "same_machine": False, "rtt_floor_ms": "0.041"}
+    s.put_run_meta("r1", "loadgen", said.to_stored())
+    assert RunMeta(s.run_meta("r1")).loadgen == said
+    for words, typed in (("yes", True), ("no", False), ("", None)):
+        old = {"kind": "ssh", "same_machine": words, "hostname": "lg"}
+        s.put_run_meta("r1", "loadgen", old, verbatim=True)
+        back = RunMeta(s.run_meta("r1")).loadgen
+        assert back is not None and back.same_machine is typed and back.hostname == "lg"
+        assert back.listed() == [("hostname", "lg")]

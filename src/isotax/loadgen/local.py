@@ -26,7 +26,7 @@ import os
 import shlex
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH
@@ -34,7 +34,15 @@ from isotax.host import command, owners
 from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import procfs
-from isotax.protocols import Completed, ExecError, Instance, Isolation, Reach, isolation_of
+from isotax.protocols import (
+    Completed,
+    ExecError,
+    Instance,
+    Isolation,
+    LoadGenDescription,
+    Reach,
+    isolation_of,
+)
 from isotax.telemetry.cpuacct import CpuGroup
 from isotax.telemetry.footprint import process_parents, with_descendants
 
@@ -80,10 +88,10 @@ class NamespaceLoadGen:
     def netns(self) -> str:
         return self.veth.netns
 
-    def describe(self) -> Mapping[str, str]:
-        return {"kind": "local", "where": self.where, "netns": self.netns,
-                "host_address": self.veth.host_ip, "client_address": self.veth.ns_ip,
-                "mtu": str(self._mtu)}
+    def describe(self) -> LoadGenDescription:
+        return LoadGenDescription(kind="local", where=self.where, netns=self.netns,
+                                  host_address=self.veth.host_ip,
+                                  client_address=self.veth.ns_ip, mtu=str(self._mtu))
 
     @contextlib.contextmanager
     def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:

@@ -29,7 +29,7 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from isotax.environments.base import GUEST_ENV, READY_HELPER
@@ -58,7 +58,14 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import NotApplicable, SanityError
-from isotax.protocols import Completed, Instance, Leftover, Reach, Unavailable
+from isotax.protocols import (
+    Completed,
+    Instance,
+    Leftover,
+    LoadGenDescription,
+    Reach,
+    Unavailable,
+)
 from isotax.telemetry.cpuacct import usage_s
 
 POD = "itx-loadgen"
@@ -339,10 +346,10 @@ class PodLoadGen:
                     f"{f.bridge or '?'} -> veth -> {f.kind} netns ({f.runtime or '?'})")
         return path_words(f"{me} -> {link}", inst, "no port mapping", "host routing")
 
-    def describe(self) -> Mapping[str, str]:
-        return {"kind": "pod", "where": self.where, "node": self.node_name,
-                "namespace": self.namespace, "client_address": self.address,
-                "host_address": L.NODE_IP, "image": self.image_ref}
+    def describe(self) -> LoadGenDescription:
+        return LoadGenDescription(kind="pod", where=self.where, node=self.node_name,
+                                  namespace=self.namespace, client_address=self.address,
+                                  host_address=L.NODE_IP, image=self.image_ref)
 
     @contextlib.contextmanager
     def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:

@@ -55,7 +55,7 @@ from isotax.loadgen.local import listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
-from isotax.protocols import Completed, Instance, Leftover, Reach
+from isotax.protocols import Completed, Instance, Leftover, LoadGenDescription, Reach
 
 CONTROL_DIR = Path("/run/isotax/ssh")
 _BEGIN = "itx-cpu-begin"
@@ -141,7 +141,7 @@ class SshLoadGen:
         # (chain, address, port, proto) -> the REJECT rule that admits only the load generator
         self._admitted: dict[tuple[str, str, int, str], TaggedRule] = {}
         self.cpu_group: RemoteCpu | None = None
-        self._described: dict[str, str] = {}
+        self._described = LoadGenDescription(kind="ssh", where=self.where)
 
     # -- lifecycle ---------------------------------------------------------------------
     def up(self) -> None:
@@ -358,12 +358,12 @@ class SshLoadGen:
     def path(self, inst: Instance) -> str:
         link = self._described
         head = (f"loadgen {self.where} ({self.facts.get('hostname', '?')}) -> link "
-                f"{self.uplink} (MTU {link.get('mtu', '?')}, RTT floor "
-                f"{link.get('rtt_floor_ms', '?')} ms) -> {self.host_address}")
+                f"{self.uplink} (MTU {link.mtu or '?'}, RTT floor "
+                f"{link.rtt_floor_ms or '?'} ms) -> {self.host_address}")
         return path_words(head, inst, "host DNAT", f"host DNAT -> {inst.address}")
 
-    def describe(self) -> Mapping[str, str]:
-        return dict(self._described)
+    def describe(self) -> LoadGenDescription:
+        return self._described
 
     @contextlib.contextmanager
     def scratch_file(self, prefix: str, suffix: str) -> Iterator[str]:
@@ -420,7 +420,7 @@ class SshLoadGen:
                 "hand, or use the local load generator (remove [loadgen])")
         self.facts["installed"] = ", ".join(f"{p} {v}" for p, v, _ in differ)
 
-    def _measure_link(self) -> dict[str, str]:
+    def _measure_link(self) -> LoadGenDescription:
         """The load generator's facts and the link's, for the run's record and the report."""
         f = self.facts
         d = {"kind": "ssh", "where": self.where,
@@ -433,7 +433,6 @@ class SshLoadGen:
              "tools": ", ".join(f"{p} {v}" for p, v in self.wanted.items())}
         if f.get("installed"):
             d["installed"] = f["installed"]
-        d["same_machine"] = "yes" if same_machine(f) else "no"
         net = Path("/sys/class/net") / self.uplink
         for key, name in (("mtu", "mtu"), ("speed_mbit_s", "speed")):
             with contextlib.suppress(OSError):
@@ -446,7 +445,7 @@ class SshLoadGen:
             d["rtt_floor_ms"], d["rtt_avg_ms"] = f"{rtt.min_ms:.3f}", f"{rtt.avg_ms:.3f}"
         except ValueError as e:
             d["rtt_floor_ms"] = f"unknown ({e})"
-        return d
+        return LoadGenDescription(**d, same_machine=same_machine(f))
 
 
 def missing_versions(wanted: Mapping[str, str], have: Mapping[str, str]

@@ -40,6 +40,7 @@ from isotax.protocols.environment import (
     Unavailable,
     VersionCommand,
 )
+from isotax.protocols.loadgen_description import LoadGenDescription
 from isotax.protocols.params import Params, ParamSpec
 from isotax.protocols.registry import (
     ENVIRONMENTS,
@@ -100,6 +101,7 @@ __all__ = [
     "LeakFinder",
     "Leftover",
     "LoadGen",
+    "LoadGenDescription",
     "Need",
     "Needs",
     "NodeIdentity",

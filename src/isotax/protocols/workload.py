@@ -13,6 +13,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 from isotax.image.recipe import ImageHook
 from isotax.model import Sample
 from isotax.protocols.environment import Completed, Instance
+from isotax.protocols.loadgen_description import LoadGenDescription
 from isotax.protocols.params import Params, ParamSpec
 
 # ---------------------------------------------------------------------------- workloads
@@ -45,7 +46,7 @@ class LoadGen(Protocol):
     def path(self, inst: Instance) -> str:
         """The layers between the load generator and `inst`, in words, for the report."""
 
-    def describe(self) -> Mapping[str, str]:
+    def describe(self) -> LoadGenDescription:
         """The load generator's facts for the run's record (kind, addresses, link, host)."""
 
     def scratch_file(self, prefix: str, suffix: str) -> AbstractContextManager[str]:

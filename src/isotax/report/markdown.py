@@ -187,7 +187,7 @@ def loadgen_blocks(d: ReportData) -> list[Block]:
                         Text(f"The clients ran on {_esc(lg.where or '?')}, reaching each "
                              "environment over the link below (each result's path says how)."),
                         Grid(["what", "value"], rows)]
-    if lg.same_machine == "yes":
+    if lg.same_machine:
         out.append(Text("**The load generator is this same machine** (another network "
                         "namespace of it: same machine-id and boot): its clients share this "
                         "host's CPUs, as with the local load generator."))

@@ -293,7 +293,7 @@ class Runner(EnvironmentStarts):
             self.refusal = f"refused: {e}"
             return RunStatus.REFUSED
         # Which load generator the results used, for the report.
-        self.store.put_run_meta(run_id, "loadgen", dict(self.loadgen.describe()))
+        self.store.put_run_meta(run_id, "loadgen", self.loadgen.describe().to_stored())
         return None
 
     def _start(self, run_id: str, workdir: Path, stack: contextlib.ExitStack

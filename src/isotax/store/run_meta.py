@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from isotax.protocols.loadgen_description import LoadGenDescription
+
 
 class _Part(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -30,46 +32,9 @@ class Phases(_Part):
     seconds: dict[str, float] = {}
 
 
-class LoadGenMeta(_Part):
-    """The load generator the results used: its own description (loadgen.describe()): a
-    local one's namespace and veth, or an SSH machine's facts and link (words, as measured)."""
-
-    kind: str = ""
-    where: str = ""
-    netns: str = ""
-    mtu: str = ""
-    same_machine: str = ""
-    # An SSH load generator's facts and link, in the order the report lists them.
-    destination: str = ""
-    hostname: str = ""
-    os: str = ""
-    kernel: str = ""
-    cpu_model: str = ""
-    cpus: str = ""
-    mem_total_kib: str = ""
-    client_address: str = ""
-    host_address: str = ""
-    uplink: str = ""
-    speed_mbit_s: str = ""
-    remote_mtu: str = ""
-    offloads: str = ""
-    rtt_floor_ms: str = ""
-    rtt_avg_ms: str = ""
-    tools: str = ""
-    installed: str = ""
-    # A load generator pod's (loadgen.pod): its node, namespace and image.
-    node: str = ""
-    namespace: str = ""
-    image: str = ""
-
-    def listed(self) -> list[tuple[str, str]]:
-        """The SSH machine's (or the pod's) facts and link that it has, as (name, value), in
-        order."""
-        names = ("destination", "hostname", "node", "namespace", "image", "os", "kernel",
-                 "cpu_model", "cpus", "mem_total_kib", "client_address", "host_address",
-                 "uplink", "speed_mbit_s", "mtu", "remote_mtu", "offloads", "rtt_floor_ms",
-                 "rtt_avg_ms", "tools", "installed")
-        return [(n, getattr(self, n)) for n in names if getattr(self, n)]
+# The load generator the results used: its own description (LoadGen.describe()), declared
+# beside the LoadGen protocol it belongs to.
+LoadGenMeta = LoadGenDescription
 
 
 class KubernetesMeta(_Part):
