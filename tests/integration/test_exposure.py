@@ -32,6 +32,7 @@ from isotax.host import owners
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen import local
 from isotax.protocols import Instance
+from isotax.workloads import servers
 from isotax.workloads.rr import RequestResponse
 
 
@@ -267,7 +268,7 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
                                                          monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     seen: list[dict[str, Any]] = []
-    real_start = local.start_server
+    real_start = servers.start_server
 
     def start_and_probe(inst: Instance, argv: Any, port: int, proto: str = "tcp",
                         timeout: float = 30, program: str | None = None) -> int:
@@ -275,7 +276,7 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
         own = [inst.address, inst.facts().container_address]
         addrs = sorted({a for a in [*_host_addresses(), *own] if a})
         name = program or argv[0]
-        seen.append({"kind": inst.facts().kind, "net": local.network_of(inst)[1],
+        seen.append({"kind": inst.facts().kind, "net": inst.facts().reach,
                      "program": name, "port": port, "proto": proto,
                      "outsider": _probe(outsider, [(a, port) for a in addrs])
                      if proto == "tcp" else [],
@@ -295,7 +296,7 @@ def test_no_server_answers_anyone_but_the_load_generator(image: ImageArtifacts, 
 
     monkeypatch.setattr(local.NamespaceLoadGen, "up", up_and_keep)
 
-    monkeypatch.setattr(local, "start_server", start_and_probe)
+    monkeypatch.setattr(servers, "start_server", start_and_probe)
     with WildcardWatch() as watch:
         # The watch's control: a server on all interfaces, on a workload's port, is seen.
         from isotax.workloads.throughput import Throughput

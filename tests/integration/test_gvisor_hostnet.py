@@ -20,11 +20,7 @@ from support import ours, started
 from isotax import protocols
 from isotax.environments.oci.gvisor import GvisorInstance
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import (
-    NamespaceLoadGen,
-    host_listener,
-    serving,
-)
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers.hpcc import parse_mpirun_version
 from isotax.protocols import Instance
@@ -37,6 +33,7 @@ from isotax.workloads.hpcc import (
     hpcc_script,
     mpi_unsupported,
 )
+from isotax.workloads.servers import host_listener, serving
 from isotax.workloads.throughput import Throughput
 
 IPERF3 = Throughput.ports["iperf3"].number

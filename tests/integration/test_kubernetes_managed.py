@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from isotax import protocols
-from isotax.environments.kube import api
+from isotax.environments import kube_api as api
 from isotax.host.kubernetes import cluster, managed, pki, registry, rights, target, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.image.artifacts import ImageArtifacts

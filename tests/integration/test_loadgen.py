@@ -18,19 +18,14 @@ from support import image_where, ours, running_in, started, why_not_root_and
 from isotax.facts import Reach
 from isotax.host.network import iptables, uplink_mtu
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import (
-    NamespaceLoadGen,
-    open_loadgen,
-    serving,
-    start_server,
-    stop_server,
-)
+from isotax.loadgen.local import NamespaceLoadGen, open_loadgen
 from isotax.model import SanityError
 from isotax.parsers import distributions
 from isotax.protocols import Instance
 from isotax.run.leaks import find_leaks, leaked_servers
 from isotax.workloads.redis import REDIS_PORT
 from isotax.workloads.rr import RequestResponse
+from isotax.workloads.servers import serving, start_server, stop_server
 from isotax.workloads.throughput import Throughput
 
 # -- the leak check, on a real server ------------------------------------------------------
@@ -210,9 +205,9 @@ def test_split_placement_needs_two_cpus(image: ImageArtifacts, tmp_path: Path) -
     """With one CPU, "split" would put the server on the client's CPU: same-cpu under another
     name. The point is not applicable there, with the reason."""
     from isotax import protocols
-    from isotax.loadgen.local import pinning
     from isotax.model import NotApplicable
     from isotax.protocols import EnvSpec
+    from isotax.workloads.servers import pinning
 
     for vcpus, want in ((1, None), (2, ["taskset", "-c", "1"])):
         inst = protocols.environments()["runc"]().start(EnvSpec(

@@ -31,7 +31,7 @@ def kube() -> Iterator[None]:
 @pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])
 def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
                                               tmp_path: Path, runtime_class: str) -> None:
-    from isotax.environments.kube.api import kubectl
+    from isotax.environments.kube_api import kubectl
     from isotax.environments.kube.pod import Pod
     from isotax.protocols import EnvSpec
 

@@ -8,12 +8,9 @@ from support import DATA
 
 from isotax.environments.base import gvisor_socket_stack
 from isotax.facts import Facts, Reach
-from isotax.loadgen.local import (
-    listening_inodes,
-    socket_inodes,
-)
 from isotax.protocols import SocketStack
 from isotax.workloads.hpcc import HOSTINET_MPI_REASON, PMIX_LISTENER_FAILED, mpi_unsupported
+from isotax.workloads.servers import listening_inodes, socket_inodes
 from isotax.workloads.throughput import Throughput
 
 IPERF3 = Throughput.ports["iperf3"].number

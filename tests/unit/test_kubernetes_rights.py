@@ -1,4 +1,4 @@
-"""A foreign cluster's pure parts (host.kubernetes.rights, environments.kube.api): the rights
+"""A foreign cluster's pure parts (host.kubernetes.rights, environments.kube_api): the rights
 isotax asks for, the access reviews' answers read from real `kubectl create -o json` output of
 an account that lacks some (tests/data/kubernetes), the ClusterRole that grants exactly what is
 missing, kubectl's version skew read from real `kubectl version -o json`, pull secrets, Pod
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import DATA
 
-from isotax.environments.kube.api import (
+from isotax.environments.kube_api import (
     pod_security_level,
     pod_security_refusal,
     pull_refusal,

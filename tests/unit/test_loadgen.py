@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from isotax.facts import Facts, Reach, stored_facts
-from isotax.loadgen.local import NamespaceLoadGen, network_of
+from isotax.loadgen.base import network_of
+from isotax.loadgen.local import NamespaceLoadGen
 from isotax.protocols import Completed
 from isotax.run.leaks import is_our_server
 from isotax.workloads.rr import RequestResponse
@@ -54,7 +55,7 @@ class _Inst:
 
 
 def test_a_server_listens_where_the_load_generator_arrives_and_nowhere_else() -> None:
-    from isotax.loadgen.local import listen_address
+    from isotax.loadgen.base import listen_address
     from isotax.model import SanityError
 
     host = "10.213.9.1"
@@ -96,8 +97,8 @@ class _Cpus:
 
 
 def test_placements_pin_to_the_cpus_the_environment_may_use() -> None:
-    from isotax.loadgen.local import pinning
     from isotax.model import NotApplicable
+    from isotax.workloads.servers import pinning
 
     assert pinning(_Cpus("0-1"), "same-cpu") == (["taskset", "-c", "0"], ["taskset", "-c", "0"])
     assert pinning(_Cpus("0-1"), "split") == (["taskset", "-c", "0"], ["taskset", "-c", "1"])

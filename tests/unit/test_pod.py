@@ -10,7 +10,7 @@ import pytest
 from support import DATA
 
 from isotax import protocols
-from isotax.environments.kube.api import (
+from isotax.environments.kube_api import (
     exec_argv,
     pod_words,
     ready_ns,
@@ -134,7 +134,7 @@ def test_the_nodes_containerd_says_whether_the_container_still_has_processes() -
 
 
 def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
-    from isotax.environments.kube.api import kubectl_failed
+    from isotax.environments.kube_api import kubectl_failed
     from isotax.protocols import Completed
 
     refused = (DATA / "kubernetes" / "kubectl-exec-api-refused.txt").read_text()
@@ -144,7 +144,7 @@ def test_kubectl_exec_s_own_failure_from_captured_output() -> None:
 
 
 def test_a_namespace_names_the_run_that_made_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from isotax.environments.kube.api import namespace_manifest
+    from isotax.environments.kube_api import namespace_manifest
     from isotax.host import owners
 
     monkeypatch.setattr(owners, "my_run", lambda: "20261127-124909-k8s foreign/x")

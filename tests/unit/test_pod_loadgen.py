@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from isotax.environments.kube.api import exec_completed, kubectl_failed
+from isotax.environments.kube_api import exec_completed, kubectl_failed
 from isotax.loadgen.pod import NAMESPACE_PREFIX, POD, loadgen_manifest
 from isotax.plan import PlanError, parse_plan
 from isotax.protocols import Completed
@@ -73,7 +73,7 @@ def test_the_plan_puts_its_load_generator_on_a_node() -> None:
 
 
 def test_a_foreign_clusters_pods_are_checked_against_the_images_packages() -> None:
-    from isotax.environments.kube.api import image_differs
+    from isotax.environments.kube_api import image_differs
 
     want = {"iperf3": "3.12-1+deb12u1", "xz-utils": "5.4.1-1"}
     same = "iperf3 3.12-1+deb12u1\nxz-utils 5.4.1-1\n"
@@ -85,7 +85,7 @@ def test_a_foreign_clusters_pods_are_checked_against_the_images_packages() -> No
 
 
 def test_a_services_endpoint_is_ready_for_the_pod() -> None:
-    from isotax.environments.kube.api import endpoint_ready
+    from isotax.environments.kube_api import endpoint_ready
 
     slices = {"items": [{"endpoints": [
         {"addresses": ["10.217.1.7"], "conditions": {"ready": False}},
@@ -95,7 +95,7 @@ def test_a_services_endpoint_is_ready_for_the_pod() -> None:
 
 
 def test_quantities_read() -> None:
-    from isotax.environments.kube.api import kib
+    from isotax.environments.kube_api import kib
 
     assert kib("24115920Ki") == 24115920 and kib("32Gi") == 32 << 20
     assert kib("1048576") == 1024 and kib("lots") == 0

@@ -139,7 +139,7 @@ def cluster_role(kubeconfig: str | None, pull_secrets: tuple[str, ...]) -> None:
     account lacks, and the ClusterRoleBinding to it."""
     import yaml
 
-    from isotax.environments.kube import api
+    from isotax.environments import kube_api as api
     from isotax.host.kubernetes import rights, target
 
     if kubeconfig is None:

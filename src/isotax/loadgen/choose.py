@@ -10,9 +10,10 @@ from collections.abc import Iterator, Mapping
 from isotax import protocols
 from isotax.host.kubernetes import target
 from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen.base import LoadGenRefused
 from isotax.loadgen.local import open_loadgen as open_local
 from isotax.loadgen.pod import PodLoadGen
-from isotax.loadgen.ssh import LoadGenRefused, SshLoadGen
+from isotax.loadgen.ssh import SshLoadGen
 from isotax.plan import Plan
 from isotax.protocols import LoadGen
 

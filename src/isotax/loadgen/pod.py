@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from isotax.environments.base import GUEST_ENV, READY_HELPER
-from isotax.environments.kube.api import (
+from isotax.environments.kube_api import (
     CONTAINER,
     api_unreachable,
     delete_namespace,
@@ -55,8 +55,7 @@ from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
 from isotax.host.network import NetworkError, TaggedRule, admit_only, delete_tagged_rule
 from isotax.image.artifacts import ImageArtifacts
-from isotax.loadgen.local import listen_address, network_of, path_words
-from isotax.loadgen.ssh import LoadGenRefused
+from isotax.loadgen.base import LoadGenRefused, listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.protocols import (
     Completed,

@@ -51,7 +51,7 @@ from isotax.host.network import (
 )
 from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.processes import cmdlines, process_leftover
-from isotax.loadgen.local import listen_address, network_of, path_words
+from isotax.loadgen.base import LoadGenRefused, listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
@@ -91,10 +91,6 @@ true
 """
 _APT = ("DEBIAN_FRONTEND=noninteractive apt-get -y -q -o DPkg::Lock::Timeout=600 "
         "install --no-install-recommends")
-
-
-class LoadGenRefused(Exception):
-    """The load generator cannot serve this run; one line naming the problem and the fix."""
 
 
 class RemoteCpu:

@@ -28,8 +28,8 @@ from isotax.host import numa, owners, versions
 from isotax.host.description import EnvironmentDescription, parity_problems
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
+from isotax.loadgen.base import LoadGenRefused
 from isotax.loadgen.choose import open_loadgen
-from isotax.loadgen.ssh import LoadGenRefused
 from isotax.model import CellKey, CellStatus, NotApplicable, RunStatus, Sample, SanityError
 from isotax.plan import Plan
 from isotax.protocols import (

@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.loadgen.local import serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.memaslap import LatencyBlock, parse_memaslap
 from isotax.protocols import (
@@ -49,6 +48,7 @@ from isotax.workloads.base import (
     register,
     require_runnable,
 )
+from isotax.workloads.servers import serving
 
 # An unusual port (the Debian service uses 11211), in the range of isotax's other servers.
 PORT = Port(41211, server="memcached")

@@ -52,7 +52,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
-from isotax.loadgen.local import serving
 from isotax.model import Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.sysbench import SysbenchResult, parse_sysbench, parse_sysbench_version
@@ -78,6 +77,7 @@ from isotax.workloads.base import (
     put_text,
     register,
 )
+from isotax.workloads.servers import serving
 from isotax.workloads.work import first
 
 # An unusual port (the Debian service uses 3306), in the range of isotax's other servers.

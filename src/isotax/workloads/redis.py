@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.loadgen.local import serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.redis_benchmark import RedisTest, parse_redis_benchmark, parse_redis_version
 from isotax.protocols import (
@@ -52,6 +51,7 @@ from isotax.workloads.base import (
     register,
     require_runnable,
 )
+from isotax.workloads.servers import serving
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 PORT = Port(46379, server="redis-server")

@@ -17,7 +17,7 @@ is n/a, with the reason (the samples' model.NOT_MEASURED label), so gVisor's req
 latency, one of the studies' headline contrasts, is measured by default.
 
 Where client and server run matters more than any layer on a shared 2-CPU host (see
-loadgen.PLACEMENTS): the default `same-cpu` measures the path without a cross-CPU wake-up.
+workloads.servers.PLACEMENTS): the default `same-cpu` measures the path without a cross-CPU wake-up.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar
 
-from isotax.loadgen.local import PLACEMENTS, pinning, serving
 from isotax.model import NOT_MEASURED, Sample, SanityError
 from isotax.parsers import distributions
 from isotax.parsers.netperf import SELECTORS, parse_netperf_rr, parse_netperf_version
@@ -47,6 +46,7 @@ from isotax.workloads.base import (
     need_loadgen,
     register,
 )
+from isotax.workloads.servers import PLACEMENTS, pinning, serving
 from isotax.workloads.work import first
 
 SOCKPERF_BYTES = 200
@@ -74,7 +74,7 @@ class RequestResponse(BaseWorkload):
         ParamSpec("seconds", int, 10, "length of each tool's run (netperf, then sockperf)",
                   minimum=1),
         ParamSpec("placement", str, "same-cpu", "CPU placement of client and server: free, "
-                  "same-cpu, split (see isotax.loadgen.local)", choices=PLACEMENTS),
+                  "same-cpu, split (see isotax.workloads.servers)", choices=PLACEMENTS),
         ParamSpec("tail", bool, True, "also run sockperf for p99.9 (doubles the run time); "
                   "where sockperf cannot run (gVisor, TCP) the p99.9 alone is n/a"),
     )

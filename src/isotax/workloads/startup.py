@@ -29,7 +29,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from isotax.loadgen.local import stop_server
 from isotax.model import Sample, SanityError
 from isotax.protocols import (
     PHASES,
@@ -44,6 +43,7 @@ from isotax.protocols import (
 )
 from isotax.workloads import redis
 from isotax.workloads.base import SERVER_SECRET, BaseWorkload, register, require_runnable
+from isotax.workloads.servers import stop_server
 
 READY_PROBES = ("instance", "exec", "redis")
 REDIS_PORT = redis.REDIS_PORT  # the redis probe's server is the redis workload's

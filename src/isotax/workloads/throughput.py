@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
-from isotax.loadgen.local import PLACEMENTS, pinning, serving
 from isotax.model import Sample, SanityError
 from isotax.parsers.iperf3 import parse_iperf3
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
 from isotax.workloads.base import BaseWorkload, need_loadgen, register, require_runnable
+from isotax.workloads.servers import PLACEMENTS, pinning, serving
 from isotax.workloads.work import first
 
 
@@ -42,7 +42,7 @@ class Throughput(BaseWorkload):
         ParamSpec("streams", int, 1, "parallel TCP streams (iperf3 -P; it takes 128 at most)",
                   minimum=1, maximum=128),
         ParamSpec("placement", str, "free", "CPU placement of client and server: free, "
-                  "same-cpu, split (see isotax.loadgen.local)", choices=PLACEMENTS),
+                  "same-cpu, split (see isotax.workloads.servers)", choices=PLACEMENTS),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {
         "iperf3": ("dpkg-query", "-W", "-f=${Version}", "iperf3"),

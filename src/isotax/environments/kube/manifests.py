@@ -10,7 +10,7 @@ from typing import Any
 from isotax import protocols
 from isotax.environments.base import GUEST_ENV, READY_HELPER
 from isotax.environments.container_fs import SCRATCH, VOLUME_DIR
-from isotax.environments.kube.api import CONTAINER
+from isotax.environments.kube_api import CONTAINER
 from isotax.host.kubernetes import layout as L
 
 POD = "itx-pod"  # the pod's name in its own namespace

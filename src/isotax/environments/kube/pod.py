@@ -57,7 +57,7 @@ from isotax.environments.base import (
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.evidence import PROBE, Evidence, detected, host_facts, parse_facts
-from isotax.environments.kube.api import (
+from isotax.environments.kube_api import (
     api_unreachable,
     delete_namespace,
     endpoint_ready,
