@@ -31,8 +31,8 @@ def kube() -> Iterator[None]:
 @pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])
 def test_a_pod_is_what_its_runtime_class_says(kube: None, image: ImageArtifacts,
                                               tmp_path: Path, runtime_class: str) -> None:
-    from isotax.environments.kube_api import kubectl
     from isotax.environments.kube.pod import Pod
+    from isotax.environments.kube_api import kubectl
     from isotax.protocols import EnvSpec
 
     # The gvisor pod with vcpus and memory_mib: Guaranteed; the runc pod without: Burstable.

@@ -10,6 +10,8 @@ import pytest
 from support import DATA
 
 from isotax import protocols
+from isotax.environments.kube.manifests import POD, pod_manifest, service_manifest
+from isotax.environments.kube.pod import Pod
 from isotax.environments.kube_api import (
     exec_argv,
     pod_words,
@@ -17,8 +19,6 @@ from isotax.environments.kube_api import (
     service_programmed,
     task_status,
 )
-from isotax.environments.kube.manifests import POD, pod_manifest, service_manifest
-from isotax.environments.kube.pod import Pod
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import Port
 

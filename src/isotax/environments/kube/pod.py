@@ -57,6 +57,13 @@ from isotax.environments.base import (
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.evidence import PROBE, Evidence, detected, host_facts, parse_facts
+from isotax.environments.kube.manifests import (
+    POD,
+    TOKEN_CPU,
+    TOKEN_MEMORY_MIB,
+    pod_manifest,
+    service_manifest,
+)
 from isotax.environments.kube_api import (
     api_unreachable,
     delete_namespace,
@@ -81,13 +88,6 @@ from isotax.environments.kube_api import (
     task_status,
     wait_marker,
     wait_running,
-)
-from isotax.environments.kube.manifests import (
-    POD,
-    TOKEN_CPU,
-    TOKEN_MEMORY_MIB,
-    pod_manifest,
-    service_manifest,
 )
 from isotax.host import command, owners
 from isotax.host.cgroups import tree_pids
