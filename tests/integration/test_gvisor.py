@@ -136,7 +136,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
     i = _start(image, tmp_path / "v", "test-gv-vol")
     try:
         i.exec(["sh", "-c", "echo v > /mnt/itx-f"], 30).check()
-        assert i._volume is not None and (i._volume / "itx-f").read_text() == "v\n"
+        assert i.fs.volume is not None and (i.fs.volume / "itx-f").read_text() == "v\n"
         assert i.exec(["touch", "/itx-ro"], 30).returncode != 0
     finally:
         i.stop()
@@ -144,7 +144,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
     i = _start(image, tmp_path / "r", "test-gv-ovl", storage="rootfs")
     try:
         i.exec(["sh", "-c", f"echo r > {i.data_dir}/itx-f"], 30).check()
-        assert not list(i._overlay.upper.rglob("itx-f"))
+        assert not list(i.fs.overlay.upper.rglob("itx-f"))
         assert "filestore" in i.facts().display()["overlay2"]
     finally:
         i.stop()
@@ -153,7 +153,7 @@ def test_storage_volume_and_rootfs_overlays(image: ImageArtifacts, tmp_path: Pat
                options={"overlay2": "none"})
     try:
         i.exec(["sh", "-c", f"echo n > {i.data_dir}/itx-f"], 30).check()
-        assert [p.read_text() for p in i._overlay.upper.rglob("itx-f")] == ["n\n"]
+        assert [p.read_text() for p in i.fs.overlay.upper.rglob("itx-f")] == ["n\n"]
     finally:
         i.stop()
     assert ours("test-gv-") == []

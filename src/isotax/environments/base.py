@@ -120,6 +120,16 @@ def undo_start(stop: Callable[[], None]) -> None:
         stop()
 
 
+def log_tail(path: Path, lines: int = 3) -> str:
+    """The last lines of a log an instance's process wrote (a runtime's, a console), joined
+    with " | " for a one-line reason; "(no output)" where it has none or cannot be read."""
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no output)"
+    return " | ".join(text[-lines:]) or "(no output)"
+
+
 def remove_tree(path: Path) -> None:
     """Remove a directory tree isotax made; one already gone is fine, one that cannot be
     removed raises (a Removals attempt names it)."""

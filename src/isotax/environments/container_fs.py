@@ -9,7 +9,9 @@ import os
 import shutil
 from pathlib import Path
 
+from isotax.environments.base import Removals, remove_tree
 from isotax.host import command
+from isotax.host.filesystems import host_storage
 from isotax.protocols import Availability, Unavailable
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
@@ -58,3 +60,51 @@ class OverlayRoot:
             raise RuntimeError(f"overlay {self.merged} is still mounted")
         for d in (self.merged, self.upper, self.work):
             shutil.rmtree(d, ignore_errors=True)
+
+
+class ContainerStorage:
+    """A container's storage for the plan's `storage`, made on the host (the OCI kinds' and
+    nspawn's; the engines ask their engine for a volume instead):
+
+    - "volume": the image rootfs, read-only, is the root, and a host directory
+      <workdir>/<name>-volume is bind-mounted read-write at VOLUME_DIR, where data_dir is
+      (`docker run --read-only -v`);
+    - "rootfs": an OverlayRoot over the image rootfs is a writable root, data_dir
+      ROOTFS_DATA_DIR in it, so disk I/O goes through overlayfs (Docker's overlay2).
+    """
+
+    def __init__(self, workdir: Path, name: str, storage: str) -> None:
+        self.storage = storage
+        self.overlay = OverlayRoot(workdir, name)
+        self._volume_dir = workdir / f"{name}-volume"
+        self.volume: Path | None = None  # the volume's host directory, once made
+        self.data_dir = ROOTFS_DATA_DIR if storage == "rootfs" else VOLUME_DIR
+
+    def root(self, rootfs: Path) -> Path:
+        """The container's root over the image's rootfs, made: the rootfs itself beside the
+        volume, or the mounted overlay."""
+        if self.storage == "rootfs":
+            return self.overlay.mount(rootfs)
+        self._volume_dir.mkdir(parents=True, exist_ok=True)
+        self.volume = self._volume_dir
+        return rootfs
+
+    def remove(self, out: Removals) -> None:
+        """Unmount and remove the overlay and the volume, each an attempt of out."""
+        out.attempt("its overlay root", self.overlay.remove)
+        if self.volume is not None:
+            volume = self.volume
+            out.attempt(f"volume {volume}", lambda: remove_tree(volume))
+
+    def rootfs_words(self, tmpfs: str) -> str:
+        """The report's words for the root, with the tmpfs mounts the kind adds."""
+        return ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
+                else "image rootfs, read-only") + f"; tmpfs {tmpfs}"
+
+    def words(self) -> str:
+        """The report's words for where the data goes, and on which host filesystem."""
+        if self.storage == "rootfs":
+            return (f"overlayfs rootfs (lower: image rootfs, upper: "
+                    f"{host_storage(self.overlay.upper)}), data in {self.data_dir}")
+        where = host_storage(self.volume) if self.volume else "unknown"
+        return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"

@@ -48,16 +48,19 @@ from isotax.environments.base import (
     Stopwatch,
     bound_cpus,
     exit_words,
+    log_tail,
     process_gone,
     register,
-    remove_tree,
     undo_start,
 )
-from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
+from isotax.environments.container_fs import (
+    SCRATCH,
+    VOLUME_DIR,
+    ContainerStorage,
+)
 from isotax.facts import reach_of
 from isotax.host import command, owners
 from isotax.host.cgroups import remove_cgroup_tree
-from isotax.host.filesystems import host_storage
 from isotax.host.network import (
     Bridge,
     Lease,
@@ -161,7 +164,8 @@ class NspawnInstance:
         self.network = spec.network
         self.storage = spec.storage
         self.address = "127.0.0.1"
-        self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
+        self.fs = ContainerStorage(spec.workdir, self.machine, spec.storage)
+        self.data_dir = self.fs.data_dir
         self.milestones: Mapping[str, float] = {}
         self.log = spec.workdir / f"{self.machine}.console"
         self._cgroups = cgroup_dirs(self.machine)
@@ -169,8 +173,6 @@ class NspawnInstance:
         self._leader: int | None = None
         self._bridge: Bridge | None = None
         self._lease: Lease | None = None
-        self._volume: Path | None = None
-        self._overlay = OverlayRoot(spec.workdir, self.machine)
         self._stopped = False
         self._paused = False
         # NUMA placement: "cpuset" (the container's group) or "numactl" (no cpuset group here),
@@ -200,10 +202,10 @@ class NspawnInstance:
             assert self._lease.netns is not None
             netns = netns_path(self._lease.netns)
             self.address = self._lease.ip
-        root = self._storage(rootfs)
+        root = self.fs.root(rootfs)
         self._make_cgroups()
         argv = nspawn_argv(machine=self.machine, root=root, readonly=spec.storage == "volume",
-                           volume=self._volume, netns=netns)
+                           volume=self.fs.volume, netns=netns)
         argv = [*self._numactl(), *argv]
         self.command_line = shlex.join(argv)
         (spec.workdir / f"{self.machine}.cmdline").write_text(self.command_line + "\n")
@@ -271,13 +273,6 @@ class NspawnInstance:
         """numactl's prefix where the placement is not the cpuset group's (else none)."""
         return numactl_prefix(self.spec.numa_node) if self.numa_how == "numactl" else []
 
-    def _storage(self, rootfs: Path) -> Path:
-        if self.storage == "volume":
-            self._volume = self.spec.workdir / f"{self.machine}-volume"
-            self._volume.mkdir(parents=True, exist_ok=True)
-            return rootfs
-        return self._overlay.mount(rootfs)
-
     def _find_leader(self) -> int | None:
         """The container's PID 1 (the image's systemd): a process in its groups that is PID 1
         of its own PID namespace."""
@@ -297,11 +292,7 @@ class NspawnInstance:
                                               f"see {self.log}"))
 
     def _log_tail(self) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no output)"
-        return " | ".join(lines[-3:]) or "(no output)"
+        return log_tail(self.log)
 
     # -- the protocol -----------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
@@ -338,11 +329,8 @@ class NspawnInstance:
             "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
             else "no limit",
             "numa": placement_words(self.spec.numa_node, self.numa_how, self.node_cpus),
-            "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
-                       else "image rootfs, read-only") + f"; tmpfs {SCRATCH}",
-            "storage": (f"overlayfs rootfs, data in {self.data_dir}" if self.storage == "rootfs"
-                        else f"bind-mounted volume at {VOLUME_DIR} (host directory, "
-                        f"{host_storage(self._volume) if self._volume else '?'})"),
+            "rootfs": self.fs.rootfs_words(SCRATCH),
+            "storage": self.fs.words(),
             "cgroups": "own group per hierarchy (isotax; the host has no systemd)",
         }
 
@@ -402,10 +390,7 @@ class NspawnInstance:
         if self._bridge is not None and self._lease is not None:
             bridge, lease = self._bridge, self._lease
             out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease))
-        out.attempt("its overlay root", self._overlay.remove)
-        if self._volume is not None:
-            volume = self._volume
-            out.attempt(f"volume {volume}", lambda: remove_tree(volume))
+        self.fs.remove(out)
         out.done()
 
     def _end_processes(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ from isotax.host import command
 from isotax.host.locks import exclusive
 from isotax.host.network import STATE_DIR
 from isotax.image.artifacts import ImageArtifacts
-from isotax.protocols import Availability, Completed, Unavailable
+from isotax.protocols import Availability, Completed, Leftover, Stage, Unavailable
 
 LABEL = "isotax"  # every container, volume, network and image isotax makes carries it
 IMAGE_REPO = "itx-image"
@@ -103,3 +104,20 @@ def ensure_image(cli: EngineCli, image: ImageArtifacts, log: Any = None) -> tupl
         return ref, took
 
 
+def labelled_leftovers(cli: EngineCli, engine: str, remover: Sequence[str], timeout: float,
+                       short_how: bool = False) -> list[Leftover]:
+    """The containers and volumes labelled LABEL that an engine (asked through cli) still
+    has, each removed by `remover` (the engine's argv with the flags that reach the same
+    storage) + rm. short_how: the line says "<engine> rm -f NAME" (the engine's defaults
+    reach it) instead of the whole argv."""
+    out: list[Leftover] = []
+    for name in cli.call("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}",
+                         timeout=timeout).stdout.split():
+        out.append(Leftover(f"{engine} container {name}", [(*remover, "rm", "-f", name)],
+                            how=f"{engine} rm -f {name}" if short_how else "",
+                            stage=Stage.CONTAINER))
+    for name in cli.call("volume", "ls", "-q", "--filter", f"label={LABEL}",
+                         timeout=timeout).stdout.split():
+        out.append(Leftover(f"{engine} volume {name}", [(*remover, "volume", "rm", name)],
+                            how=f"{engine} volume rm {name}" if short_how else ""))
+    return out

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from isotax.environments.base import Stopwatch, exit_words, register, undo_start
-from isotax.environments.engines.client import EngineCli, EngineError
+from isotax.environments.engines.client import EngineCli, EngineError, labelled_leftovers
 from isotax.environments.engines.commands import KATA_INSTALL, KATA_RUNTIME_TYPE, KATA_SHIM
 from isotax.environments.engines.dockerd import (
     DATA_ROOT,
@@ -73,7 +73,6 @@ from isotax.protocols import (
     LeakFinder,
     Leftover,
     ParamSpec,
-    Stage,
     Unavailable,
     VersionCommand,
 )
@@ -246,17 +245,9 @@ def docker_leaks() -> list[Leftover]:
                                 how=f"rm -rf {c}, with no private dockerd running"))
     program = docker_cli()
     if program is not None and SYSTEM_SOCKET.exists():
-        cli = EngineCli(program, ["-H", f"unix://{SYSTEM_SOCKET}"])
-        for name in cli.call("ps", "-a", "--filter", "label=isotax", "--format",
-                             "{{.Names}}", timeout=20).stdout.split():
-            out.append(Leftover(f"docker container {name}", [(
-                program, "-H", f"unix://{SYSTEM_SOCKET}", "rm", "-f", name)],
-                how=f"docker rm -f {name}", stage=Stage.CONTAINER))
-        for name in cli.call("volume", "ls", "-q", "--filter", "label=isotax",
-                             timeout=20).stdout.split():
-            out.append(Leftover(f"docker volume {name}", [(
-                program, "-H", f"unix://{SYSTEM_SOCKET}", "volume", "rm", name)],
-                how=f"docker volume rm {name}"))
+        flags = ["-H", f"unix://{SYSTEM_SOCKET}"]
+        out += labelled_leftovers(EngineCli(program, flags), "docker", [program, *flags], 20,
+                                  short_how=True)
     return out
 
 

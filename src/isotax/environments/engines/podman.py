@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 from pyroute2 import IPRoute
 
 from isotax.environments.base import Stopwatch, register, undo_start
-from isotax.environments.engines.client import LABEL, EngineCli
+from isotax.environments.engines.client import LABEL, EngineCli, labelled_leftovers
 from isotax.environments.engines.dockerd import (
     RUNSC,
     crun_wrapper_text,
@@ -316,14 +316,7 @@ def podman_leaks() -> list[Leftover]:
                 out.append(Leftover(f"podman container {name} in {ROOT}",
                                     [(*podman, "rm", "-f", name)], stage=Stage.CONTAINER))
     elif shutil.which("podman") is not None:
-        cli = EngineCli("podman", podman_flags())
-        for name in cli.call("ps", "-a", "--filter", f"label={LABEL}", "--format",
-                             "{{.Names}}", timeout=30).stdout.split():
-            out.append(Leftover(f"podman container {name}", [(*podman, "rm", "-f", name)],
-                                stage=Stage.CONTAINER))
-        for name in cli.call("volume", "ls", "-q", "--filter", f"label={LABEL}",
-                             timeout=30).stdout.split():
-            out.append(Leftover(f"podman volume {name}", [(*podman, "volume", "rm", name)]))
+        out += labelled_leftovers(EngineCli("podman", podman_flags()), "podman", podman, 30)
     if NET_DIR.is_dir():
         # *.conflist: CNI networks of an isotax before netavark.
         for f in sorted([*NET_DIR.glob("*.json"), *NET_DIR.glob("*.conflist")]):

@@ -27,11 +27,16 @@ from isotax.environments.base import (
     Removals,
     Stopwatch,
     bound_cpus,
+    log_tail,
     parse_ready_marker,
     remove_tree,
     undo_start,
 )
-from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR, OverlayRoot
+from isotax.environments.container_fs import (
+    SCRATCH,
+    VOLUME_DIR,
+    ContainerStorage,
+)
 from isotax.environments.oci.bundle import (
     STORAGES,
     bundle_config,
@@ -42,7 +47,6 @@ from isotax.environments.oci.runtime import Runtime, probe
 from isotax.environments.runtime_cli import exec_not_found
 from isotax.facts import reach_of
 from isotax.host import command
-from isotax.host.filesystems import host_storage
 from isotax.host.network import (
     Bridge,
     Lease,
@@ -95,11 +99,10 @@ class OciInstance:
         # the first time alive() is asked: see alive().
         self._init: tuple[int, int] | None = None
         self.address = "127.0.0.1"
-        # Storage (see VOLUME_DIR): the host side of the volume, or the overlay's directories.
+        # Storage (container_fs.ContainerStorage): the volume, or the overlay root.
         self.storage = spec.storage
-        self._volume: Path | None = None
-        self._overlay = OverlayRoot(spec.workdir, self.cid)
-        self.data_dir = ROOTFS_DATA_DIR if spec.storage == "rootfs" else VOLUME_DIR
+        self.fs = ContainerStorage(spec.workdir, self.cid, spec.storage)
+        self.data_dir = self.fs.data_dir
         self.milestones: Mapping[str, float] = {}
         # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
         # count) and its memory, as the container's cpuset.
@@ -173,37 +176,19 @@ class OciInstance:
         self.milestones = dict(sw.marks)
 
     def _storage(self, rootfs: Path) -> tuple[Path, list[dict[str, Any]]]:
-        """The bundle's root and extra mounts for the plan's storage.
-
-        "volume" (default): the image rootfs read-only, as before, plus a host directory under
-        the workdir bind-mounted read-write at VOLUME_DIR (`docker run --read-only -v`).
-        "rootfs": the image rootfs as the lower layer of an overlayfs whose upper and work
-        directories are under the workdir, mounted on the host and given to the runtime as a
-        writable root, as Docker's overlay2 driver does; data_dir is a directory in it, so disk
-        I/O goes through overlayfs (copy-up on first write, then the upper's ext4). Only this
-        storage gets the overlay: the read-only image root is every other workload's
-        environment (and its start time), and an overlay mount would add a mount and a
-        writable root to them for no measured purpose.
-        """
-        if self.storage == "volume":
-            self._volume = self.spec.workdir / f"{self.cid}-volume"
-            self._volume.mkdir(parents=True, exist_ok=True)
-            return rootfs, [{"destination": VOLUME_DIR, "type": "bind",
-                             "source": str(self._volume), "options": ["rbind", "rw"]}]
-        return self._overlay.mount(rootfs), []
-
-    def _release_storage(self) -> None:
-        """Remove the overlay (OverlayRoot.remove) and the volume."""
-        self._overlay.remove()
-        if self._volume is not None:
-            remove_tree(self._volume)
+        """The bundle's root and extra mounts for the plan's storage (ContainerStorage): the
+        volume is a bind mount of the bundle. Only storage "rootfs" gets the overlay: the
+        read-only image root is every other workload's environment (and its start time), and
+        an overlay mount would add a mount and a writable root to them for no measured
+        purpose."""
+        root = self.fs.root(rootfs)
+        if self.fs.volume is None:
+            return root, []
+        return root, [{"destination": VOLUME_DIR, "type": "bind",
+                       "source": str(self.fs.volume), "options": ["rbind", "rw"]}]
 
     def _log_tail(self) -> str:
-        try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no output)"
-        return " | ".join(lines[-3:]) or "(no output)"
+        return log_tail(self.log)
 
     def state(self) -> str:
         p = self.rt.call("state", self.cid, timeout=10)
@@ -281,21 +266,12 @@ class OciInstance:
             else "no limit",
             "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
             "seccomp": "none",
-            "rootfs": ("overlayfs over the image rootfs, writable" if self.storage == "rootfs"
-                       else "image rootfs, read-only") + "; tmpfs /tmp /run /dev/shm",
-            "storage": self._storage_words(),
+            "rootfs": self.fs.rootfs_words("/tmp /run /dev/shm"),
+            "storage": self.fs.words(),
             "cgroup_workaround": "private mount ns without /sys/fs/cgroup/unified"
             if self.rt.preexec else "none",
             "pid1": " ".join(self.hold),
         }
-
-    def _storage_words(self) -> str:
-        if self.storage == "rootfs":
-            upper = host_storage(self._overlay.upper)
-            return (f"overlayfs rootfs (lower: image rootfs, upper: {upper})"
-                    f", data in {self.data_dir}")
-        where = host_storage(self._volume) if self._volume else "unknown"
-        return f"bind-mounted volume at {VOLUME_DIR} (host directory, {where})"
 
     def _cgroup_dirs(self) -> tuple[Path | None, Path | None]:
         """The container's cgroup (cgroups_path "/<cid>"): v1's memory hierarchy, v2's."""
@@ -408,7 +384,7 @@ class OciInstance:
             bridge, lease = self._bridge, self._lease
             out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease)
                         if lease is not None else bridge.down())
-        out.attempt("its storage", self._release_storage)
+        self.fs.remove(out)
         out.attempt(f"bundle {self.bundle}", lambda: remove_tree(self.bundle))
         out.done()
 
