@@ -107,13 +107,8 @@ class Facts:
 
 def stored_description(facts: Facts) -> dict[str, Any]:
     """What a run stores of an instance: its display lines and, under FACTS_KEY, its typed
-    facts (the runner adds its own lines: the load generator's path, parity, identity)."""
+    facts (host.description.EnvironmentDescription adds the rest of the record)."""
     return {**facts.display(), FACTS_KEY: facts.to_stored()}
-
-
-def display_lines(description: Mapping[str, Any]) -> dict[str, str]:
-    """A stored description's lines for the report: everything but the typed facts."""
-    return {k: str(v) for k, v in description.items() if k != FACTS_KEY}
 
 
 def stored_facts(description: Mapping[str, Any]) -> Facts:

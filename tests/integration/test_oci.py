@@ -195,7 +195,7 @@ def test_storage_volume_and_overlay_rootfs(rt: str, image: ImageArtifacts,
         ovl.exec(["sh", "-c", f"echo x > {ovl.data_dir}/f && touch /itx-rw-test"], 30).check()
         assert not (image.rootfs / "itx-rw-test").exists()  # the lower layer is untouched
         assert (ovl.fs.overlay.upper / "itx-rw-test").exists()
-        assert any(str(ovl.fs.overlay.merged) in x for x in find_leaks())  # a mount find_leaks() sees
+        assert any(str(ovl.fs.overlay.merged) in x for x in find_leaks())  # a mount it sees
     finally:
         ovl.stop()
     assert ours(ovl.cid) == []

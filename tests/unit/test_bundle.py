@@ -220,6 +220,18 @@ EDITED_ROWS = {
                       "table samples, row 1: labels_json is a JSON list, not an object"),
     "unknown cell status": ("UPDATE cells SET status = 'great' WHERE id = 2",
                             "table cells, row 2: status is 'great', not one of"),
+    # JSON objects of the right shape whose record does not hold what isotax writes.
+    "parity word": ("UPDATE environments SET describe_json = "
+                    "'{\"kind\": \"runc\", \"parity.cpus\": \"two\", "
+                    "\"parity.memory_mib\": \"1\"}' WHERE name = 'runc'",
+                    "table environments, row 1: describe_json does not hold an environment's "
+                    "description: its parity lines do not hold the probe's resources"),
+    "record isolation": ("UPDATE environments SET describe_json = "
+                         "'{\"kind\": \"runc\", \"record\": {\"version\": 1, "
+                         "\"isolation\": \"hypervisor\"}}' WHERE name = 'runc'",
+                         "table environments, row 1: describe_json does not hold an "
+                         "environment's description: record.isolation is 'hypervisor', not "
+                         "one of"),
 }
 
 

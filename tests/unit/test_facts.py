@@ -18,7 +18,6 @@ from isotax.facts import (
     Facts,
     Isolation,
     Reach,
-    display_lines,
     stored_description,
     stored_facts,
 )
@@ -43,7 +42,7 @@ def test_facts_round_trip_through_their_stored_form(facts: Facts) -> None:
     assert stored[FACTS_KEY]["version"] == FACTS_VERSION
     back = stored_facts(stored)
     assert back == facts.__class__(**{**facts.__dict__, "words": {}})  # words: display only
-    assert FACTS_KEY not in display_lines(stored)
+    assert FACTS_KEY not in EnvironmentDescription.from_stored(stored).lines()
 
 
 def test_the_display_is_rendered_from_the_facts_and_the_kinds_words() -> None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from isotax import protocols
-from isotax.protocols import Isolation
+from isotax.protocols import Evidence, Isolation
 
 # What the instance prints about itself; plain sh and coreutils, the same in every kind.
 PROBE = (
@@ -24,22 +23,6 @@ PROBE = (
     'echo "cgroup=$(head -1 /proc/self/cgroup 2>/dev/null)"'
 )
 INIT_PID_NS = "pid:[4026531836]"  # PROC_PID_INIT_INO: the initial PID namespace of a kernel
-
-@dataclass(frozen=True)
-class Evidence:
-    """What an instance shows of itself from inside (the PROBE), or the host of itself."""
-
-    boot_id: str
-    pidns: str
-    release: str
-    version: str
-    dmesg: str  # the first gVisor or hypervisor line of the kernel log ("" if none or refused)
-    cgroup: str  # the first line of /proc/self/cgroup: evidence, not a rule
-
-    def words(self) -> str:
-        return (f"kernel {self.release} {self.version}, boot {self.boot_id[:8]}, {self.pidns}"
-                + (f", dmesg {self.dmesg!r}" if self.dmesg else ""))
-
 
 def parse_facts(text: str) -> Evidence:
     """The PROBE's output -> Evidence. Pure; raises ValueError on output that is not it."""

@@ -1,22 +1,37 @@
-"""One environment as a run found it, typed: its facts (isotax.facts), the load generator's
-path to it, its resources as the parity probe saw them (or why they could not be probed),
-what it holds on the host when idle, and what it showed it is (the identity check).
+"""One environment as a run found it, typed (EnvironmentDescription): its facts
+(isotax.facts), the load generator's path to it, its resources as the parity probe saw them
+(or why they could not be probed), what it holds on the host when idle, what it showed it is
+(the identity probe's evidence and the isolation detected from it) and, for an instance on
+another machine, that machine.
 
-The runner builds one per started environment and keeps it typed; the store keeps it as the
-environments row's describe_json (its report lines, the typed facts under FACTS_KEY, the
-parity probe's "parity.*" lines), and `EnvironmentDescription.from_stored` is the one place
-that reads such a row back, runs stored by older versions of isotax included. Nothing else
-reads a stored description's keys.
+The runner builds one per started environment (run/starting.py) and keeps it typed; parity,
+the analysis and the report read it. The store keeps it as the environments row's
+describe_json:
+
+    {<the report's lines>..., "facts": {<Facts, versioned>}, "record": {<the rest, versioned>}}
+
+The report's lines are words (the facts' display, "loadgen_path", the probe's "parity.*",
+"host_memory", "identity"); the typed parts sit under FACTS_KEY and RECORD_KEY.
+`EnvironmentDescription.from_stored` is the one reader of such a row. A row stored before the
+record was typed (no RECORD_KEY; before issue 42) is converted from its lines: the parity lines
+give the resources back, its identity words stay words (no evidence, isolation or node), and
+its facts are read by isotax.facts.stored_facts, from its words where it has no FACTS_KEY. A
+stored row is kept as it was: copied to another store, it is written back verbatim.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isotax.facts import Facts, display_lines, stored_description, stored_facts
+from isotax.facts import FACTS_KEY, Facts, stored_description, stored_facts
 from isotax.host.parity import Resources, problems
+from isotax.protocols import Evidence, Isolation, NodeIdentity
+
+RECORD_KEY = "record"  # where a stored description keeps the record's typed parts
+RECORD_VERSION = 1  # 1: issue 42 (isolation, evidence, node)
 
 # The stored lines the runner adds to the facts' own (their keys are the stored format's).
 LOADGEN_PATH = "loadgen_path"
@@ -32,19 +47,28 @@ class EnvironmentDescription:
     resources: Resources | None = None  # the parity probe's; None where it could not run
     resources_error: str = ""  # why the probe failed, where it did
     host_memory: str = ""  # what it holds on the host when idle, in words
-    identity: str = ""  # "<isolation>: <what it showed>", "" where it could not show it
+    isolation: Isolation | None = None  # what the identity check found it is
+    evidence: Evidence | None = None  # what it showed of itself (None: it could not show)
+    node: NodeIdentity | None = None  # the machine it runs on, where that is not this host
     # The describe_json a store gave (from_stored), kept verbatim: an older run's lines are
     # shown as it wrote them, and a run copied to another store keeps its row as it was.
-    # None for a description the runner built: lines() words it from the fields.
+    # None for a description the runner built: its lines are worded from the fields.
     stored: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def identity(self) -> str:
+        """"<isolation>: <what it showed>", "" where it could not show it."""
+        if self.isolation is not None and self.evidence is not None:
+            return f"{self.isolation}: {self.evidence.words()}"
+        return str((self.stored or {}).get(IDENTITY, ""))
 
     def lines(self) -> dict[str, str]:
         """The report's lines for the environment, name -> words."""
-        return display_lines(self.to_stored())
+        return {k: str(v) for k, v in self.to_stored().items()
+                if k not in (FACTS_KEY, RECORD_KEY)}
 
     def to_stored(self) -> dict[str, Any]:
-        """The environments row's describe_json (a stored one as it was): the facts' display
-        lines, the typed facts under FACTS_KEY, then the runner's lines."""
+        """The environments row's describe_json (a stored one as it was)."""
         if self.stored is not None:
             return dict(self.stored)
         out = stored_description(self.facts)
@@ -58,28 +82,68 @@ class EnvironmentDescription:
             out[HOST_MEMORY] = self.host_memory
         if self.identity:
             out[IDENTITY] = self.identity
+        out[RECORD_KEY] = {
+            "version": RECORD_VERSION,
+            "isolation": self.isolation.value if self.isolation is not None else None,
+            "evidence": dataclasses.asdict(self.evidence) if self.evidence else None,
+            "node": dataclasses.asdict(self.node) if self.node else None,
+        }
         return out
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> EnvironmentDescription:
-        """A stored describe_json read back; an environment that never started (an empty
-        description) reads as facts of kind "?" and nothing else."""
-        lines = display_lines(stored)
-        return cls(facts=stored_facts(stored), loadgen_path=lines.get(LOADGEN_PATH, ""),
-                   resources=Resources.from_describe(lines),
-                   resources_error=lines.get(PARITY_ERROR, ""),
-                   host_memory=lines.get(HOST_MEMORY, ""), identity=lines.get(IDENTITY, ""),
-                   stored=dict(stored))
+        """A stored describe_json read back and checked; ValueError naming the field where
+        it does not hold what isotax writes (a row from elsewhere). An environment that never
+        started (an empty description) reads as facts of kind "?" and nothing else."""
+        lines = {k: str(v) for k, v in stored.items() if k not in (FACTS_KEY, RECORD_KEY)}
+        try:
+            resources = Resources.from_describe(lines)
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"its parity lines do not hold the probe's resources ({e})"
+                             ) from None
+        try:
+            facts = stored_facts(stored)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"its facts do not hold what isotax writes ({e})") from None
+        record = stored.get(RECORD_KEY)
+        isolation = evidence = node = None
+        if record is not None:
+            isolation, evidence, node = _record_parts(record)
+        return cls(facts=facts, loadgen_path=lines.get(LOADGEN_PATH, ""),
+                   resources=resources, resources_error=lines.get(PARITY_ERROR, ""),
+                   host_memory=lines.get(HOST_MEMORY, ""), isolation=isolation,
+                   evidence=evidence, node=node, stored=dict(stored))
 
     @classmethod
     def unstarted(cls) -> EnvironmentDescription:
         """An environment that never started: nothing is known of it (stored as {})."""
         return cls.from_stored({})
 
-    @classmethod
-    def of_facts(cls, facts: Facts) -> EnvironmentDescription:
-        """What is known of an instance before the runner has probed it: its facts."""
-        return cls(facts=facts)
+
+def _record_parts(record: Any) -> tuple[Isolation | None, Evidence | None, NodeIdentity | None]:
+    """RECORD_KEY's typed parts; ValueError naming what does not fit."""
+    if not isinstance(record, Mapping):
+        raise ValueError(f"{RECORD_KEY!r} is not an object")
+    version = record.get("version")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"{RECORD_KEY}.version is {version!r}, not a version isotax writes")
+    iso = record.get("isolation")
+    if iso is not None and iso not in {i.value for i in Isolation}:
+        raise ValueError(f"{RECORD_KEY}.isolation is {iso!r}, not one of "
+                         f"{', '.join(i.value for i in Isolation)}")
+
+    def strings(name: str, cls: type[Any]) -> Any:
+        raw = record.get(name)
+        if raw is None:
+            return None
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(raw, Mapping) or any(not isinstance(raw.get(n), str) for n in names):
+            raise ValueError(f"{RECORD_KEY}.{name} is not an object of the strings "
+                             f"{', '.join(names)}")
+        return cls(**{n: raw[n] for n in names})
+
+    return (Isolation(iso) if iso is not None else None, strings("evidence", Evidence),
+            strings("node", NodeIdentity))
 
 
 def parity_problems(described: Mapping[str, EnvironmentDescription], baseline: str

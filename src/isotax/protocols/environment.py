@@ -172,6 +172,23 @@ class GuestStat(Protocol):
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """What an instance shows of itself from inside (environments.evidence.PROBE), or the
+    host of itself: what the identity check judges, kept with the environment's record."""
+
+    boot_id: str
+    pidns: str
+    release: str
+    version: str
+    dmesg: str  # the first gVisor or hypervisor line of the kernel log ("" if none or refused)
+    cgroup: str  # the first line of /proc/self/cgroup: evidence, not a rule
+
+    def words(self) -> str:
+        return (f"kernel {self.release} {self.version}, boot {self.boot_id[:8]}, {self.pidns}"
+                + (f", dmesg {self.dmesg!r}" if self.dmesg else ""))
+
+
+@dataclass(frozen=True)
 class NodeIdentity:
     """The machine an instance runs on, where that is not this host: its kernel release and
     boot id (a Kubernetes Node's nodeInfo)."""

@@ -18,12 +18,15 @@ from isotax.model import CellStatus
 from isotax.plan import EnvironmentEntry, Plan
 from isotax.protocols import (
     Availability,
+    ElsewhereNode,
     Environment,
     EnvSpec,
+    Evidence,
     ExecError,
     Instance,
     Isolation,
     LoadGen,
+    NodeIdentity,
     PlatformLost,
     Unavailable,
 )
@@ -103,40 +106,41 @@ class EnvironmentStarts:
                 resources = parity.probe(started)
             except (ValueError, ExecError) as e:
                 unprobed = str(e)
+            node = started.node_identity() if isinstance(started, ElsewhereNode) else None
+            shown = self._prove_identity(entry.name, started, facts, node)
             describe = EnvironmentDescription(
                 facts, loadgen_path=self.loadgen.path(started) if self.loadgen else "",
                 resources=resources, resources_error=unprobed,
                 host_memory=footprint.idle_words(started),
-                identity=self._prove_identity(entry.name, started, facts))
+                isolation=self.isolation[entry.name] if shown is not None else None,
+                evidence=shown, node=node)
             self.described[entry.name] = describe
             self.store.put_environment(EnvRecord(
                 run_id, entry.name, entry.kind, True, "", describe,
                 tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
 
-    def _prove_identity(self, name: str, inst: Instance, facts: Facts) -> str:
-        """What the instance shows it is, in words ("" where it could not show it); a
-        mismatch with what it declares is kept in self.mislabelled and refuses the run."""
+    def _prove_identity(self, name: str, inst: Instance, facts: Facts,
+                        node: NodeIdentity | None) -> Evidence | None:
+        """What the instance shows of itself (None where it could not show it), and in
+        self.isolation what that makes it; a mismatch with what it declares is kept in
+        self.mislabelled and refuses the run. An instance on another machine (node) is
+        compared with that machine's kernel and boot (its Node object's), not this host's."""
         host = self.host_identity
         try:
             shown = identity.probe(inst)
-            # A pod on a node that is not this host is compared with that node's kernel and
-            # boot (its Node object's), not with this host's.
-            if isinstance(inst, protocols.ElsewhereNode):
-                node = inst.node_identity()
-                if node is not None:
-                    host = identity.Evidence(boot_id=node.boot_id, pidns="",
-                                             release=node.release, version=shown.version,
-                                             dmesg="", cgroup="")
         except (ValueError, ExecError) as e:
             self.isolation[name] = identity.declared(facts) or Isolation.CONTAINER
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
-            return ""
+            return None
+        if node is not None:
+            host = Evidence(boot_id=node.boot_id, pidns="", release=node.release,
+                            version=shown.version, dmesg="", cgroup="")
         self.isolation[name] = identity.detected(shown, host)
         wrong = identity.mismatch(facts, shown, host)
         if wrong:
             self.mislabelled.append(f"{name}: {wrong}")
-        return f"{self.isolation[name]}: {shown.words()}"
+        return shown
 
     def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
         return EnvSpec(

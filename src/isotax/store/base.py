@@ -112,8 +112,12 @@ def run_record(row: Sequence[Any]) -> RunRecord:
 def env_record(row: Sequence[Any]) -> EnvRecord:
     """An environments row (run_id, name, kind, available, reason, describe_json, tools_json,
     milestones_json)."""
-    return EnvRecord(row[0], row[1], row[2], bool(row[3]), row[4],
-                     EnvironmentDescription.from_stored(json.loads(row[5])),
+    try:
+        described = EnvironmentDescription.from_stored(json.loads(row[5]))
+    except ValueError as e:
+        raise StoreError(f"run {row[0]!r}, environment {row[1]!r}: its describe_json: {e}: "
+                         "not a row isotax wrote") from None
+    return EnvRecord(row[0], row[1], row[2], bool(row[3]), row[4], described,
                      json.loads(row[6]), json.loads(row[7]))
 
 

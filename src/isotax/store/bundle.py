@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from isotax.host import owners, versions
+from isotax.host.description import EnvironmentDescription
 from isotax.model import FORMAT_VERSION, CellStatus
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.row_checks import first_bad_row
@@ -268,7 +269,8 @@ def _import_db(path: Path, bundled: Path, dest: Path) -> SQLiteStore:
             store.db.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
         # Every row holds what its column says before anything reads it (row_checks).
         bad = first_bad_row(store.db, (*_NEEDED[1:], *(t for t in _OPTIONAL if t in tables)),
-                            {("cells", "status"): {s.value for s in CellStatus}})
+                            {("cells", "status"): {s.value for s in CellStatus}},
+                            {("environments", "describe_json"): _description_problem})
         if bad:
             raise StoreError(f"{path}: isotax.db's {bad}: not a bundle isotax wrote")
         store.db.execute("COMMIT")
@@ -286,3 +288,13 @@ def _import_db(path: Path, bundled: Path, dest: Path) -> SQLiteStore:
         raise
     finally:
         src.close()
+
+
+def _description_problem(value: object) -> str:
+    """What is wrong with an environments row's describe_json (JSON text, an object: checked
+    before) as the record it stores, "" when nothing."""
+    try:
+        EnvironmentDescription.from_stored(json.loads(str(value)))
+    except ValueError as e:
+        return f"does not hold an environment's description: {e}"
+    return ""

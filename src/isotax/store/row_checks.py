@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 # Columns holding JSON that must be an object (the rest, run_meta's value_json, any JSON).
 _ANY_JSON = frozenset({"value_json"})
@@ -22,12 +22,16 @@ _NUMERIC = ("REAL", "INTEGER")
 
 
 def first_bad_row(db: sqlite3.Connection, tables: tuple[str, ...],
-                  allowed: Mapping[tuple[str, str], Collection[str]] | None = None
+                  allowed: Mapping[tuple[str, str], Collection[str]] | None = None,
+                  content: Mapping[tuple[str, str], Callable[[object], str]] | None = None
                   ) -> str | None:
     """'table cells, row 3: started is 'soon', not a number' for the first offending row of
     the tables, in order; None when every row holds what its columns say. `allowed` gives
-    the words a (table, column) may hold (a status isotax knows)."""
+    the words a (table, column) may hold (a status isotax knows); `content` a check of what
+    a (table, column) of the right type holds (a description's typed parts): what is wrong
+    with a value, "" when nothing."""
     allowed = allowed or {}
+    content = content or {}
     for table in tables:
         cols = [(r[1], str(r[2]).upper(), bool(r[3]))
                 for r in db.execute(f'PRAGMA table_info("{table}")')]
@@ -38,6 +42,9 @@ def first_bad_row(db: sqlite3.Connection, tables: tuple[str, ...],
                 words = allowed.get((table, col))
                 if not why and words is not None and value not in words:
                     why = f"is {_shown(value)}, not one of {', '.join(sorted(words))}"
+                check = content.get((table, col))
+                if not why and check is not None:
+                    why = check(value)
                 if why:
                     return f"table {table}, row {row[0]}: {col} {why}"
     return None
