@@ -4,7 +4,7 @@ metric both runs measured, run B's mean over run A's with its 95% interval and v
 from __future__ import annotations
 
 from isotax.analysis.compare import Comparison, Line, by_environment
-from isotax.report.markdown import _esc, _fmt, _table
+from isotax.report.markdown import fmt_number, md_cell, md_table
 
 
 def judged_ratio(x: Line) -> str:
@@ -20,10 +20,11 @@ def verdict_words(x: Line) -> str:
 
 
 def render(c: Comparison) -> str:
-    out = [f"# isotax comparison: {_esc(c.b.id)} (B) against {_esc(c.a.id)} (A)", "",
-           f"A: plan **{_esc(c.a.plan_name)}** on {_esc(c.a.host.get('hostname', '?'))}, "
-           f"kernel {_esc(c.a.host.get('kernel', '?'))}. B: plan **{_esc(c.b.plan_name)}** on "
-           f"{_esc(c.b.host.get('hostname', '?'))}, kernel {_esc(c.b.host.get('kernel', '?'))}.",
+    out = [f"# isotax comparison: {md_cell(c.b.id)} (B) against {md_cell(c.a.id)} (A)", "",
+           f"A: plan **{md_cell(c.a.plan_name)}** on {md_cell(c.a.host.get('hostname', '?'))}, "
+           f"kernel {md_cell(c.a.host.get('kernel', '?'))}. "
+           f"B: plan **{md_cell(c.b.plan_name)}** on {md_cell(c.b.host.get('hostname', '?'))}, "
+           f"kernel {md_cell(c.b.host.get('kernel', '?'))}.",
            "", "Each row: mean in A and in B, and B / A (of the geometric means) with its 95% "
            "interval from a confidence sequence on each run (valid however many repetitions "
            "each run chose), and the verdict against the margin: worse or better beyond it, "
@@ -31,20 +32,21 @@ def render(c: Comparison) -> str:
     if c.host_differences:
         out += ["**The hosts differ** (compared anyway, with --force): a difference below may "
                 "be the host's, not the change under study:", ""]
-        out += [f"- {_esc(d)}" for d in c.host_differences] + [""]
+        out += [f"- {md_cell(d)}" for d in c.host_differences] + [""]
     for env, lines in by_environment(c).items():
-        out += ["", f"## {_esc(env)}", ""]
+        out += ["", f"## {md_cell(env)}", ""]
         rows = []
         for x in lines:
             arrow = "↑" if x.higher_is_better else "↓"
             rows.append([x.workload, x.params_key, f"{x.metric} {arrow}", x.unit,
-                         _fmt(x.mean_a), _fmt(x.mean_b), judged_ratio(x), verdict_words(x)])
-        out += _table(["workload", "params", "metric", "unit", "A", "B", "B / A", "verdict"],
+                         fmt_number(x.mean_a), fmt_number(x.mean_b), judged_ratio(x),
+                         verdict_words(x)])
+        out += md_table(["workload", "params", "metric", "unit", "A", "B", "B / A", "verdict"],
                       rows)
     if c.only_a or c.only_b:
         out += ["", "## Not in both runs", ""]
-        out += [f"- only in A: {_esc(p)}" for p in c.only_a]
-        out += [f"- only in B: {_esc(p)}" for p in c.only_b]
+        out += [f"- only in A: {md_cell(p)}" for p in c.only_a]
+        out += [f"- only in B: {md_cell(p)}" for p in c.only_b]
     if not c.lines:
         out += ["", "The runs have no environment x workload point x metric in common."]
     return "\n".join(out) + "\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from isotax.analysis.fleet import Fleet
 from isotax.report import fleet_figures, fleet_md
-from isotax.report.html import _CSS, _e, _figure, _shared, page, section_ids
+from isotax.report.html import CSS, esc, html_figure, page, section_ids, sections_of
 
 
 def render(f: Fleet) -> str:
@@ -19,22 +19,22 @@ def render(f: Fleet) -> str:
     head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>isotax fleet report {_e(f.fleet_id)}</title><style>{_CSS}</style></head>"
+        f"<title>isotax fleet report {esc(f.fleet_id)}</title><style>{CSS}</style></head>"
         "<body>",
-        f"<h1>isotax fleet report: {_e(f.fleet_id)}</h1>",
-        f"<p>Plan <b>{_e(', '.join(plans))}</b>, baseline <b>{_e(f.baseline)}</b>, "
+        f"<h1>isotax fleet report: {esc(f.fleet_id)}</h1>",
+        f"<p>Plan <b>{esc(', '.join(plans))}</b>, baseline <b>{esc(f.baseline)}</b>, "
         f"{len(f.hosts)} host(s), {len(f.compared)} with a run, reference host "
-        f"<b>{_e(f.reference)}</b>.</p>",
+        f"<b>{esc(f.reference)}</b>.</p>",
     ]
     if len(f.plans) > 1:
         head.append("<div class=warn><b>The hosts ran different plans</b> (put side by side "
                     "anyway, with --force): see Plans differ.</div>")
     missing = [h.name for h in f.troubled]
     if missing:
-        head.append(f"<div class=warn>Failed or unfinished: {_e(', '.join(missing))} (see "
+        head.append(f"<div class=warn>Failed or unfinished: {esc(', '.join(missing))} (see "
                     "Hosts that failed or did not finish).</div>")
-    sections = _shared(fleet_md.blocks(f))
-    figs = [_figure(fleet_figures.tax_bars(f, p), f"{p[0]} {p[2]}: each environment's tax "
+    sections = sections_of(fleet_md.blocks(f))
+    figs = [html_figure(fleet_figures.tax_bars(f, p), f"{p[0]} {p[2]}: each environment's tax "
                     f"on every host (ratio to {f.baseline} there), with 95% intervals; dashed: "
                     f"1.0, no tax; hollow: equivalent; ≠: differs beyond the margin from "
                     f"{f.reference}.") for p in f.headline_points()]

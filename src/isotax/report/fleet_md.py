@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from isotax.analysis.fleet import DIFFERS, Fleet, FleetRow, HostTax, apart
-from isotax.report.markdown import _esc, _table
+from isotax.report.markdown import md_cell, md_table
 from isotax.report.table import Block, Grid, Heading, Items, Text, to_markdown
 
 LEGEND = ("Each cell: the host's isolation tax, its environment's mean over its own {base}'s "
@@ -123,7 +123,7 @@ def blocks(f: Fleet) -> list[Block]:
     """Every section, in the Markdown's order (the HTML adds its figures before them)."""
     out: list[Block] = [Heading(2, "Summary"),
                         Text(f"Per environment: the hosts that measured it, its metrics, and "
-                             f"how many differ beyond the margin from **{_esc(f.reference)}** "
+                             f"how many differ beyond the margin from **{md_cell(f.reference)}** "
                              "(the reference host)."),
                         summary_grid(f), Heading(2, "Hosts"), hosts_grid(f)]
     out += [Text(same_machine_words(g)) for g in f.same_machines]
@@ -138,15 +138,15 @@ def blocks(f: Fleet) -> list[Block]:
         out += [Heading(2, "Plans differ"),
                 Text("**The hosts ran different plans** (put side by side anyway, with "
                      "--force): an environment of one name may be configured otherwise."),
-                Items([f"plan {p}: {_esc(', '.join(hs))}" for p, hs in f.plans.items()])]
-    out += [Heading(2, "Isolation tax per host"), Text(LEGEND.format(base=_esc(f.baseline)))]
+                Items([f"plan {p}: {md_cell(', '.join(hs))}" for p, hs in f.plans.items()])]
+    out += [Heading(2, "Isolation tax per host"), Text(LEGEND.format(base=md_cell(f.baseline)))]
     for env in f.environments:
-        out += [Heading(3, _esc(env)), env_grid(f, env)]
+        out += [Heading(3, md_cell(env)), env_grid(f, env)]
     if not f.environments:
-        out.append(Text(f"No environment besides {_esc(f.baseline)} has results."))
+        out.append(Text(f"No environment besides {md_cell(f.baseline)} has results."))
     out += [Heading(2, "Fingerprint facts that differ"),
             Text(f"Each host's fingerprint against the reference host "
-                 f"**{_esc(f.reference)}**'s: the facts that make runs of two hosts "
+                 f"**{md_cell(f.reference)}**'s: the facts that make runs of two hosts "
                  "incomparable on their own (host.fingerprint), here the reason to compare.")]
     diffs = [[h, d] for h, ds in f.host_differences.items() for d in ds]
     out.append(Grid(["host", f"differs from {f.reference}"], diffs) if diffs
@@ -163,9 +163,9 @@ def blocks(f: Fleet) -> list[Block]:
 
 def render(f: Fleet) -> str:
     plans = sorted({d.run.plan_name for d in f.data.values()})
-    out = [f"# isotax fleet report: {_esc(f.fleet_id)}", "",
-           f"Plan **{_esc(', '.join(plans))}**, baseline **{_esc(f.baseline)}**, "
+    out = [f"# isotax fleet report: {md_cell(f.fleet_id)}", "",
+           f"Plan **{md_cell(', '.join(plans))}**, baseline **{md_cell(f.baseline)}**, "
            f"{len(f.hosts)} host(s), {len(f.compared)} with a run, reference host "
-           f"**{_esc(f.reference)}**."]
-    out += to_markdown(blocks(f), _table)
+           f"**{md_cell(f.reference)}**."]
+    out += to_markdown(blocks(f), md_table)
     return "\n".join([*out, ""])

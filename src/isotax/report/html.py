@@ -40,7 +40,8 @@ from isotax.report import (
 )
 from isotax.report.table import Block, Code, Details, Gap, Grid, Heading, Items, Text
 
-_CSS = """
+# The reports' one style sheet (the run's, the comparison's and the fleet's pages).
+CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:
 1200px;color:#222;line-height:1.4;padding:0 1em}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
@@ -61,22 +62,23 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def _e(x: object) -> str:
+def esc(x: object) -> str:
     """Escaped text; a terminal's colour codes (a console tail, a tool's output) are dropped
     and any other control character shows as U+FFFD, not as nothing."""
     return escape(_CONTROL.sub("\ufffd", _ANSI.sub("", str(x))), quote=True)
 
 
-def _table(header: list[str], rows: list[list[str]], raw: bool = False) -> str:
+def html_table(header: list[str], rows: list[list[str]], raw: bool = False) -> str:
     """An HTML table; cells are escaped unless raw (already markup built here)."""
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c if raw else _e(c)}</td>" for c in r) + "</tr>"
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c if raw else esc(c)}</td>" for c in r) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption class=small>{_e(caption)}</figcaption></figure>" \
+def html_figure(svg: str, caption: str) -> str:
+    """A drawn figure with its caption; "" where nothing was drawn."""
+    return f"<figure>{svg}<figcaption class=small>{esc(caption)}</figcaption></figure>" \
         if svg else ""
 
 
@@ -91,7 +93,7 @@ def _markup(escaped: str) -> str:
 
 def _inline(md: str) -> str:
     """A block's text (markdown's inline form, a pipe escaped for its tables) as HTML."""
-    return _markup(_e(md.replace("\\|", "|")))
+    return _markup(esc(md.replace("\\|", "|")))
 
 
 def _block(b: Block, prefix: str) -> str:
@@ -101,11 +103,11 @@ def _block(b: Block, prefix: str) -> str:
     if isinstance(b, Text):
         return f"<p>{_inline(b.text)}</p>"
     if isinstance(b, Grid):
-        return _table(b.header, [[_markup(_e(c)) for c in r] for r in b.rows], raw=True)
+        return html_table(b.header, [[_markup(esc(c)) for c in r] for r in b.rows], raw=True)
     if isinstance(b, Items):
         return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>"
     if isinstance(b, Code):
-        return f"<pre>{_e(b.text)}</pre>"
+        return f"<pre>{esc(b.text)}</pre>"
     if isinstance(b, Details):
         body = "".join(_block(x, prefix) for x in b.body)
         return f"<details><summary>{_inline(b.summary)}</summary>{body}</details>"
@@ -113,7 +115,7 @@ def _block(b: Block, prefix: str) -> str:
     return ""
 
 
-def _shared(blocks: list[Block]) -> list[tuple[int, str, list[str]]]:
+def sections_of(blocks: list[Block]) -> list[tuple[int, str, list[str]]]:
     """Blocks of the Markdown report as sections: each level-2 heading opens one."""
     out: list[tuple[int, str, list[str]]] = []
     for b in blocks:
@@ -137,7 +139,7 @@ def ratio_cell(rr: Ratio, verdict: RatioVerdict | None = None) -> str:
     elif rr.decided == "undecided":
         text += " ?"
     if verdict is not None:
-        text += f" <span class=small>{_e(verdict.interval())}</span>"
+        text += f" <span class=small>{esc(verdict.interval())}</span>"
     elif rr.has_ci:
         text += (f" <span class=small>{decisions.BOOTSTRAP} [{rr.ci_low:.3f}, "
                  f"{rr.ci_high:.3f}]</span>")
@@ -150,7 +152,7 @@ _SEE = re.compile(r"\bsee ([A-Z][\w ]*?)(?=[).,;])")
 def _warning(text: str, sections: dict[str, str]) -> str:
     """A warning as HTML: its `code` as code, its "see Outliers" a link to that section."""
     return _SEE.sub(lambda m: f"see <a href=#{sections[m[1]]}>{m[1]}</a>"
-                    if m[1] in sections else m[0], _markup(_e(text)))
+                    if m[1] in sections else m[0], _markup(esc(text)))
 
 
 def summary_table(d: ReportData) -> str:
@@ -160,13 +162,13 @@ def summary_table(d: ReportData) -> str:
     rows = []
     for r in d.headline_rows():
         arrow = "↑" if r.higher_is_better else "↓"
-        line = [f"{_e(r.workload)} <span class=small>"
-                f"{_e(d.sweep_label.get((r.workload, r.params_key), ''))}</span><br>"
-                f"<span class=small>{_e(r.metric)} ({_e(r.unit)}) {arrow}</span>"]
+        line = [f"{esc(r.workload)} <span class=small>"
+                f"{esc(d.sweep_label.get((r.workload, r.params_key), ''))}</span><br>"
+                f"<span class=small>{esc(r.metric)} ({esc(r.unit)}) {arrow}</span>"]
         for env in envs:
             cell = d.cells.get((r, env))
             ex = d.explained.get((env, r.workload, r.params_key))
-            lim = f"<br><span class=small>{_e(ex.limiter.limiter.value)}</span>" if ex else ""
+            lim = f"<br><span class=small>{esc(ex.limiter.limiter.value)}</span>" if ex else ""
             if cell is None or cell.ratio is None:
                 why = d.na_reason(env, r)
                 line.append(f"<span class=small>{'n/a' if why else '—'}</span>{lim}")
@@ -174,7 +176,7 @@ def summary_table(d: ReportData) -> str:
             line.append(ratio_cell(cell.ratio, decisions.verdict_of(d, r, env)) + lim)
         rows.append(line)
     header = ["workload point"] + [d.label(e) for e in envs]
-    return _table(header, rows, raw=True)
+    return html_table(header, rows, raw=True)
 
 
 def _cost_table(d: ReportData) -> str:
@@ -188,7 +190,7 @@ def _cost_table(d: ReportData) -> str:
                      f"{c.inside:.4g}", f"{c.hidden:.4g}", f"{c.total:.4g}",
                      "-" if c.loadgen is None else f"{c.loadgen:.4g}",
                      ex.limiter.words])
-    return _table(["environment", "workload point", "per", "CPU-s in env",
+    return html_table(["environment", "workload point", "per", "CPU-s in env",
                    "CPU-s hidden on host", "total", "load generator", "suspected limiter"],
                   rows)
 
@@ -199,14 +201,14 @@ def _environments(d: ReportData) -> str:
         desc = e.describe.lines()
         emu = "<span class=emulated>EMULATED (TCG)</span> " if d.emulated(e.name) else ""
         status = "ran" if e.available else f"not run: {e.reason}"
-        details = "<br>".join(f"<b>{_e(k)}</b>: {_e(v)}" for k, v in desc.items())
-        tools = ", ".join(f"{_e(k)} {_e(v)}" for k, v in e.tools.items())
+        details = "<br>".join(f"<b>{esc(k)}</b>: {esc(v)}" for k, v in desc.items())
+        tools = ", ".join(f"{esc(k)} {esc(v)}" for k, v in e.tools.items())
         ready = e.milestones.get("ready")
-        rows.append([_e(e.name), _e(e.kind), emu + _e(status),
+        rows.append([esc(e.name), esc(e.kind), emu + esc(status),
                      f"{ready:.2f}" if isinstance(ready, int | float) else "-",
                      f"<span class=small>{details}</span>",
                      f"<span class=small>{tools}</span>"])
-    return _table(["environment", "kind", "status", "ready (s)", "description",
+    return html_table(["environment", "kind", "status", "ready (s)", "description",
                    "tool versions"], rows, raw=True)
 
 
@@ -215,30 +217,30 @@ def _figures(d: ReportData) -> list[tuple[str, list[str]]]:
     curves = {e: d.density_curves[e] for e in d.columns if e in d.density_curves}
     return [
         ("CPU, memory, network and disk", [
-            _figure(figures.bars(d), "Mean ± standard deviation of each point's headline "
+            html_figure(figures.bars(d), "Mean ± standard deviation of each point's headline "
                                      "metric.")]),
         ("Throughput vs concurrency", [
-            _figure(figures.concurrency(d, wl, knob), f"{wl}: throughput against {knob} per "
+            html_figure(figures.concurrency(d, wl, knob), f"{wl}: throughput against {knob} per "
                     f"environment; dotted, right axis: the change against {d.baseline}.")
             for wl, knob in figures.sweep_knobs(d)]),
         ("Throughput vs latency", [
-            _figure(figures.throughput_latency(d, wl), f"{wl}: latency against throughput "
+            html_figure(figures.throughput_latency(d, wl), f"{wl}: latency against throughput "
                     "along the concurrency sweep (each point labelled with its concurrency), "
                     "means over the repetitions.")
             for wl in figures.latency_workloads(d)]),
         ("Throughput vs CPU utilisation", [
-            _figure(figures.cpu_curve(d, wl), f"{c.title}: {c.label} against the host's CPU "
+            html_figure(figures.cpu_curve(d, wl), f"{c.title}: {c.label} against the host's CPU "
                     f"utilisation during {c.client}'s run (means over the repetitions, ± sd).")
             for wl, c in figures.cpu_curves(d)]),
         ("Latency distributions", [
-            _figure(figures.latency_cdf(d, key), "Every latency the tool recorded, pooled over "
+            html_figure(figures.latency_cdf(d, key), "Every latency the tool recorded, pooled over "
                     "the repetitions (each weighs the same): the CDF, and its tail on a log "
                     "axis.")
             for key in d.latency_cdfs]),
-        ("Startup", [_figure(figures.startup(d, wl), "Startup phases: time from the request "
+        ("Startup", [html_figure(figures.startup(d, wl), "Startup phases: time from the request "
                                                      "to each milestone.")
                      for wl in figures.phase_workloads(d)]),
-        ("Density", [_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
+        ("Density", [html_figure(figures.density(curves, {e: d.label(e) for e in d.columns}),
                              "Host memory of N idle instances side by side.")]),
     ]
 
@@ -257,33 +259,33 @@ def _render(d: ReportData) -> str:
     head = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width, initial-scale=1">',
-        f"<title>isotax report {_e(run.id)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>isotax report: run {_e(run.id)}</h1>",
-        f"<p>Plan <b>{_e(run.plan_name)}</b>, status <b>{_e(run.status)}</b>, seed "
-        f"{_e(run.seed)}, baseline <b>{_e(d.baseline)}</b>. Host {_e(host.get('hostname', '?'))}"
-        f", {_e(host.get('cpu_model', '?'))}, {_e(host.get('cpus', '?'))} CPUs, kernel "
-        f"{_e(host.get('kernel', '?'))}.</p>",
+        f"<title>isotax report {esc(run.id)}</title><style>{CSS}</style></head><body>",
+        f"<h1>isotax report: run {esc(run.id)}</h1>",
+        f"<p>Plan <b>{esc(run.plan_name)}</b>, status <b>{esc(run.status)}</b>, seed "
+        f"{esc(run.seed)}, baseline <b>{esc(d.baseline)}</b>. Host {esc(host.get('hostname', '?'))}"
+        f", {esc(host.get('cpu_model', '?'))}, {esc(host.get('cpus', '?'))} CPUs, kernel "
+        f"{esc(host.get('kernel', '?'))}.</p>",
     ]
     if d.meta.image is not None and d.meta.image.line():
-        head.append(f"<p>{_e(d.meta.image.line())}</p>")
+        head.append(f"<p>{esc(d.meta.image.line())}</p>")
     if emulation.note(d):  # the one explanation; Warnings points back to it
         head.append(f"<p class=emulated>{_inline(emulation.note(d))}</p>")
     # (level, title, body): a section without a body is left out, and so is its link.
     sections: list[tuple[int, str, list[str]]] = []
     summary: list[str] = []
     if decisions.counts_line(d):
-        summary.append(f"<p><b>{_e(decisions.counts_line(d))}</b> (see Verdicts)</p>")
-        summary += [f"<p>{_e(line)}</p>" for line in decisions.context_lines(d)]
+        summary.append(f"<p><b>{esc(decisions.counts_line(d))}</b> (see Verdicts)</p>")
+        summary += [f"<p>{esc(line)}</p>" for line in decisions.context_lines(d)]
     if d.rows and len(d.columns) > 1:
         summary += [f"<p class=small>Headline metric of every workload point: ratio of "
-                    f"means to {_e(d.baseline)}; in brackets {decisions.SEQUENCE} (on the "
+                    f"means to {esc(d.baseline)}; in brackets {decisions.SEQUENCE} (on the "
                     "ratio of geometric means of the round pairs, see Verdicts), wider than "
                     "the 95% bootstrap interval of Results, which decides nothing; a ratio "
                     "without a verdict shows its 95% bootstrap interval, marked so. Green "
                     "decided better, red decided worse, grey ≈ decided equivalent within its "
                     "margin, uncoloured ? undecided; under it the suspected limiter.</p>",
                     summary_table(d),
-                    _figure(figures.summary(d), "Ratio to the baseline per headline metric "
+                    html_figure(figures.summary(d), "Ratio to the baseline per headline metric "
                             f"(log scale); line: {decisions.SEQUENCE}, none while it is "
                             "unbounded (a ratio without a verdict: its 95% bootstrap "
                             "interval).")]
@@ -293,7 +295,7 @@ def _render(d: ReportData) -> str:
     # Drawn once every section has its id, to link to them.
     warnings = emulation.report_warnings(d)
     sections.append((2, "Warnings", warnings))
-    sections += _shared(layers.blocks(d))  # the studies' key finding: what each layer costs
+    sections += sections_of(layers.blocks(d))  # the studies' key finding: what each layer costs
     groups = [(t, [f for f in figs if f]) for t, figs in _figures(d)]
     sections.append((2, "Figures", [""] if any(f for _, f in groups) else []))
     sections += [(3, t, figs) for t, figs in groups]
@@ -303,19 +305,19 @@ def _render(d: ReportData) -> str:
             "guest's own /proc/stat). Hidden on the host: host-wide busy time less that, the "
             "load generator, isotax and other tenants (QEMU's emulation, gVisor's Sentry and "
             "Gofer, shims, the kernel outside any process).</p>",
-            _figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
+            html_figure(figures.cost(d), "CPU seconds per unit of work, stacked: in the "
                                      "environment and hidden on the host."),
             _cost_table(d)]))
     # The rest is the Markdown report's own sections, from the same blocks.
-    sections += _shared(markdown.results_blocks(d) + verdicts_section.blocks(d)
+    sections += sections_of(markdown.results_blocks(d) + verdicts_section.blocks(d)
                         + decisions.blocks(d) + warmups_section.blocks(d) + hostcpu.blocks(d)
                         + phases_section.blocks(d))
     sections.append((2, "Environments", [_environments(d)]))
-    sections += _shared(markdown.host_blocks(d) + markdown.loadgen_blocks(d)
+    sections += sections_of(markdown.host_blocks(d) + markdown.loadgen_blocks(d)
                         + markdown.tool_versions_blocks(d)
                         + markdown.not_applicable_blocks(d) + markdown.outliers_blocks(d)
                         + markdown.failures_blocks(d))
-    sections.append((2, "Plan (exact)", [f"<pre>{_e(run.plan_toml)}</pre>"]))
+    sections.append((2, "Plan (exact)", [f"<pre>{esc(run.plan_toml)}</pre>"]))
     kept = [(lvl, t, body) for lvl, t, body in sections if body]
     ids = section_ids(kept)
     h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
@@ -341,12 +343,12 @@ def section_ids(sections: list[Section]) -> list[str]:
 def page(head: list[str], sections: list[Section], ids: list[str], writer: str) -> str:
     """The document: head, the contents (level-2 titles, smaller ones small), every section
     under its heading, and the footer naming the `writer` ("isotax", "isotax fleet report")."""
-    nav = " · ".join(f"<a href=#{a}>{_e(t)}</a>" if lvl == 2 else
-                     f"<a class=small href=#{a}>{_e(t)}</a>"
+    nav = " · ".join(f"<a href=#{a}>{esc(t)}</a>" if lvl == 2 else
+                     f"<a class=small href=#{a}>{esc(t)}</a>"
                      for (lvl, t, _), a in zip(sections, ids, strict=True))
     parts = [*head, f"<nav class=toc>{nav}</nav>"]
     for (lvl, t, body), a in zip(sections, ids, strict=True):
-        parts += [f"<h{lvl} id={a}>{_e(t)}</h{lvl}>", *body]
+        parts += [f"<h{lvl} id={a}>{esc(t)}</h{lvl}>", *body]
     parts.append(f"<p class=small>Written by {writer} from the result store; no external "
                  "resources.</p></body></html>")
     return "\n".join(p for p in parts if p) + "\n"

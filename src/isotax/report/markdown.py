@@ -26,12 +26,13 @@ from isotax.report import (
 from isotax.report.table import Block, Code, Details, Grid, Heading, Items, Text, to_markdown
 
 
-def _esc(text: object) -> str:
+def md_cell(text: object) -> str:
     """Table cells must not break the table: escape pipes, flatten newlines."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _fmt(x: float) -> str:
+def fmt_number(x: float) -> str:
+    """A number with three significant digits (at most six decimals), thousands separated."""
     if x == 0 or not math.isfinite(x):
         return f"{x:g}"
     digits = max(0, 2 - math.floor(math.log10(abs(x))))
@@ -44,10 +45,11 @@ def _when(t: float | None) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(_esc(h) for h in header) + " |",
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines, every cell escaped (md_cell)."""
+    out = ["| " + " | ".join(md_cell(h) for h in header) + " |",
            "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_esc(c) for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
     return out
 
 def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
@@ -64,10 +66,10 @@ def table1_rows(d: ReportData) -> tuple[list[str], list[list[str]]]:
                 line.append("n/a" if d.na_reason(env, row) else "—")
                 continue
             s = cell.summary
-            text = _fmt(s.mean)
+            text = fmt_number(s.mean)
             if cell.ratio is not None:
                 text += f" ({cell.ratio.delta_pct:+.1f}%)"
-            text += f" [{_fmt(s.sd)}]"
+            text += f" [{fmt_number(s.sd)}]"
             if cell.ratio is not None and cell.ratio.within_noise:
                 text += " ≈"
             elif cell.ratio is not None and cell.ratio.decided == "undecided":
@@ -101,7 +103,7 @@ def noise_floor_blocks(d: ReportData) -> list[Block]:
     if not d.aa_env:
         return []
     out: list[Block] = [
-        Heading(3, f"Noise floor (A/A: {_esc(d.baseline)} against {_esc(d.aa_env)})"),
+        Heading(3, f"Noise floor (A/A: {md_cell(d.baseline)} against {md_cell(d.aa_env)})"),
         Text("The baseline ran twice, interleaved like every other environment. The largest "
              "distance from 1 inside that A/A ratio's 95% interval is the smallest difference "
              "this host can show for the metric; any environment's ratio closer to 1 than "
@@ -142,7 +144,7 @@ def host_blocks(d: ReportData) -> list[Block]:
                host.get("cpu_model", "?"), str(host.get("cpus", "?")),
                str(host.get("numa_nodes", "?")), f"{host.get('memory_mib', 0)} MiB",
                host.get("cgroup", "?")]]),
-        Text("Runtimes: " + "; ".join(f"{k}: {_esc(v)}" for k, v in runtimes.items()))]
+        Text("Runtimes: " + "; ".join(f"{k}: {md_cell(v)}" for k, v in runtimes.items()))]
     if "smt" in host:  # runs recorded before the full fingerprint have only the line above
         out.append(Details("Host fingerprint (what a comparison of runs checks)",
                            (Grid(["what", "value"], [list(r) for r in show_rows(host)]),)))
@@ -157,16 +159,16 @@ def versions_blocks(d: ReportData) -> list[Block]:
     if rec is None:
         return []
     pkgs, tools = rec.python_packages, rec.host_tools
-    out: list[Block] = [Text(f"Python {_esc(rec.python)}; the report's packages: "
-                             + _esc(versions.show(versions.report_packages(pkgs).items())))]
+    out: list[Block] = [Text(f"Python {md_cell(rec.python)}; the report's packages: "
+                             + md_cell(versions.show(versions.report_packages(pkgs).items())))]
     diffs = versions.report_differences(d.meta.raw.get(versions.META_KEY),
                                         versions.installed(versions.REPORT_PACKAGES))
     if diffs:
-        out.append(Items([_esc(x) for x in diffs]))
+        out.append(Items([md_cell(x) for x in diffs]))
     out.append(Details("Python packages and host tools the run recorded",
                        (Grid(["what", "version"],
-                             [[n, _esc(v)] for n, v in pkgs.items()]
-                             + [[f"{n} (host tool)", _esc(v)] for n, v in tools.items()]),)))
+                             [[n, md_cell(v)] for n, v in pkgs.items()]
+                             + [[f"{n} (host tool)", md_cell(v)] for n, v in tools.items()]),)))
     return out
 
 
@@ -177,14 +179,14 @@ def loadgen_blocks(d: ReportData) -> list[Block]:
     if lg is None or not lg.kind:
         return []
     if lg.kind != "ssh":
-        where = _esc(lg.where or "a network namespace on this host")
+        where = md_cell(lg.where or "a network namespace on this host")
         return [Heading(2, "Load generator"),
-                Text(f"The clients ran in {where} ({_esc(lg.netns or '?')}, veth MTU "
-                     f"{_esc(lg.mtu or '?')}): they share this host's CPUs, and the path "
+                Text(f"The clients ran in {where} ({md_cell(lg.netns or '?')}, veth MTU "
+                     f"{md_cell(lg.mtu or '?')}): they share this host's CPUs, and the path "
                      "never leaves its kernel.")]
-    rows = [[k, _esc(v)] for k, v in lg.listed()]
+    rows = [[k, md_cell(v)] for k, v in lg.listed()]
     out: list[Block] = [Heading(2, "Load generator"),
-                        Text(f"The clients ran on {_esc(lg.where or '?')}, reaching each "
+                        Text(f"The clients ran on {md_cell(lg.where or '?')}, reaching each "
                              "environment over the link below (each result's path says how)."),
                         Grid(["what", "value"], rows)]
     if lg.same_machine:
@@ -229,7 +231,7 @@ def results_blocks(d: ReportData) -> list[Block]:
     with their intervals and the noise floor."""
     out: list[Block] = [
         Heading(2, "Results"),
-        Text(f"Each cell: mean (Δ% vs {_esc(d.baseline)}) [standard deviation]; ↑ higher is "
+        Text(f"Each cell: mean (Δ% vs {md_cell(d.baseline)}) [standard deviation]; ↑ higher is "
              "better, ↓ lower is better; ≈ marks a headline ratio decided equivalent within its "
              "margin, ? one still undecided (see Verdicts). Warm-ups are excluded."),
         Grid(*table1_rows(d)) if d.rows else Text("No results: every cell failed or none ran.")]
@@ -238,11 +240,11 @@ def results_blocks(d: ReportData) -> list[Block]:
         out.append(Text("Measured repetitions per cell (n): " + ", ".join(map(str, ns)) + "."))
     if d.common_params:
         out += [Text("Parameters of every point (the sweep column shows the ones that vary):"),
-                Items([f"{_esc(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
+                Items([f"{md_cell(wl)}: " + ", ".join(f"{k}={v}" for k, v in p.items())
                        for wl, p in d.common_params.items()])]
     out += lifecycle.startup_blocks(d) + lifecycle.density_blocks(d)
     if d.rows and len(d.columns) > 1:
-        out += [Heading(3, f"Ratio to {_esc(d.baseline)}, with 95% bootstrap interval"),
+        out += [Heading(3, f"Ratio to {md_cell(d.baseline)}, with 95% bootstrap interval"),
                 Text(BOOTSTRAP_IS_NOT_THE_VERDICT), Grid(*ratios_rows(d))]
     return out + noise_floor_blocks(d)
 
@@ -264,7 +266,7 @@ def outliers_blocks(d: ReportData) -> list[Block]:
             Grid(["environment", "workload", "sweep", "metric", "repetition", "value",
                   "modified z"],
                  [[env, r.workload, d.sweep_label.get((r.workload, r.params_key), ""),
-                   r.metric, str(rep), f"{_fmt(v)} {r.unit}", f"{z:+.1f}"]
+                   r.metric, str(rep), f"{fmt_number(v)} {r.unit}", f"{z:+.1f}"]
                   for r, env, rep, v, z in d.outliers])]
 
 
@@ -281,7 +283,7 @@ def failures_blocks(d: ReportData) -> list[Block]:
 def warnings_blocks(d: ReportData) -> list[Block]:
     if not d.warnings:
         return []
-    return [Heading(2, "Warnings"), Items([_esc(w) for w in emulation.report_warnings(d)])]
+    return [Heading(2, "Warnings"), Items([md_cell(w) for w in emulation.report_warnings(d)])]
 
 
 def plan_blocks(d: ReportData) -> list[Block]:
@@ -299,16 +301,16 @@ def report_blocks(d: ReportData) -> list[Block]:
 
 def render(d: ReportData) -> str:
     out = [f"# isotax report: run {d.run.id}", "",
-           f"Plan **{_esc(d.run.plan_name)}**, status **{d.run.status}**, started "
+           f"Plan **{md_cell(d.run.plan_name)}**, status **{d.run.status}**, started "
            f"{_when(d.run.created)}, finished {_when(d.run.finished)}, seed {d.run.seed}, "
-           f"baseline **{_esc(d.baseline)}**. Results format {d.run.format_version}."]
+           f"baseline **{md_cell(d.baseline)}**. Results format {d.run.format_version}."]
     if d.meta.image is not None and d.meta.image.line():
-        out += ["", _esc(d.meta.image.line())]
+        out += ["", md_cell(d.meta.image.line())]
     if decisions.counts_line(d):  # the first thing a reader wants: what is decided
-        out += ["", f"**{_esc(decisions.counts_line(d))}** (see Verdicts)"]
+        out += ["", f"**{md_cell(decisions.counts_line(d))}** (see Verdicts)"]
         for line in decisions.context_lines(d):
-            out += ["", _esc(line)]
+            out += ["", md_cell(line)]
     if emulation.note(d):  # before the first table that marks an environment emulated
-        out += ["", _esc(emulation.note(d))]
-    out += to_markdown(report_blocks(d), _table)
+        out += ["", md_cell(emulation.note(d))]
+    out += to_markdown(report_blocks(d), md_table)
     return "\n".join([*out, ""])
