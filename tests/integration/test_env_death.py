@@ -135,13 +135,18 @@ class _Tracing(Runner):
     """The Runner, noting the names every instance it starts (restarts included) would leave
     behind: other test sessions on this host make leftovers of their own meanwhile."""
 
-    names: list[str]
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.names: list[str] = []
+        start_one = self.envs.start_one
 
-    def _start_one(self, *args: Any, **kw: Any) -> Instance | str:
-        got = super()._start_one(*args, **kw)
-        if not isinstance(got, str):
-            self.names += _names_of(got)
-        return got
+        def traced(*args: Any, **kw: Any) -> Instance | str:
+            got = start_one(*args, **kw)
+            if not isinstance(got, str):
+                self.names += _names_of(got)
+            return got
+
+        self.envs.start_one = traced  # type: ignore[method-assign]
 
 
 def _names_of(inst: Instance) -> list[str]:
@@ -176,7 +181,6 @@ def _run(text: str, image: ImageArtifacts, tmp_path: Path
         print(m)
 
     runner = _Tracing(plan, text, store, image, log=log)
-    runner.names = []
     try:
         assert runner.run(run_id) == "complete"
         yield store, run_id, lines

@@ -25,7 +25,7 @@ from typing import Any
 from isotax import protocols
 from isotax.analysis import warmups
 from isotax.host import numa, owners, versions
-from isotax.host.description import EnvironmentDescription, parity_problems
+from isotax.host.description import parity_problems
 from isotax.host.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.base import LoadGenRefused
@@ -43,7 +43,7 @@ from isotax.protocols import (
     StopIncomplete,
     Unavailable,
 )
-from isotax.run import identity, memory
+from isotax.run import memory
 from isotax.run.applicability import why_not_applicable
 from isotax.run.cell_runs import CellRuns, per_run
 from isotax.run.clock import PhaseClock
@@ -56,14 +56,14 @@ from isotax.run.measuring import Overlap
 from isotax.run.restarts import META_KEY, Restarts
 from isotax.run.rounds import AddedRounds
 from isotax.run.schedule import schedule
-from isotax.run.starting import EnvironmentStarts, Started
+from isotax.run.starting import EnvironmentStarter, Started
 from isotax.store.base import CellOutcome, DiskFull, Store
 from isotax.telemetry import envcpu, observe
 
 Log = Callable[[str], None]
 
 
-class Runner(EnvironmentStarts):
+class Runner:
     def __init__(self, plan: Plan, plan_text: str, store: Store, image: ImageArtifacts,
                  log: Log, progress: Any = None) -> None:
         self.plan = plan
@@ -72,22 +72,14 @@ class Runner(EnvironmentStarts):
         self.image = image
         self.log = log
         self.progress = progress  # a rich Progress, or None
-        self.started: dict[str, Started] = {}
+        # The environments: started, what each one is, what it showed it is (run.starting).
+        self.envs = EnvironmentStarter(plan, store, image, log)
         self.loadgen: LoadGen | None = None
         self.workdir = Path("/nonexistent")  # set by run()
-        # Per started environment, what the run found it to be (its EnvRecord's description).
-        self.described: dict[str, EnvironmentDescription] = {}
-        # What each started environment showed it is (run.identity), for telemetry: where its
-        # work shows. Its kind's declared isolation where it could not show it (the run is
-        # refused then, before any cell).
-        self.isolation: dict[str, Isolation] = {}
         self.multi_node = len(numa.nodes()) > 1
-        # Environments that are not what the plan declares (identity.py): they fail the run.
-        self.mislabelled: list[str] = []
         # Environments that died mid-run and their restarts (run.restarts); run() takes in the
         # records a resumed run already holds.
         self.lives = Restarts(plan.restarts, [])
-        self.host_identity = identity.host_facts()  # what every instance is compared with
         self.refusal = ""  # why a refused run was refused, in one line with the fix
         self.lost = ""  # what stopped the run (protocols.PlatformLost), in one line
         # Other runs measuring on this host while a cell ran (run.measuring), from the store
@@ -97,6 +89,11 @@ class Runner(EnvironmentStarts):
         # Verdicts counted after each round, and the rounds added for undecided ones.
         self.rounds = AddedRounds(plan, store, self.clock, log)
         self.cell_runs = CellRuns(store, "", 0.0, 1, {})  # run() sets the run's
+
+    @property
+    def started(self) -> dict[str, Started]:
+        """The environments started and not stopped yet (EnvironmentStarter's)."""
+        return self.envs.started
 
     def _unneeded_warmups(self, run_id: str) -> set[tuple[str, str]]:
         """The (environment, workload)s this host's history says need no warm-up (plan
@@ -150,7 +147,7 @@ class Runner(EnvironmentStarts):
             # The long-lived instance is paused while a launching workload runs: its guest is
             # not asked, and what the fresh instances cost the host shows as hidden work.
             watch: Any = contextlib.nullcontext(None) if key.warmup else observe.observed(
-                st.instance, self.isolation[key.environment], self.loadgen,
+                st.instance, self.envs.isolation[key.environment], self.loadgen,
                 observe.Settings(self.plan.telemetry.interval_s, self.plan.telemetry.perf),
                 read_guest=not launching)
             env_cpu: Sample | None = None
@@ -214,7 +211,7 @@ class Runner(EnvironmentStarts):
         long-lived one stays paused); every one it leaves running is stopped here."""
         entry = next(e for e in self.plan.run_environments if e.name == key.environment)
         env = protocols.environments()[entry.kind]()
-        spec = self._spec(entry, self.workdir / entry.name / "launched")
+        spec = self.envs.spec(entry, self.workdir / entry.name / "launched")
         launcher = EnvLauncher(env, spec, time.monotonic() + self.plan.timeout_s)
         main = self.started[key.environment].instance
         main.pause()  # fresh instances are the subject: the long-lived one stays out of it
@@ -302,7 +299,7 @@ class Runner(EnvironmentStarts):
         stack.callback(self._stop_environments)
         self.clock.add("setup", time.monotonic() - self.clock.started)
         with self.clock.phase("environments"):
-            self._start_environments(run_id, workdir)
+            self.refusal = self.envs.start_all(run_id, workdir, self.loadgen)
         if self.refusal:  # an environment the plan needs cannot run here
             return RunStatus.REFUSED
         if self.plan.baseline not in self.started:
@@ -315,15 +312,16 @@ class Runner(EnvironmentStarts):
         """An environment that is not what the plan declares, or (parity = "refuse")
         unequal resources: the refusal names every problem itself, the one line a user reads
         where the run's log is not shown (a fleet's host: isotax.fleet.probe)."""
-        for m in self.mislabelled:
+        mislabelled = self.envs.mislabelled
+        for m in mislabelled:
             self.log(f"[red]identity: {m}[/]")
-        if self.mislabelled:
+        if mislabelled:
             self.refusal = ("refused: an environment is not what the plan declares ("
-                            + "; ".join(self.mislabelled) + "); fix its kind or runtime in "
+                            + "; ".join(mislabelled) + "); fix its kind or runtime in "
                             "the plan, or the host's runtime setup")
             return RunStatus.REFUSED
         base = self.started.get(self.plan.baseline)
-        if base is not None and self.isolation.get(self.plan.baseline) is Isolation.HOST:
+        if base is not None and self.envs.isolation.get(self.plan.baseline) is Isolation.HOST:
             away = [(n, f) for n, st in self.started.items()
                     if (f := st.instance.facts()).elsewhere]
             if away:
@@ -332,7 +330,7 @@ class Runner(EnvironmentStarts):
                                 f"where the baseline {self.plan.baseline!r} runs; name one of "
                                 "the pods as the plan's baseline (baseline = \"NAME\")")
                 return RunStatus.REFUSED
-        unequal = [p for _, p in parity_problems(self.described, self.plan.baseline)]
+        unequal = [p for _, p in parity_problems(self.envs.described, self.plan.baseline)]
         for p in unequal:
             self.log(f"[yellow]parity: {p}[/]")
         if unequal and self.plan.parity == "refuse":
@@ -504,22 +502,17 @@ class Runner(EnvironmentStarts):
         self.log(f"{name}: restarting it (restart {lives.restarts_of(name) + 1} of at most "
                  f"{self.plan.restarts}) after it died: {lives.dead(name)}")
         t0 = time.monotonic()
-        got = self._start_one(entry, protocols.environments()[entry.kind](),
+        got = self.envs.start_one(entry, protocols.environments()[entry.kind](),
                               Availability.yes(), self.workdir)
         took = time.monotonic() - t0
         if isinstance(got, str):
             lives.restart_failed(name, got)
             return
-        st = self.started[name]
-        st.instance, st.prepared = got, {}
+        self.envs.restarted(name, got, self.loadgen)
         lives.restarted(name, took)
         ready = got.milestones.get("ready", float("nan"))
         self.log(f"{name}: restarted: ready in {ready:.2f} s ({took:.1f} s in all); its "
                  "workloads are prepared again")
-        # Its facts and path are the new instance's; its probes stand from its first start.
-        self.described[name] = replace(
-            self.described.get(name) or EnvironmentDescription(got.facts()), facts=got.facts(),
-            loadgen_path=self.loadgen.path(got) if self.loadgen is not None else "")
 
 
 def _why_dead(inst: Instance) -> str:

@@ -6,7 +6,7 @@ refuses the run unless the plan marks it optional."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from isotax import protocols
@@ -47,22 +47,29 @@ class Started:
     prepared: dict[str, tuple[CellStatus, str] | None] = field(default_factory=dict)
 
 
-class EnvironmentStarts:
-    """The Runner's environment starts (a mixin: the Runner holds the state)."""
+class EnvironmentStarter:
+    """The run's environments, started (the Runner's first step) and kept: what each one is
+    (described), what it showed it is (isolation), and those that are not what the plan
+    declares (mislabelled). The Runner asks it for a start, a restart or a launch's spec."""
 
-    plan: Plan
-    store: Store
-    image: ImageArtifacts
-    log: Callable[[str], None]
-    loadgen: LoadGen | None
-    started: dict[str, Started]
-    described: dict[str, EnvironmentDescription]
-    isolation: dict[str, Isolation]
-    mislabelled: list[str]
-    host_identity: identity.Evidence
-    refusal: str
+    def __init__(self, plan: Plan, store: Store, image: ImageArtifacts,
+                 log: Callable[[str], None]) -> None:
+        self.plan, self.store, self.image, self.log = plan, store, image, log
+        self.started: dict[str, Started] = {}
+        # Per started environment, what the run found it to be (its EnvRecord's description).
+        self.described: dict[str, EnvironmentDescription] = {}
+        # What each started environment showed it is (run.identity), for telemetry: where its
+        # work shows. Its kind's declared isolation where it could not show it (the run is
+        # refused then, before any cell).
+        self.isolation: dict[str, Isolation] = {}
+        # Environments that are not what the plan declares (identity.py): they fail the run.
+        self.mislabelled: list[str] = []
+        self.host_identity = identity.host_facts()  # what every instance is compared with
 
-    def _start_environments(self, run_id: str, workdir: Path) -> None:
+    def start_all(self, run_id: str, workdir: Path, loadgen: LoadGen | None) -> str:
+        """Start the plan's environments under workdir, each recorded in the store as it
+        starts (or with why it cannot run); "" or the refusal, in one line, of a run whose
+        needed environment cannot run here (what started is in self.started)."""
         kinds = protocols.environments()
         envs = {e.name: kinds[e.kind]() for e in self.plan.run_environments}
         avail = {name: env.available() for name, env in envs.items()}
@@ -80,18 +87,16 @@ class EnvironmentStarts:
                 run_id, entry.name, entry.kind, False, f"unavailable: {avail[entry.name]}",
                 EnvironmentDescription.unstarted(), {}, {}))
         if needed:
-            self.refusal = cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
-                                       len(needed) - 1)
-            return
+            return cannot_run(needed[0], f"unavailable: {avail[needed[0].name]}",
+                              len(needed) - 1)
         for entry in self.plan.run_environments:
-            started = self._start_one(entry, envs[entry.name], avail[entry.name], workdir)
+            started = self.start_one(entry, envs[entry.name], avail[entry.name], workdir)
             if isinstance(started, str):
                 self.store.put_environment(EnvRecord(
                     run_id, entry.name, entry.kind, False, started,
                     EnvironmentDescription.unstarted(), {}, {}))
                 if not entry.optional:
-                    self.refusal = cannot_run(entry, started)
-                    return
+                    return cannot_run(entry, started)
                 self.log(f"[yellow]{entry.name}: not run: {started}[/]")
                 continue
             self.started[entry.name] = Started(started)
@@ -109,7 +114,7 @@ class EnvironmentStarts:
             node = started.node_identity() if isinstance(started, ElsewhereNode) else None
             shown = self._prove_identity(entry.name, started, facts, node)
             describe = EnvironmentDescription(
-                facts, loadgen_path=self.loadgen.path(started) if self.loadgen else "",
+                facts, loadgen_path=loadgen.path(started) if loadgen else "",
                 resources=resources, resources_error=unprobed,
                 host_memory=footprint.idle_words(started),
                 isolation=self.isolation[entry.name] if shown is not None else None,
@@ -119,6 +124,16 @@ class EnvironmentStarts:
                 run_id, entry.name, entry.kind, True, "", describe,
                 tool_versions(started, self.plan), dict(started.milestones)))
             started.pause()
+        return ""
+
+    def restarted(self, name: str, inst: Instance, loadgen: LoadGen | None) -> None:
+        """A dead environment's new instance: its facts and path are the new one's; its
+        probes stand from its first start."""
+        self.started[name].instance = inst
+        self.started[name].prepared = {}
+        self.described[name] = replace(
+            self.described.get(name) or EnvironmentDescription(inst.facts()),
+            facts=inst.facts(), loadgen_path=loadgen.path(inst) if loadgen is not None else "")
 
     def _prove_identity(self, name: str, inst: Instance, facts: Facts,
                         node: NodeIdentity | None) -> Evidence | None:
@@ -142,7 +157,8 @@ class EnvironmentStarts:
             self.mislabelled.append(f"{name}: {wrong}")
         return shown
 
-    def _spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
+    def spec(self, entry: EnvironmentEntry, workdir: Path) -> EnvSpec:
+        """The EnvSpec of a plan entry, its instance's files under workdir."""
         return EnvSpec(
             name=entry.name, kind=entry.kind, image=self.image,
             workdir=workdir, vcpus=entry.vcpus, memory_mib=entry.memory_mib,
@@ -150,8 +166,8 @@ class EnvironmentStarts:
             options=dict(entry.options),
         )
 
-    def _start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
-                   workdir: Path) -> Instance | str:
+    def start_one(self, entry: EnvironmentEntry, env: Environment, avail: Availability,
+                  workdir: Path) -> Instance | str:
         """A started instance of env (whose availability here is avail), or why the
         environment cannot run here."""
         if not avail.ok:
@@ -164,7 +180,7 @@ class EnvironmentStarts:
             if not env.supports_numa:  # the kind's declared fact
                 return (f"unavailable: {entry.kind} does not place CPUs and memory on a NUMA "
                         "node yet; remove numa_node for it")
-        spec = self._spec(entry, workdir / entry.name)
+        spec = self.spec(entry, workdir / entry.name)
         spec.workdir.mkdir(parents=True, exist_ok=True)
         self.log(f"starting {entry.name} ({entry.kind}) ...")
         try:
