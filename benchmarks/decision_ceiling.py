@@ -124,7 +124,8 @@ def read_host(store: Store, runs: Sequence[str], baseline: str) -> HostData:
     for point, segs in sorted(segments.items()):
         sd, mean, n = spread_and_mean(segs)
         if point in margins and not math.isnan(sd):
-            ratios.append(Ratio(*point, sd, mean, margins[point], n))
+            env, wl, pkey = point
+            ratios.append(Ratio(env, wl, pkey, sd, mean, margins[point], n))
     cell_s = {p: statistics.mean(t) for p, t in took.items()}
     return HostData(list(runs), ratios, cell_s, params, metric, higher, kinds)
 

@@ -203,6 +203,13 @@ def _length(b: Bench, rng: random.Random, envs: tuple[str, str], point: dict[str
 # --------------------------------------------------------------------------- analysis
 
 
+def _tagged(tag: str, value: Any) -> Callable[[Run], bool]:
+    """Whether a run's tag holds value (is, for booleans: a tag stored as 1 is not True)."""
+    if isinstance(value, bool):
+        return lambda r: r.tags[tag] is value
+    return lambda r: bool(r.tags[tag] == value)
+
+
 def _pairs(runs: Sequence[Run], phase: str, native: str, other: str,
            keep: Callable[[Run], bool] = lambda r: True) -> list[tuple[Run, Run]]:
     """(native run, env run) of each pair of a phase, where both halves exist."""
@@ -243,8 +250,7 @@ def analyse(b: Bench, native: str, other: str) -> list[Component]:
                        "pairing, mixed over the pause and second-run factors" + alone))
     rows.append(mean_row(g, f"pair log({other}/native): mean (the tax)", lr))
     for paused in (True, False):
-        sub = _pairs(runs, "alternating", native, other,
-                     lambda r, p=paused: r.tags["others_paused"] is p)
+        sub = _pairs(runs, "alternating", native, other, _tagged("others_paused", paused))
         x = pair_log_ratios([e.value for _, e in sub], [n.value for n, _ in sub])
         word = "other paused (the runner's way)" if paused else "other left running"
         rows.append(sd_row(g, f"pair sd, {word}", x))
@@ -306,7 +312,7 @@ def analyse(b: Bench, native: str, other: str) -> list[Component]:
     lens = sorted({r.tags["length"] for r in runs if r.phase == "length"})
     g = "cell length"
     for ln in lens:
-        sub = _pairs(runs, "length", native, other, lambda r, v=ln: r.tags["length"] == v)
+        sub = _pairs(runs, "length", native, other, _tagged("length", ln))
         x = pair_log_ratios([e.value for _, e in sub], [n.value for n, _ in sub])
         cost = [(n.t_end - n.t_start) + (e.t_end - e.t_start) for n, e in sub]
         secs = statistics.fmean(cost) if cost else math.nan

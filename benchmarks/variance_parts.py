@@ -305,7 +305,12 @@ class Bench:
         self.workdir = workdir
         self.log = log
         self.cls = protocols.workloads()[args.workload]
-        self.workload = self.cls()
+        workload = self.cls()
+        if isinstance(workload, protocols.LaunchingWorkload):
+            # startup and density start their own instances: nothing here to pair.
+            raise SystemExit(f"{args.workload} starts its own instances; this benchmark "
+                             "measures a workload run in two started ones")
+        self.workload = workload
         self.instances: dict[str, Any] = {}
         self.describe: dict[str, dict[str, Any]] = {}
         self.isolation: dict[str, Any] = {}  # what each kind declares itself (telemetry)
