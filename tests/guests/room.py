@@ -368,13 +368,27 @@ def make_disk(g: Guest, say: Log = _say) -> float:
     return round(seconds, 1)
 
 
-def share_checkout(checkout: Path, share: Path) -> None:
+def share_checkout(checkout: Path, share: Path, rev: str | None = None) -> None:
     """The checkout into the share's isotax/, which the guest's script copies over its
-    /root/isotax before it runs anything (its .venv, made by setup.sh, is kept)."""
+    /root/isotax before it runs anything (its .venv, made by setup.sh, is kept): the working
+    tree as it is, or with rev (ISOTAX_GUEST_REV, e.g. HEAD) that commit's files, so that
+    what the guests run cannot change under them while the tree is being edited (a tree copied
+    between two related edits is code that never existed)."""
     dest = share / "isotax"
     if dest.exists():
         shutil.rmtree(dest)
-    _sync_checkout(checkout, dest)
+    if rev is None:
+        _sync_checkout(checkout, dest)
+        return
+    dest.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", str(checkout), "archive", "--format=tar", rev],
+                               stdout=subprocess.PIPE)
+    unpack = subprocess.run(["tar", "-C", str(dest), "-xf", "-"], stdin=archive.stdout,
+                            check=False)
+    assert archive.stdout is not None
+    archive.stdout.close()
+    if archive.wait() != 0 or unpack.returncode != 0:
+        raise RuntimeError(f"git archive {rev} of {checkout} into {dest} failed")
 
 
 # The room's steps (inside.sh), in order. Under TCG the measured pods (`cluster`) are not a

@@ -83,7 +83,7 @@ def test_guest_host(suite: str, tmp_path: Path) -> None:
     room.prepare(g, CHECKOUT)
     share = tmp_path / "share"
     share.mkdir()
-    room.share_checkout(CHECKOUT, share)
+    room.share_checkout(CHECKOUT, share, os.environ.get("ISOTAX_GUEST_REV") or None)
     shutil.copy(HERE / "inside.sh", share / "run.sh")
     for name in ("plan.toml", "pods.toml", "vm.toml"):
         shutil.copy(HERE / name, share / name)
