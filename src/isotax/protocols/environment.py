@@ -196,6 +196,12 @@ class NodeIdentity:
     release: str
     boot_id: str
 
+    def as_host(self, version: str) -> Evidence:
+        """The machine as the host an instance's evidence is judged against (its kernel's
+        version string as the instance saw it: a Node object does not give it)."""
+        return Evidence(boot_id=self.boot_id, pidns="", release=self.release, version=version,
+                        dmesg="", cgroup="")
+
 
 @runtime_checkable
 class ElsewhereNode(Protocol):

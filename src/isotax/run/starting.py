@@ -149,8 +149,7 @@ class EnvironmentStarter:
             self.mislabelled.append(f"{name}: could not show what it is ({e})")
             return None
         if node is not None:
-            host = Evidence(boot_id=node.boot_id, pidns="", release=node.release,
-                            version=shown.version, dmesg="", cgroup="")
+            host = node.as_host(shown.version)
         self.isolation[name] = identity.detected(shown, host)
         wrong = identity.mismatch(facts, shown, host)
         if wrong:

@@ -43,6 +43,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,7 +57,7 @@ from isotax.environments.base import (
     undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
-from isotax.environments.evidence import PROBE, Evidence, detected, host_facts, parse_facts
+from isotax.environments.evidence import PROBE, detected, host_facts, parse_facts
 from isotax.environments.kube.manifests import (
     POD,
     TOKEN_CPU,
@@ -100,7 +101,6 @@ from isotax.protocols import (
     Facts,
     Instance,
     Isolation,
-    Leftover,
     NodeIdentity,
     ParamSpec,
     Reach,
@@ -275,11 +275,8 @@ class PodInstance:
         except ValueError as e:
             raise Unavailable(Availability.no(
                 f"pod {self.namespace}/{POD}: the identity probe: {e}")) from None
-        node = host_facts()
-        if self.node_machine is not None:
-            node = Evidence(boot_id=self.node_machine.boot_id, pidns="",
-                            release=self.node_machine.release,
-                            version=shown.version, dmesg="", cgroup="")
+        node = (self.node_machine.as_host(shown.version) if self.node_machine is not None
+                else host_facts())
         self.found = detected(shown, node)
         if self.found is Isolation.HOST:
             self.found = Isolation.CONTAINER  # the node's own kernel and boot: a container
@@ -544,10 +541,6 @@ class PodInstance:
         out.done()
 
 
-def leaked_namespaces() -> list[Leftover]:
-    return namespaces_left(NAMESPACE_PREFIX, "")
-
-
 @register
 class Pod(EnvironmentBase):
     kind: ClassVar[str] = "pod"
@@ -558,7 +551,8 @@ class Pod(EnvironmentBase):
     # A pod's instance says what it is (the identity probe inside it: a gvisor pod a sandbox).
     isolation: ClassVar[Isolation] = Isolation.CONTAINER
     supports_numa: ClassVar[bool] = False
-    leak_finders: ClassVar[tuple[Any, ...]] = (leaked_namespaces,)
+    # What a killed run leaves: its pods' namespaces (itx-pod-*).
+    leak_finders: ClassVar[tuple[Any, ...]] = (partial(namespaces_left, NAMESPACE_PREFIX, ""),)
     options: ClassVar[tuple[ParamSpec, ...]] = (
         # No choices: a cluster --kubeconfig names has RuntimeClasses and nodes of its own
         # (checked when the pod starts).
