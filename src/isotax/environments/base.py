@@ -18,7 +18,6 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 from isotax.host.numa import node_cpuset
 from isotax.parsers import procfs
@@ -28,10 +27,10 @@ from isotax.protocols import (
     STORAGES,
     Availability,
     Environment,
+    EnvironmentFacts,
     EnvSpec,
     Instance,
     Isolation,
-    LeakFinder,
     ParamSpec,
     SocketStack,
     StopIncomplete,
@@ -165,7 +164,7 @@ GUEST_PATH = "/opt/isotax/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 GUEST_ENV = {"PATH": GUEST_PATH, "HOME": "/root", "LANG": "C.UTF-8"}
 
 
-class EnvironmentBase:
+class EnvironmentBase(EnvironmentFacts):
     """The base class of every environment kind (directly, or through its family's base: OCI
     runtimes, engines, QEMU). A new kind is one module: a subclass with its facts, registered
     with @register.
@@ -206,16 +205,9 @@ class EnvironmentBase:
                                     default False
     """
 
-    kind: ClassVar[str]
-    description: ClassVar[str]
-    isolation: ClassVar[Isolation]
-    supports_numa: ClassVar[bool]
-    leak_finders: ClassVar[tuple[LeakFinder, ...]]
-    options: ClassVar[tuple[ParamSpec, ...]]
-    networks: ClassVar[tuple[str, ...]]
-    storages: ClassVar[tuple[str, ...]]
-
-    # version_command() has no default either: a kind declares it (see undeclared_facts).
+    # The facts' types are declared once, by protocols.EnvironmentFacts (inherited: attributes
+    # only, no value); a kind declares each as a ClassVar with its value. version_command()
+    # has no default either (see undeclared_facts).
 
     @classmethod
     def doctor_notes(cls) -> list[str]:

@@ -298,11 +298,10 @@ class Leftover(str):
 LeakFinder = Callable[[], list[Leftover]]
 
 
-class Environment(Protocol):
-    """A kind of place to run. Its facts are declared on the class, with no silent default
-    (environments/base.py's EnvironmentBase names every hook; a unit test fails on a
-    registered kind that lacks one), so the runner, the leak check, the fingerprint and the
-    report ask the registry instead of naming kinds."""
+class EnvironmentFacts(Protocol):
+    """The facts a kind of environment declares on its class, with no silent default: their
+    types, declared here once (environments.base.EnvironmentBase inherits them; a unit test
+    fails on a registered kind that lacks one)."""
 
     kind: ClassVar[str]  # the registry key: the plan's `kind`
     description: ClassVar[str]  # one line for `isotax envs`
@@ -321,6 +320,12 @@ class Environment(Protocol):
     # refuses any other at load (a VM cannot share the host's network stack).
     networks: ClassVar[tuple[str, ...]]
     storages: ClassVar[tuple[str, ...]]
+
+
+class Environment(EnvironmentFacts, Protocol):
+    """A kind of place to run. Its facts are declared on the class (EnvironmentFacts), so the
+    runner, the leak check, the fingerprint and the report ask the registry instead of naming
+    kinds."""
 
     @classmethod
     def version_command(cls) -> VersionCommand | None:
