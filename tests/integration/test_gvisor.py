@@ -68,8 +68,9 @@ def test_network(inst: GvisorInstance) -> None:
         assert all(f"{dev}:" in seen for dev in os.listdir("/sys/class/net")
                    if not dev.startswith("itx"))
         return
-    lease = inst._lease
-    assert lease is not None and inst.address == lease.ip
+    assert inst._seat is not None
+    lease = inst._seat.lease
+    assert inst.address == lease.ip
     srv = socket.socket()
     srv.bind((lease.gateway, 0))
     srv.listen(1)
@@ -98,8 +99,8 @@ def test_pause_resume_and_stop_twice(inst: GvisorInstance) -> None:
     assert inst.state() == "running"
     inst.exec(["true"], 30).check()
     names = [inst.cid]
-    if inst._bridge is not None:
-        names.append(inst._bridge.name)
+    if inst._seat is not None:
+        names.append(inst._seat.bridge.name)
     assert ours(*names)  # the running sandbox is visible to find_leaks()
     pids = inst.host_pids()
     inst.pause()  # stop() must cope with a paused sandbox

@@ -81,8 +81,9 @@ def test_network_mode(inst: OciInstance) -> None:
         seen = inst.exec(["ls", "/sys/class/net"], 30).check().stdout.split()
         assert sorted(seen) == host_ifaces
         return
-    lease = inst._lease
-    assert lease is not None and inst.address == lease.ip
+    assert inst._seat is not None
+    lease = inst._seat.lease
+    assert inst.address == lease.ip
     srv = socket.socket()
     srv.bind((lease.gateway, 0))
     srv.listen(1)
@@ -118,8 +119,8 @@ def test_pause_resume_and_stop_twice(inst: OciInstance) -> None:
     assert inst.state() == "running" and inst.alive() == ""
     inst.exec(["true"], 30).check()
     names = [inst.cid]
-    if inst._bridge is not None:
-        names.append(inst._bridge.name)
+    if inst._seat is not None:
+        names.append(inst._seat.bridge.name)
     assert ours(*names)  # the running container is visible to find_leaks()
     inst.pause()  # stop() must cope with a frozen container
     inst.stop()

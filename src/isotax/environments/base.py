@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from isotax.host.numa import node_cpuset
+from isotax.host.numa import node_cpuset, placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
     ENVIRONMENTS,
@@ -49,6 +49,17 @@ def bound_cpus(who: str, spec: EnvSpec) -> str | None:
         return node_cpuset(spec.numa_node, spec.vcpus)
     except ValueError as e:
         raise Unavailable(Availability.no(f"{who}: {e}", "fix numa_node in the plan")) from e
+
+
+def limit_words(spec: EnvSpec, node_cpus: str | None, how: str = "cpuset") -> dict[str, str]:
+    """A container's "cpus", "memory" and "numa" lines for the report: its NUMA node's CPUs
+    (bound by `how`), the plan's vcpus as a cpuset, or no limit; its memory limit or none."""
+    return {
+        "cpus": f"{node_cpus} ({how})" if node_cpus is not None
+        else f"0-{spec.vcpus - 1} (cpuset)" if spec.vcpus else "all (no limit)",
+        "memory": f"{spec.memory_mib} MiB (limit)" if spec.memory_mib else "no limit",
+        "numa": placement_words(spec.numa_node, how, node_cpus),
+    }
 
 
 def mem_total_bytes() -> int:

@@ -48,6 +48,7 @@ from isotax.environments.base import (
     Stopwatch,
     bound_cpus,
     exit_words,
+    limit_words,
     log_tail,
     process_gone,
     register,
@@ -62,13 +63,9 @@ from isotax.facts import reach_of
 from isotax.host import command, owners
 from isotax.host.cgroups import remove_cgroup_tree
 from isotax.host.network import (
-    Bridge,
-    Lease,
-    acquire_bridge_lease,
-    netns_path,
-    release_bridge_lease,
+    BridgeSeat,
 )
-from isotax.host.numa import numactl_prefix, placement_words
+from isotax.host.numa import numactl_prefix
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.parsers import procfs
 from isotax.protocols import (
@@ -171,8 +168,7 @@ class NspawnInstance:
         self._cgroups = cgroup_dirs(self.machine)
         self._proc: subprocess.Popen[bytes] | None = None
         self._leader: int | None = None
-        self._bridge: Bridge | None = None
-        self._lease: Lease | None = None
+        self._seat: BridgeSeat | None = None  # its place on a bridge (network "bridge")
         self._stopped = False
         self._paused = False
         # NUMA placement: "cpuset" (the container's group) or "numactl" (no cpuset group here),
@@ -198,10 +194,8 @@ class NspawnInstance:
             raise ValueError(f"network {spec.network!r}: nspawn supports host, bridge")
         netns = None
         if spec.network == "bridge":
-            self._bridge, self._lease = acquire_bridge_lease(self.tag)
-            assert self._lease.netns is not None
-            netns = netns_path(self._lease.netns)
-            self.address = self._lease.ip
+            self._seat = BridgeSeat.take(self.tag)
+            netns, self.address = self._seat.netns, self._seat.address
         root = self.fs.root(rootfs)
         self._make_cgroups()
         argv = nspawn_argv(machine=self.machine, root=root, readonly=spec.storage == "volume",
@@ -312,7 +306,7 @@ class NspawnInstance:
     def facts(self) -> Facts:
         return Facts(
             "nspawn", reach_of(self.network), runtime=_nspawn_version(),
-            bridge=self._bridge.name if self._bridge else "",
+            bridge=self._seat.bridge.name if self._seat else "",
             memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
             words=self._words())
 
@@ -324,11 +318,7 @@ class NspawnInstance:
             "masked": ", ".join(MASKED),
             "network": self.network,
             "address": self.address,
-            "cpus": f"{self.node_cpus} ({self.numa_how})" if self.node_cpus is not None
-            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
-            "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
-            else "no limit",
-            "numa": placement_words(self.spec.numa_node, self.numa_how, self.node_cpus),
+            **limit_words(self.spec, self.node_cpus, self.numa_how),
             "rootfs": self.fs.rootfs_words(SCRATCH),
             "storage": self.fs.words(),
             "cgroups": "own group per hierarchy (isotax; the host has no systemd)",
@@ -387,9 +377,8 @@ class NspawnInstance:
         out.attempt("its processes", self._end_processes)
         for d in self._cgroups:
             out.attempt(f"cgroup {d}", functools.partial(remove_cgroup_tree, d))
-        if self._bridge is not None and self._lease is not None:
-            bridge, lease = self._bridge, self._lease
-            out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease))
+        if self._seat is not None:
+            out.attempt(f"bridge {self._seat.bridge.name}", self._seat.release)
         self.fs.remove(out)
         out.done()
 

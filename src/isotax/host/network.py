@@ -504,24 +504,43 @@ class VethNamespace:
             raise NetworkError("; ".join(errors))
 
 
-def acquire_bridge_lease(tag: str) -> tuple[Bridge, Lease]:
-    """A bridge lease for one instance (a container, an nspawn machine). For now each bridged
+@dataclass(frozen=True)
+class BridgeSeat:
+    """One instance's place on an isotax bridge (a container, an nspawn machine): the bridge,
+    and the lease of its network namespace (a veth on the bridge). For now each bridged
     instance owns its bridge (and its subnet and NAT rule); sharing one bridge between
-    instances is a change here and in release_bridge_lease only."""
-    bridge = Bridge(name=f"itx-br{tag}")
-    try:
-        bridge.up()
-        return bridge, bridge.add_netns(tag)
-    except BaseException:
-        bridge.down()
-        raise
+    instances is a change here only."""
 
+    bridge: Bridge
+    lease: Lease
 
-def release_bridge_lease(bridge: Bridge, lease: Lease) -> None:
-    try:
-        bridge.release(lease)
-    finally:
-        bridge.down()
+    @classmethod
+    def take(cls, tag: str) -> BridgeSeat:
+        """A new bridge itx-br<tag> with a namespace leased on it."""
+        bridge = Bridge(name=f"itx-br{tag}")
+        try:
+            bridge.up()
+            return cls(bridge, bridge.add_netns(tag))
+        except BaseException:
+            bridge.down()
+            raise
+
+    @property
+    def netns(self) -> str:
+        """The path of the instance's network namespace, for its runtime."""
+        assert self.lease.netns is not None  # add_netns leases a namespace
+        return netns_path(self.lease.netns)
+
+    @property
+    def address(self) -> str:
+        return self.lease.ip
+
+    def release(self) -> None:
+        """The lease released and the bridge taken down (its NAT rule with it)."""
+        try:
+            self.bridge.release(self.lease)
+        finally:
+            self.bridge.down()
 
 
 # The links of isotax's that need the host to forward between its interfaces: its bridges

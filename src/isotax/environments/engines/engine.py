@@ -53,6 +53,7 @@ from isotax.environments.base import (
     Stopwatch,
     bound_cpus,
     gvisor_socket_stack,
+    limit_words,
     remove_tree,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
@@ -71,7 +72,6 @@ from isotax.environments.engines.commands import (
 from isotax.environments.runtime_cli import timed_exit_status
 from isotax.facts import reach_of
 from isotax.host.filesystems import host_storage
-from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import STORAGES as PLAN_STORAGES
 from isotax.protocols import (
@@ -338,11 +338,7 @@ class EngineInstance:
             "container": self.name,
             "network": self.choices.network,
             "address": self.address,
-            "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
-            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
-            "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
-            else "no limit",
-            "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
+            **limit_words(self.spec, self.node_cpus, "cpuset"),
             "seccomp": "the engine's default profile",
             "rootfs": f"{self.engine} image {image_ref(self.spec.image)} on the engine's "
                       "overlay storage driver, writable; tmpfs /tmp /run /dev/shm",

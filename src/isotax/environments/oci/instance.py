@@ -27,6 +27,7 @@ from isotax.environments.base import (
     Removals,
     Stopwatch,
     bound_cpus,
+    limit_words,
     log_tail,
     parse_ready_marker,
     remove_tree,
@@ -48,13 +49,8 @@ from isotax.environments.runtime_cli import exec_not_found
 from isotax.facts import reach_of
 from isotax.host import command
 from isotax.host.network import (
-    Bridge,
-    Lease,
-    acquire_bridge_lease,
-    netns_path,
-    release_bridge_lease,
+    BridgeSeat,
 )
-from isotax.host.numa import placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
     Availability,
@@ -92,8 +88,7 @@ class OciInstance:
         self.bundle = spec.workdir / f"bundle-{self.cid}"
         self.log = spec.workdir / f"{self.cid}.log"
         self.network = spec.network
-        self._bridge: Bridge | None = None
-        self._lease: Lease | None = None
+        self._seat: BridgeSeat | None = None  # its place on a bridge (network "bridge")
         self._stopped = False
         # The container's init process (pid, start time in ticks), from the runtime's state
         # the first time alive() is asked: see alive().
@@ -128,10 +123,8 @@ class OciInstance:
                              + ", ".join(STORAGES))
         netns: str | None = None
         if spec.network == "bridge":
-            self._bridge, self._lease = acquire_bridge_lease(self.cid.rsplit("-", 1)[1])
-            assert self._lease.netns is not None
-            netns = netns_path(self._lease.netns)
-            self.address = self._lease.ip
+            self._seat = BridgeSeat.take(self.cid.rsplit("-", 1)[1])
+            netns, self.address = self._seat.netns, self._seat.address
         elif spec.network == "none":
             netns = "new"  # a network namespace of its own with only loopback in it
             self.address = ""  # nothing outside can reach it
@@ -250,7 +243,7 @@ class OciInstance:
     def facts(self) -> Facts:
         return Facts(
             self.rt.name, reach_of(self.network), runtime=f"{self.rt.name} {self.rt.version()}",
-            bridge=self._bridge.name if self._bridge else "",
+            bridge=self._seat.bridge.name if self._seat else "",
             memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
             words=self._words())
 
@@ -260,11 +253,7 @@ class OciInstance:
             "container": self.cid,
             "network": self.network,
             "address": self.address,
-            "cpus": f"{self.node_cpus} (cpuset)" if self.node_cpus is not None
-            else f"0-{self.spec.vcpus - 1} (cpuset)" if self.spec.vcpus else "all (no limit)",
-            "memory": f"{self.spec.memory_mib} MiB (limit)" if self.spec.memory_mib
-            else "no limit",
-            "numa": placement_words(self.spec.numa_node, "cpuset", self.node_cpus),
+            **limit_words(self.spec, self.node_cpus, "cpuset"),
             "seccomp": "none",
             "rootfs": self.fs.rootfs_words("/tmp /run /dev/shm"),
             "storage": self.fs.words(),
@@ -380,10 +369,8 @@ class OciInstance:
         self._stopped = True
         out = Removals(f"{self.rt.name} container {self.cid}")
         out.attempt("the container", self._remove_container)
-        if self._bridge is not None:
-            bridge, lease = self._bridge, self._lease
-            out.attempt(f"bridge {bridge.name}", lambda: release_bridge_lease(bridge, lease)
-                        if lease is not None else bridge.down())
+        if self._seat is not None:
+            out.attempt(f"bridge {self._seat.bridge.name}", self._seat.release)
         self.fs.remove(out)
         out.attempt(f"bundle {self.bundle}", lambda: remove_tree(self.bundle))
         out.done()
