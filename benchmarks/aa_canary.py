@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from short_points import RR_AND_FIO
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child import stop_child
 
@@ -68,20 +70,7 @@ kind = "native"
 name = "compress"
 params = {{ level = 2, threads = 0, corpus_mib = 4 }}
 
-[[workloads]]
-name = "rr"
-params = {{ proto = "tcp", seconds = 1, tail = false }}
-
-[[workloads]]
-name = "fio"
-[workloads.params]
-pattern = "randread"
-bs = "4k"
-iodepth = 16
-size_mib = 16
-runtime_s = 1
-ramp_s = 0
-"""
+""" + RR_AND_FIO
 
 
 # -- the pure parts (tests/unit/test_bench_scripts.py) ------------------------------------------

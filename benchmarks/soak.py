@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from child import stop_child
+from short_points import RR_AND_FIO
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = REPO / ".venv" / "bin" / "python"
@@ -61,19 +62,7 @@ network = "bridge"
 [[workloads]]
 name = "compress"
 params = {{ corpus_mib = 1, threads = 1, level = [1, 2] }}
-[[workloads]]
-name = "rr"
-params = {{ proto = "tcp", seconds = 1, tail = false }}
-[[workloads]]
-name = "fio"
-[workloads.params]
-pattern = "randread"
-bs = "4k"
-iodepth = 16
-size_mib = 16
-runtime_s = 1
-ramp_s = 0
-"""
+""" + RR_AND_FIO
 TEMP_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/run/isotax"))
 ITX_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
 
