@@ -35,7 +35,7 @@ from variance_parts import (
     Run,
     balanced_blocks,
     fisher_interval,
-    per_second_spread,
+    per_second_row,
     sd_row,
 )
 
@@ -117,11 +117,7 @@ def analyse_interleave(runs: Sequence[Run], native: str, other: str, k: int
         secs = statistics.fmean(x[2] for x in u) if u else math.nan
         row = sd_row(g, f"{design}: pair sd", d, f"{secs:.1f} s a unit of {2 * k} runs")
         rows.append(row)
-        rows.append(Component(g, f"{design}: pair sd x sqrt(s a unit)", "sd", row.n,
-                              per_second_spread(row.estimate, secs),
-                              per_second_spread(row.low, secs),
-                              per_second_spread(row.high, secs),
-                              "the spread of one second of budget: the lowest wins"))
+        rows.append(per_second_row(g, f"{design}: pair sd x sqrt(s a unit)", row, secs))
         if len(d) >= 2:  # each design's own mean out, so both designs' units pool
             md, mx = statistics.fmean(d), statistics.fmean(x[1] for x in u)
             residuals += [(x[0] - md, x[1] - mx) for x in u]

@@ -65,7 +65,6 @@ from variance_parts import (
     Bench,
     Component,
     Run,
-    _pwords,
     acf_rows,
     adjacent_row,
     adjacent_spread,
@@ -75,7 +74,8 @@ from variance_parts import (
     mean_interval,
     mean_row,
     pair_log_ratios,
-    per_second_spread,
+    param_words,
+    per_second_row,
     sd_log_row,
     sd_row,
 )
@@ -319,11 +319,7 @@ def analyse(b: Bench, native: str, other: str) -> list[Component]:
         row = sd_row(g, f"{knob}={ln}: pair sd", x, f"{secs:.1f} s a pair (both cells, "
                      "with their pause, resume and telemetry)")
         rows.append(row)
-        rows.append(Component(g, f"{knob}={ln}: pair sd x sqrt(s a pair)", "sd", row.n,
-                              per_second_spread(row.estimate, secs),
-                              per_second_spread(row.low, secs),
-                              per_second_spread(row.high, secs),
-                              "the spread of one second of budget: the lowest wins"))
+        rows.append(per_second_row(g, f"{knob}={ln}: pair sd x sqrt(s a pair)", row, secs))
     if not lens:
         rows.append(Component(g, "cell length", "note", 0, math.nan,
                               note=f"no length knob known for {b.cls.name}: --length-param"))
@@ -478,7 +474,7 @@ def main() -> int:
         workdir = Path(owners.mark(tempfile.mkdtemp(prefix="itx-vc-", dir="/var/tmp")))
         b = Bench(args, image, workdir, log)
         load0 = _loadavg()
-        log(f"{args.workload} {_pwords(b.params())}: native vs {other} ({args.network}), "
+        log(f"{args.workload} {param_words(b.params())}: native vs {other} ({args.network}), "
             f"{args.minutes:g} min")
         try:
             with interrupts_for_this_process_only(), contextlib.ExitStack() as stack:
@@ -500,7 +496,7 @@ def main() -> int:
     rows = analyse(b, native, other) if set(args.phases) & set(DEFAULT_PHASES) else []
     if "interleave" in args.phases:
         rows += interleave.analyse_interleave(b.runs, native, other, args.cell_runs)
-    print(f"\n{args.workload} {_pwords(b.params())}: native vs {other} (network "
+    print(f"\n{args.workload} {param_words(b.params())}: native vs {other} (network "
           f"{args.network}); {len(b.runs)} runs in {took / 60:.1f} min; load average "
           f"{load0} at the start, {_loadavg()} at the end; log units (sd of log values ~ "
           "CV)\n")

@@ -230,6 +230,14 @@ def sd_row(group: str, name: str, xs: Sequence[float], note: str = "") -> Compon
     return Component(group, name, "sd", len(xs), s, lo, hi, note)
 
 
+def per_second_row(group: str, name: str, row: Component, seconds: float) -> Component:
+    """row's sd (and interval) as the spread of one second of budget (per_second_spread):
+    what a design gives for the time it costs; the lowest wins."""
+    return Component(group, name, "sd", row.n, per_second_spread(row.estimate, seconds),
+                     per_second_spread(row.low, seconds), per_second_spread(row.high, seconds),
+                     "the spread of one second of budget: the lowest wins")
+
+
 def sd_log_row(group: str, name: str, values: Sequence[float], note: str = "") -> Component:
     return sd_row(group, name, log_values(values), note)
 
@@ -379,7 +387,7 @@ class Bench:
         self.set_running(name, True)
         self.workload.prepare(self.instances[name], params, self.loadgen)
         self.prepared.add(key)
-        self.log(f"{name}: prepared {_pwords(params)} in {time.monotonic() - t0:.1f} s")
+        self.log(f"{name}: prepared {param_words(params)} in {time.monotonic() - t0:.1f} s")
         self.measure("warmup", name, params, telemetry=False)  # one warm-up, as the plans do
 
     def measure(self, phase: str, name: str, params: Mapping[str, Any], *,
@@ -418,5 +426,5 @@ class Bench:
             self.runs.append(run)
         return run
 
-def _pwords(params: Mapping[str, Any]) -> str:
+def param_words(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
