@@ -1,7 +1,7 @@
 """The benchmark scripts use isotax as a library (issue 42): they import public names only,
-never a `_private` one (of isotax or of each other), and reach no private attribute of what isotax gives them. ruff and
-mypy check them in the test command (scripts/test.sh), so an API change that breaks one
-fails there, not on the day someone runs it."""
+never a `_private` one (of isotax or of each other), and reach no private attribute of what
+isotax gives them. ruff and mypy check them in the test command (scripts/test.sh), so an API
+change that breaks one fails there, not on the day someone runs it."""
 
 from __future__ import annotations
 
