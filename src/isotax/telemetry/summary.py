@@ -65,20 +65,11 @@ class CpuSeconds:
 
 
 @dataclass(frozen=True)
-class GuestCpu:
+class GuestCpu(CpuSeconds):
     """What a VM's guest (or gVisor's Sentry) accounted in its own /proc/stat over the run:
-    CPU seconds by kind as in CpuSeconds, its CPUs, each one's busy seconds and, where the
-    in-guest sampler ran, each one's busiest tick (share of the CPU)."""
+    CPU seconds by kind (CpuSeconds' fields), its CPUs, each one's busy seconds and, where
+    the in-guest sampler ran, each one's busiest tick (share of the CPU)."""
 
-    user: float
-    nice: float
-    system: float
-    idle: float
-    iowait: float
-    irq: float
-    softirq: float
-    steal: float
-    busy: float
     cpus: int
     cpu_busy_s: tuple[float, ...]
     cpu_busy_peak: tuple[float, ...] | None = None
