@@ -130,6 +130,16 @@ def undo_start(stop: Callable[[], None]) -> None:
         stop()
 
 
+def start_or_undo(start: Callable[[], None], stop: Callable[[], None]) -> None:
+    """start() of a new instance; where it fails (or is interrupted), stop() removes what it
+    made (undo_start) and start's own error is raised."""
+    try:
+        start()
+    except BaseException:
+        undo_start(stop)
+        raise
+
+
 def log_tail(path: Path, lines: int = 3) -> str:
     """The last lines of a log an instance's process wrote (a runtime's, a console), joined
     with " | " for a one-line reason; "(no output)" where it has none or cannot be read."""

@@ -22,7 +22,7 @@ from isotax.environments.base import (
     parse_ready_marker,
     register,
     remove_tree,
-    undo_start,
+    start_or_undo,
 )
 from isotax.host import command, owners
 from isotax.host.filesystems import host_storage
@@ -78,12 +78,11 @@ class NativeInstance:
         # Every command joins this group, so a run's CPU inside the environment is counted
         # exactly, exited processes included (telemetry.cpuacct), as a container's group does.
         self.cpu_group: CpuGroup | None = None
-        try:
+        def start() -> None:
             self.cpu_group = CpuGroup(f"itx-native-{owners.new_tag(3)}")
             self._start_hold(sw)
-        except BaseException:
-            undo_start(self.stop)
-            raise
+
+        start_or_undo(start, self.stop)
         self.milestones: Mapping[str, float] = dict(sw.marks)
 
     def _start_hold(self, sw: Stopwatch) -> None:

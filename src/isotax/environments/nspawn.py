@@ -52,7 +52,7 @@ from isotax.environments.base import (
     log_tail,
     process_gone,
     register,
-    undo_start,
+    start_or_undo,
 )
 from isotax.environments.container_fs import (
     SCRATCH,
@@ -176,11 +176,7 @@ class NspawnInstance:
         # plan limits the count).
         self.numa_how = ""
         self.node_cpus = bound_cpus("nspawn", spec)
-        try:
-            self._start()
-        except BaseException:
-            undo_start(self.stop)
-            raise
+        start_or_undo(self._start, self.stop)
 
     # -- start ---------------------------------------------------------------------------
     def _start(self) -> None:

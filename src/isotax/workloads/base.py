@@ -120,6 +120,7 @@ def missing_facts(cls: type) -> list[str]:
 # The secret of this isotax process's servers (Redis's password, MariaDB's user's, netperf's
 # passphrase): drawn once per process (a run; a resumed run draws its own), so that a server
 # isotax starts answers only its own load generator's clients.
+MIB = 1024 * 1024  # bytes in a MiB, for workloads that size files and memory
 SERVER_SECRET = f"itx{secrets.token_hex(12)}"
 
 

@@ -26,9 +26,7 @@ from isotax.protocols import (
     ParamSpec,
     Port,
 )
-from isotax.workloads.base import BaseWorkload, register
-
-MIB = 1024 * 1024
+from isotax.workloads.base import MIB, BaseWorkload, register
 
 
 @register

@@ -40,9 +40,8 @@ from isotax.protocols import (
     Port,
 )
 from isotax.telemetry.footprint import Footprint, measure
-from isotax.workloads.base import BaseWorkload, register
+from isotax.workloads.base import MIB, BaseWorkload, register
 
-MIB = 1024 * 1024
 # What an idle instance costs the host at the least, for the load-time check of max_instances
 # (host_needs): below the smallest footprint measured on the development machine, native's one
 # idle itx-ready process at 0.17 MiB PSS (docs/measured-here.md, "Startup phases and idle

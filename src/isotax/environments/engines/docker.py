@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from isotax.environments.base import Stopwatch, exit_words, register, undo_start
+from isotax.environments.base import Stopwatch, exit_words, register, start_or_undo
 from isotax.environments.engines.client import EngineCli, EngineError, labelled_leftovers
 from isotax.environments.engines.commands import KATA_INSTALL, KATA_RUNTIME_TYPE, KATA_SHIM
 from isotax.environments.engines.dockerd import (
@@ -95,12 +95,7 @@ class DockerInstance(EngineInstance):
         self.container_ip = ""
         self._pub: Bridge | None = None
         self._root_dir: Path | None = None
-        try:
-            self._start()
-            self._after_start()
-        except BaseException:
-            undo_start(self.stop)
-            raise
+        start_or_undo(self._start_all, self.stop)
 
     def _prepare_engine(self, sw: Stopwatch) -> None:
         if system_daemon(self.program):
@@ -185,6 +180,10 @@ class DockerInstance(EngineInstance):
         self._pub = Bridge(name=f"itx-pub{self.name.rsplit('-', 1)[1]}")
         self._pub.up()
         return self._pub.gateway, []
+
+    def _start_all(self) -> None:
+        self._start()
+        self._after_start()
 
     def _after_start(self) -> None:
         st = self._state()

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from isotax.environments.base import Stopwatch, register, undo_start
+from isotax.environments.base import Stopwatch, register, start_or_undo
 from isotax.environments.engines.client import LABEL, EngineCli, labelled_leftovers
 from isotax.environments.engines.dockerd import (
     RUNSC,
@@ -180,11 +180,7 @@ class PodmanInstance(EngineInstance):
         self._net_file: Path | None = None
         self._network_backend = ""
         self._acquired = False
-        try:
-            self._start()
-        except BaseException:
-            undo_start(self.stop)
-            raise
+        start_or_undo(self._start, self.stop)
 
     def _prepare_engine(self, sw: Stopwatch) -> None:
         _acquire()

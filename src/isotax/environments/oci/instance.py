@@ -31,7 +31,7 @@ from isotax.environments.base import (
     log_tail,
     parse_ready_marker,
     remove_tree,
-    undo_start,
+    start_or_undo,
 )
 from isotax.environments.container_fs import (
     SCRATCH,
@@ -102,11 +102,7 @@ class OciInstance:
         # NUMA placement: the node's CPUs (the first vcpus of them where the plan limits the
         # count) and its memory, as the container's cpuset.
         self.node_cpus = bound_cpus(self.rt.name, spec)
-        try:
-            self._start()
-        except BaseException:
-            undo_start(self.stop)
-            raise
+        start_or_undo(self._start, self.stop)
 
     def _start(self) -> None:
         sw = Stopwatch()
