@@ -111,12 +111,8 @@ class OciInstance:
         if not (rootfs / "bin").exists():
             raise Unavailable(Availability.no(
                 f"image rootfs {rootfs} is missing or empty", "build it: isotax image build"))
-        if spec.network not in ("host", "bridge", "none"):
-            raise ValueError(f"network {spec.network!r}: {self.rt.name} supports host, bridge, "
-                             "none")
-        if spec.storage not in STORAGES:
-            raise ValueError(f"storage {spec.storage!r}: {self.rt.name} supports "
-                             + ", ".join(STORAGES))
+        # spec.network and spec.storage are of the kind's declared networks and storages: the
+        # plan refuses any other at load.
         netns: str | None = None
         if spec.network == "bridge":
             self._seat = BridgeSeat.take(self.cid.rsplit("-", 1)[1])
