@@ -19,7 +19,7 @@ import pytest
 
 from isotax import protocols
 from isotax.environments.base import EnvironmentBase
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample, SanityError
 from isotax.parsers import distributions

@@ -11,7 +11,7 @@ names the place in the file, the problem and the fix (PlanError); the CLI turns 
     timeout_s = 900          # one workload run
     restarts = 2             # an environment that dies (QEMU killed, ...) is restarted at most
                              # this often; past that its remaining cells fail, the run goes on
-    parity = "refuse"        # unequal resources (isotax.host.parity): refuse to run, or "flag"
+    parity = "refuse"        # unequal resources (host.facts.parity): refuse to run, or "flag"
 
     warmup_points = "workload"  # warm up each environment x workload once (or "point": each)
 

@@ -53,7 +53,7 @@ capture() {
   systemctl --version | head -1 > "$dest/systemctl-version.txt"
   ip -j route > "$dest/ip-j-route.json"; ip -j addr > "$dest/ip-j-addr.json"
   # The parity probe natively, and in a transient scope with systemd's own limits on it.
-  .venv/bin/python -c 'from isotax.host.parity import PROBE; print(PROBE)' > /tmp/guest-room-probe.sh
+  .venv/bin/python -c 'from isotax.host.facts.parity import PROBE; print(PROBE)' > /tmp/guest-room-probe.sh
   sh /tmp/guest-room-probe.sh > "$dest/parity-probe-native.txt" 2>&1
   systemd-run --quiet --scope -p MemoryMax=512M -p CPUQuota=50% sh /tmp/guest-room-probe.sh \
     > "$dest/parity-probe-scope-limited.txt" 2>&1

@@ -456,7 +456,7 @@ def test_a_changed_host_refuses_the_resume_until_forced(hosts: list[SshHost], in
     line adds "with --force", and `fleet run --resume FLEET --force` completes it."""
     import psycopg
 
-    from isotax.host.fingerprint import fingerprint
+    from isotax.host.facts.fingerprint import fingerprint
 
     inv = _h1_only(inventory, base / "inventory-h1-force.ini")
     results = base / "ctl-force"

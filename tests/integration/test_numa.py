@@ -10,7 +10,7 @@ import pytest
 from support import ran, started
 
 from isotax.analysis.report_data import analyze
-from isotax.host.numa import (
+from isotax.host.facts.numa import (
     nodes,
 )
 from isotax.image.artifacts import ImageArtifacts
@@ -63,7 +63,7 @@ params = { max_instances = 1, settle_s = 0.0 }
 def test_runner_says_why_a_placement_cannot_run(image: ImageArtifacts, tmp_path: Path) -> None:
     if shutil.which("numactl") is None:
         pytest.skip("numactl is not installed (scripts/setup.sh installs it)")
-    from isotax.host.fingerprint import fingerprint
+    from isotax.host.facts.fingerprint import fingerprint
 
     with ran(PLAN, image, tmp_path, host=fingerprint()) as (store, run_id):
         envs = {e.name: e for e in store.environments(run_id)}

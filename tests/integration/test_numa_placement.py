@@ -19,8 +19,8 @@ from support import DATA, ours, why_not_root_and
 
 from isotax import protocols
 from isotax.environments.vm.qemu import QemuInstance
-from isotax.host import numa
-from isotax.host.numa import node_cpulist
+from isotax.host.facts import numa
+from isotax.host.facts.numa import node_cpulist
 from isotax.image.artifacts import ImageArtifacts
 from isotax.protocols import EnvSpec, Instance, Unavailable
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import SCHEMA_VERSION, CellOutcome, EnvRecord, Store, StoreError
 from isotax.store.sqlite import SQLiteStore

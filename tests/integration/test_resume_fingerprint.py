@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import requires_root_and
 
-from isotax.host.fingerprint import fingerprint
+from isotax.host.facts.fingerprint import fingerprint
 from isotax.store.sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.integration, requires_root_and("debootstrap")]

@@ -10,7 +10,7 @@ from pathlib import Path
 from isotax.analysis.attribution import settings, single_layer_pairs
 from isotax.analysis.report_data import analyze
 from isotax.analysis.verdicts import Verdict, decide_by_round
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord

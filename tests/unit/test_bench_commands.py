@@ -12,7 +12,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 # Modules the commands import, not commands.
-HELPERS = {"child.py", "interleave.py", "variance_parts.py"}  # variance_components' phase and parts
+HELPERS = {"child.py", "interleave.py", "short_points.py", "variance_parts.py"}  # shared parts
 COMMANDS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
 
 

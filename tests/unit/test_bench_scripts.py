@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import binomtest
 
 from isotax import protocols
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.store.base import CellOutcome, EnvRecord

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from isotax.analysis import borrowing, cell_length, margins
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan
 from isotax.run.cell_runs import CellRuns, per_run

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support import hostile_store
 
-from isotax.host import diskspace
-from isotax.host.diskspace import GiB, KiB, MiB
+from isotax.host.facts import diskspace
+from isotax.host.facts.diskspace import GiB, KiB, MiB
 from isotax.image import build
 from isotax.image.recipe import Recipe
 from isotax.model import CellKey, CellStatus, Sample

@@ -1,4 +1,4 @@
-"""One typed record per environment (isotax.host.description): what the runner builds, what
+"""One typed record per environment (isotax.host.facts.description): what the runner builds, what
 the store keeps of it, and what a report reads back, older runs' rows included."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from isotax.environments.kube.pod import PodInstance
 from isotax.environments.native import NativeInstance
 from isotax.facts import FACTS_KEY, Facts, Reach
-from isotax.host.description import RECORD_KEY, EnvironmentDescription
-from isotax.host.parity import Resources
+from isotax.host.facts.description import RECORD_KEY, EnvironmentDescription
+from isotax.host.facts.parity import Resources
 from isotax.protocols import ElsewhereNode, Evidence, Isolation, NodeIdentity, OwnCpuGroup
 
 RUNC = Facts("runc", Reach.BRIDGE, memory_limit_mib=512)

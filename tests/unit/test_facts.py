@@ -21,7 +21,7 @@ from isotax.facts import (
     stored_description,
     stored_facts,
 )
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown
 from isotax.store.base import CellOutcome, EnvRecord

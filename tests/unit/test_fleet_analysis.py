@@ -25,7 +25,7 @@ from isotax.analysis.fleet import (
     to_json,
 )
 from isotax.analysis.report_data import analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.sqlite import SQLiteStore

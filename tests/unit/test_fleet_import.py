@@ -14,7 +14,7 @@ import pytest
 from support import DATA
 
 from isotax.analysis.report_data import analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import write_reports
 from isotax.store.base import CellOutcome, EnvRecord, StoreError

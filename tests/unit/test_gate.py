@@ -18,7 +18,7 @@ from isotax.analysis.report_data import ReportData, analyze
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
 from isotax.cli import main
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.store.base import CellOutcome, EnvRecord
 from isotax.store.bundle import export_bundle

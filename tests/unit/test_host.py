@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from support import DATA
 
 from isotax.cli import main
-from isotax.host.fingerprint import (
+from isotax.host.facts.fingerprint import (
     fingerprint,
     fingerprint_differences,
     parse_cgroup_mounts,

@@ -11,8 +11,8 @@ from pathlib import Path
 from support import DATA, HOSTILE_CPU, HOSTILE_HOST, hostile_store, self_contained
 
 from isotax.analysis.report_data import analyze
-from isotax.host.description import EnvironmentDescription
-from isotax.host.fingerprint import fingerprint
+from isotax.host.facts.description import EnvironmentDescription
+from isotax.host.facts.fingerprint import fingerprint
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import html, markdown
 from isotax.store.base import CellOutcome, EnvRecord

@@ -22,7 +22,7 @@ from support import DATA
 
 from isotax import protocols
 from isotax.cli import main
-from isotax.host import numa
+from isotax.host.facts import numa
 from isotax.plan import BUILTIN_PLANS, PlanError, load_plan, parse_plan
 from isotax.run import feasibility
 

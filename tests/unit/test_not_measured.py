@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 
 from isotax.analysis.report_data import analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, Sample
 from isotax.report import json_report, markdown, results_model
 from isotax.store.base import CellOutcome, EnvRecord

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support import DATA
 
-from isotax.host.numa import (
+from isotax.host.facts.numa import (
     counters,
     local_share,
     nodes,

@@ -18,8 +18,8 @@ from isotax.environments.vm.qemu_tuning import (
     resolve_knobs,
 )
 from isotax.environments.vm.qemu_vm import VmConfig, qemu_argv
-from isotax.host import numa
-from isotax.host.numa import format_cpulist, node_cpulist, node_cpuset, placement_words
+from isotax.host.facts import numa
+from isotax.host.facts.numa import format_cpulist, node_cpulist, node_cpuset, placement_words
 
 REAL = DATA / "numa" / "sysfs-this-host"  # captured from this host: one node, CPUs 0-1
 TWO = DATA / "numa" / "synthetic-2node"  # hand-written: see tests/data/numa/SYNTHETIC.md

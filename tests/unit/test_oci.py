@@ -12,7 +12,7 @@ from isotax.environments.base import parse_ready_marker
 from isotax.environments.container_fs import SCRATCH
 from isotax.environments.oci.bundle import bundle_config, new_container_id
 from isotax.environments.runtime_cli import exec_not_found, parse_version
-from isotax.host.cgroups import hybrid_cgroup2_with_controllers
+from isotax.host.facts.cgroups import hybrid_cgroup2_with_controllers
 
 
 def test_both_kinds_registered() -> None:

@@ -22,7 +22,7 @@ from isotax.analysis.verdicts import (
     confidence_sequence,
     radius,
 )
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_budget, parse_plan, with_budget
 from isotax.run.schedule import schedule

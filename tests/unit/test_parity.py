@@ -8,8 +8,8 @@ import pytest
 from support import DATA
 
 from isotax.facts import Facts, Reach, stored_facts
-from isotax.host.description import EnvironmentDescription, parity_problems
-from isotax.host.parity import (
+from isotax.host.facts.description import EnvironmentDescription, parity_problems
+from isotax.host.facts.parity import (
     Resources,
     parse_ethtool_features,
     parse_probe,
@@ -179,7 +179,7 @@ def test_the_probe_reads_its_cgroups_limits_on_v1() -> None:
 
 
 def test_cgroup_limits_takes_the_lowest_of_every_level() -> None:
-    from isotax.host.parity import cgroup_limits
+    from isotax.host.facts.parity import cgroup_limits
     v2 = ["memory.max=max", "cpu.max=max 100000", "memory.max=1073741824",
           "cpu.max=150000 100000", "memory.max=2147483648", "cpu.max=300000 100000"]
     assert cgroup_limits(v2) == (1073741824, 1.5)

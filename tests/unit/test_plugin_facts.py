@@ -12,7 +12,7 @@ import pytest
 from isotax import protocols
 from isotax.environments.base import EnvironmentBase, undeclared_facts
 from isotax.facts import Facts, Reach
-from isotax.host.fingerprint import runtime_version_commands
+from isotax.host.facts.fingerprint import runtime_version_commands
 from isotax.protocols import (
     Availability,
     EnvSpec,

@@ -11,7 +11,7 @@ import pytest
 from support import DATA
 
 from isotax.analysis.report_data import analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import FORMAT_VERSION, CellKey, CellStatus, Sample
 from isotax.report import csv_report, json_report, markdown, write_reports
 from isotax.store.base import CellOutcome, EnvRecord
@@ -240,7 +240,7 @@ def test_other_blas_kernels_than_the_baseline_are_warned_about(store: SQLiteStor
 
 
 def test_host_fingerprint_in_the_report(tmp_path: Path) -> None:
-    from isotax.host.fingerprint import fingerprint
+    from isotax.host.facts.fingerprint import fingerprint
 
     host = fingerprint(DATA / "host" / "this-host")
     s = SQLiteStore(tmp_path / "isotax.db")

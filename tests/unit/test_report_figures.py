@@ -11,7 +11,7 @@ import pytest
 from support import FIGURES_PLAN, SLOWER, figure_samples, figure_store
 
 from isotax.analysis.report_data import ReportData, analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.parsers import distributions
 from isotax.report import figures, html, json_report, svg_figure

@@ -12,7 +12,7 @@ import pytest
 
 from isotax import protocols
 from isotax.analysis.report_data import ReportData, analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.report import csv_report, figures, html, json_report, lifecycle, markdown

@@ -21,7 +21,7 @@ from isotax.analysis.compare import NotComparable, compare
 from isotax.analysis.limiter import Limiter, aggregate, suspect
 from isotax.analysis.report_data import ReportData, ReportWarning, analyze
 from isotax.analysis.stats import Ratio
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report import decisions, emulation, html, markdown
 from isotax.report.figures import _judged

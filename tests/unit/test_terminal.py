@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from isotax.analysis.report_data import ReportData, analyze
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.report.terminal import WIDTH, print_summary, summary_table
 from isotax.store.base import CellOutcome, EnvRecord

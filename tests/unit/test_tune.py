@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from support import DATA, ROOT, snapshot
 
 from isotax.cli import main
-from isotax.host.numa import format_cpulist
+from isotax.host.facts.numa import format_cpulist
 from isotax.host.tune import (
     ABSENT,
     ALREADY,

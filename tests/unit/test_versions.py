@@ -1,4 +1,4 @@
-"""The versions a run is made with (isotax.host.versions): recorded as run meta when the run
+"""The versions a run is made with (isotax.host.facts.versions): recorded as run meta when the run
 starts, named in its bundle's manifest, shown in the report, and compared by `isotax report`
 with the versions it regenerates the report with."""
 
@@ -17,7 +17,7 @@ from support import RUNNER_PLAN, GoneEnvironment
 
 from isotax import protocols
 from isotax.analysis.report_data import analyze
-from isotax.host import versions
+from isotax.host.facts import versions
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellKey, CellStatus, Sample
 from isotax.plan import parse_plan

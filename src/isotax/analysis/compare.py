@@ -30,7 +30,7 @@ from typing import Any
 from isotax.analysis.between_runs import judge
 from isotax.analysis.stats import Ratio, ratio
 from isotax.analysis.verdicts import MIN_MARGIN, RatioVerdict
-from isotax.host.fingerprint import fingerprint_differences
+from isotax.host.facts.fingerprint import fingerprint_differences
 from isotax.model import CellStatus
 from isotax.store.base import CellRecord, RunRecord
 from isotax.telemetry import envcpu

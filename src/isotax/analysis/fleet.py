@@ -42,7 +42,7 @@ from isotax.analysis.report_warnings import ReportWarning
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Ratio
 from isotax.analysis.verdicts import MIN_MARGIN, RatioVerdict
-from isotax.host.fingerprint import fingerprint_differences
+from isotax.host.facts.fingerprint import fingerprint_differences
 from isotax.model import FORMAT_VERSION, RunStatus
 from isotax.store.base import Store, StoreError
 from isotax.store.run_meta import RunMeta

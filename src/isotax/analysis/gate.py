@@ -48,7 +48,7 @@ from isotax.analysis.between_runs import tax_change
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
-from isotax.host.fingerprint import fingerprint_differences
+from isotax.host.facts.fingerprint import fingerprint_differences
 from isotax.model import RunStatus
 
 ParamValue = str | bool | int | float

@@ -23,7 +23,7 @@ from isotax.analysis.stats import Ratio, Summary, aa_noise_floor, outliers, rati
 from isotax.analysis.verdicts import MIN_MARGIN, PRIOR_G, Borrowed, RatioVerdict, Verdict
 from isotax.analysis.warmups import WarmupCheck
 from isotax.analysis.warmups import check as check_warmups
-from isotax.host.description import parity_problems
+from isotax.host.facts.description import parity_problems
 from isotax.model import NOT_MEASURED, CellKey, CellStatus, RunStatus
 from isotax.parsers import distributions
 from isotax.plan import PlanError, StoredPlan, parse_plan, read_stored_plan

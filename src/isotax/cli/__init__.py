@@ -44,7 +44,7 @@ class _Commands(click.Group):
             if not isinstance(e, DiskFull):
                 raise
             where, what = e.path, f"writing {e.what}"
-        from isotax.host import diskspace
+        from isotax.host.facts import diskspace
 
         free = diskspace.free_bytes(where)
         click.echo(f"isotax: the disk under {where} is full ({what}): {diskspace.human(free)} "

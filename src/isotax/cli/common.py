@@ -134,7 +134,7 @@ def recipe_for(choice: Choice | None = None) -> Recipe:
 def image_artifacts(choice: Choice | None = None) -> ImageArtifacts:
     """The workload image of the chosen release, built here when not cached; fail() when it
     cannot be."""
-    from isotax.host import diskspace
+    from isotax.host.facts import diskspace
     from isotax.image.build import ImageError, ensure_image
 
     try:  # a build that would not fit in the cache is refused before it starts (exit 2)
@@ -188,7 +188,7 @@ def write_report(store, run_id: str, out_dir: Path,  # type: ignore[no-untyped-d
 def version_warnings(store: Store, rid: str) -> None:
     """One line per report-shaping package (matplotlib, numpy, ...) whose version here differs
     from the one the run was reported with: the regenerated report may differ in bytes."""
-    from isotax.host import versions
+    from isotax.host.facts import versions
 
     recorded = store.run_meta(rid).get(versions.META_KEY)
     current = versions.installed(versions.REPORT_PACKAGES)

@@ -142,7 +142,7 @@ def system_show(as_json: bool) -> None:
     """Show what isotax records about this host: CPU, SMT, NUMA, governor, THP, mitigations..."""
     import json
 
-    from isotax.host.fingerprint import fingerprint, show_rows
+    from isotax.host.facts.fingerprint import fingerprint, show_rows
 
     try:
         fp = fingerprint()

@@ -184,7 +184,7 @@ def _resumed(store: Store, resume_id: str, budget: str | None, force: bool
              ) -> tuple[Plan, str, str]:
     """(plan, its text, run id) of a stored run to go on with: its own plan and budget, on
     the host it was recorded on (or --force, and the report says so)."""
-    from isotax.host.fingerprint import fingerprint, fingerprint_differences
+    from isotax.host.facts.fingerprint import fingerprint, fingerprint_differences
     from isotax.plan import parse_plan, with_budget
     from isotax.run import feasibility
     from isotax.store.run_meta import RunMeta
@@ -249,7 +249,7 @@ def _record_image(store: Store, run_id: str, p: Plan, choice: Choice,
 
 def _create_run(store: Store, p: Plan, text: str, given_id: str | None,
                 budget: str | None) -> str:
-    from isotax.host.fingerprint import fingerprint
+    from isotax.host.facts.fingerprint import fingerprint
     from isotax.run.schedule import new_run_id
 
     run_id = given_id or new_run_id(p.name)
@@ -302,7 +302,7 @@ def _measuring_turn(resume_id: str | None, beside: bool) -> ExitStack:
 def _check_run_space(p: Plan, results_dir: Path, done: int, report: bool) -> None:
     """Refuse, in one line and exit 2, a run whose results would not fit under results_dir:
     its cells still to commit, the store's journal and the report (host.diskspace)."""
-    from isotax.host import diskspace
+    from isotax.host.facts import diskspace
 
     cells = cells_to_commit(p, done)
     what = (f"the results of plan {p.name} ({cells} cell{'' if cells == 1 else 's'} to "
@@ -320,7 +320,7 @@ def _full_disk_ends_run(store: Store, p: Plan, run_id: str, results_dir: Path, r
     """A disk that fills inside the block ends `isotax run` in one line: where, what is free,
     what the rest needs, and the command that goes on once space is freed; exit
     EXIT_DISK_FULL. What was committed stands: the store rolled back the rest."""
-    from isotax.host import diskspace
+    from isotax.host.facts import diskspace
     from isotax.store.base import DiskFull
 
     try:

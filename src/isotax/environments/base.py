@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from isotax.host.numa import node_cpuset, placement_words
+from isotax.host.facts.numa import node_cpuset, placement_words
 from isotax.parsers import procfs
 from isotax.protocols import (
     ENVIRONMENTS,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from isotax.environments.base import Removals, remove_tree
 from isotax.host import command
-from isotax.host.filesystems import host_storage
+from isotax.host.facts.filesystems import host_storage
 from isotax.protocols import Availability, Unavailable
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:

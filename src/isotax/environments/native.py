@@ -25,8 +25,8 @@ from isotax.environments.base import (
     start_or_undo,
 )
 from isotax.host import command, owners
-from isotax.host.filesystems import host_storage
-from isotax.host.numa import numactl_prefix
+from isotax.host.facts.filesystems import host_storage
+from isotax.host.facts.numa import numactl_prefix
 from isotax.host.processes import leftover_processes
 from isotax.protocols import (
     STORAGES,

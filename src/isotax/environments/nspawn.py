@@ -61,11 +61,11 @@ from isotax.environments.container_fs import (
 )
 from isotax.facts import reach_of
 from isotax.host import command, owners
-from isotax.host.cgroups import remove_cgroup_tree
+from isotax.host.facts.cgroups import remove_cgroup_tree
+from isotax.host.facts.numa import numactl_prefix
 from isotax.host.network import (
     BridgeSeat,
 )
-from isotax.host.numa import numactl_prefix
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.parsers import procfs
 from isotax.protocols import (

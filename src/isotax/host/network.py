@@ -23,8 +23,8 @@ from types import TracebackType
 from pyroute2 import IPRoute, netns
 
 from isotax.host import command
+from isotax.host.facts.parity import parse_ethtool_features
 from isotax.host.locks import exclusive
-from isotax.host.parity import parse_ethtool_features
 from isotax.protocols import Completed
 
 COMMENT = "isotax"
@@ -106,7 +106,7 @@ def uplink_mtu(ipr: IPRoute) -> int:
     Every link isotax makes gets it, so a bridged container, a VM's tap and the load
     generator's veth carry the same packet sizes as the host's own network: Docker's bridge
     keeps 1500 whatever the uplink has (a classic source of fragmentation and of an unequal
-    comparison), and isotax.host.parity would flag the difference.
+    comparison), and isotax.host.facts.parity would flag the difference.
     """
     for route in ipr.get_default_routes(family=socket.AF_INET):
         oif = route.get_attr("RTA_OIF")
@@ -117,7 +117,7 @@ def uplink_mtu(ipr: IPRoute) -> int:
     return 1500
 
 
-# ethtool's short names for the offloads parity compares (isotax.host.parity.OFFLOADS).
+# ethtool's short names for the offloads parity compares (isotax.host.facts.parity.OFFLOADS).
 _OFFLOAD_SHORT = {"rx-checksumming": "rx", "tx-checksumming": "tx", "scatter-gather": "sg",
                   "tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
                   "generic-receive-offload": "gro", "large-receive-offload": "lro"}
@@ -133,8 +133,8 @@ def _ethtool_k(dev: str, netns: str | None) -> dict[str, str]:
 def match_uplink_offloads(ipr: IPRoute, dev: str, netns: str | None = None) -> None:
     """Give a link isotax made the host uplink's offloads where the driver lets them change
     (a veth starts with GRO off while most NICs have it on: an unequal comparison that
-    isotax.host.parity would flag). Best effort: without ethtool, or for fixed features, the link
-    keeps its own and parity reports the difference."""
+    isotax.host.facts.parity would flag). Best effort: without ethtool, or for fixed
+    features, the link keeps its own and parity reports the difference."""
     if shutil.which("ethtool") is None:
         return
     uplink = next((links[0].get_attr("IFLA_IFNAME")

@@ -43,9 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from isotax.host.fingerprint import parse_cpuinfo, parse_selected
+from isotax.host.facts.fingerprint import parse_cpuinfo, parse_selected
+from isotax.host.facts.numa import format_cpulist
 from isotax.host.locks import exclusive
-from isotax.host.numa import format_cpulist
 from isotax.parsers.procfs import parse_cpulist
 
 DEFAULT_STATE = Path("/var/lib/isotax/tune-state.json")

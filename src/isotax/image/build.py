@@ -81,7 +81,7 @@ def ensure_image(recipe: Recipe, cache_dir: Path | None = None, log: Log | None 
     """Return the image for the recipe and the guest helpers, building what is missing. The
     caller makes the recipe with the registered workloads' packages:
     isotax.protocols.image_recipe(). Before a build, `space`
-    (isotax.host.diskspace.check, from a caller above the host layer) is asked about the
+    (isotax.host.facts.diskspace.check, from a caller above the host layer) is asked about the
     cache and the bytes the build needs; its line, if it has one, refuses the build."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     say: Log = log or (lambda _msg: None)

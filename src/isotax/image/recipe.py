@@ -39,7 +39,7 @@ BASE_PACKAGES: tuple[str, ...] = (
     # The system container (nspawn) boots the image's own init; VMs and OCI containers start
     # isotax's helpers instead (init=itx-init, itx-ready), so systemd never runs there.
     "systemd-sysv",
-    # Parity checks read the NIC offloads inside every environment (isotax.host.parity).
+    # Parity checks read the NIC offloads inside every environment (isotax.host.facts.parity).
     "ethtool",
 )
 

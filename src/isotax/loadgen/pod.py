@@ -50,7 +50,7 @@ from isotax.environments.kube_api import (
     wait_running,
 )
 from isotax.host import owners
-from isotax.host.cgroups import tree_pids
+from isotax.host.facts.cgroups import tree_pids
 from isotax.host.kubernetes import cluster, images, target
 from isotax.host.kubernetes import layout as L
 from isotax.host.network import NetworkError, TaggedRule, admit_only, delete_tagged_rule

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from isotax.environments.base import GUEST_PATH
 from isotax.host import command, owners
+from isotax.host.facts.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.network import (
     NetworkError,
     TaggedRule,
@@ -49,7 +50,6 @@ from isotax.host.network import (
     admit_only,
     delete_tagged_rule,
 )
-from isotax.host.parity import OFFLOADS, parse_ethtool_features
 from isotax.host.processes import cmdlines, process_leftover
 from isotax.loadgen.base import LoadGenRefused, listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError

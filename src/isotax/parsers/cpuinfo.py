@@ -1,6 +1,6 @@
 """/proc/cpuinfo -> the fields of its first processor block. Pure.
 
-The host fingerprint (isotax.host.fingerprint) and the explanation of hpcc's SIGILL in a VM
+The host fingerprint (isotax.host.facts.fingerprint) and the explanation of hpcc's SIGILL in a VM
 (isotax.parsers.hpcc) both read the CPU's model, vendor, family and flags from it.
 """
 

@@ -11,8 +11,8 @@ import datetime as dt
 import math
 
 from isotax.analysis.report_data import ReportData
-from isotax.host import versions
-from isotax.host.fingerprint import show_rows
+from isotax.host.facts import versions
+from isotax.host.facts.fingerprint import show_rows
 from isotax.report import (
     decisions,
     emulation,
@@ -152,7 +152,7 @@ def host_blocks(d: ReportData) -> list[Block]:
 
 
 def versions_blocks(d: ReportData) -> list[Block]:
-    """The Python and host tool versions the run recorded (isotax.host.versions), the
+    """The Python and host tool versions the run recorded (isotax.host.facts.versions), the
     report-shaping packages in one line; which of those differ here when the report is
     regenerated elsewhere. Nothing for a run made before they were recorded."""
     rec = d.meta.versions

@@ -307,7 +307,7 @@ class ResultsDocument(_Part):
     host: dict[str, Any]
     """The host fingerprint the run recorded."""
     versions: dict[str, Any] | None
-    """What isotax ran with, recorded beside the fingerprint (isotax.host.versions): Python,
+    """What isotax ran with, recorded beside the fingerprint (isotax.host.facts.versions): Python,
     every Python package of isotax's dependency closure, the host tools' first version lines;
     null for a run recorded before isotax kept them."""
     plan_toml: str

@@ -30,7 +30,7 @@ from typing import Any
 
 from isotax import protocols
 from isotax.environments.base import mem_total_bytes
-from isotax.host import numa
+from isotax.host.facts import numa
 from isotax.plan import EnvironmentEntry, Plan, PlanError
 from isotax.protocols import Need
 

@@ -24,9 +24,10 @@ from typing import Any
 
 from isotax import protocols
 from isotax.analysis import warmups
-from isotax.host import numa, owners, versions
-from isotax.host.description import parity_problems
-from isotax.host.fingerprint import fingerprint
+from isotax.host import owners
+from isotax.host.facts import numa, versions
+from isotax.host.facts.description import parity_problems
+from isotax.host.facts.fingerprint import fingerprint
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.base import LoadGenRefused
 from isotax.loadgen.choose import open_loadgen

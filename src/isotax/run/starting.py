@@ -11,8 +11,8 @@ from pathlib import Path
 
 from isotax import protocols
 from isotax.facts import Facts
-from isotax.host import numa, parity
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts import numa, parity
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.image.artifacts import ImageArtifacts
 from isotax.model import CellStatus
 from isotax.plan import EnvironmentEntry, Plan

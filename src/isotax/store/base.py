@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from isotax.host.description import EnvironmentDescription
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import CellKey, CellStatus, RunStatus, Sample
 from isotax.telemetry.summary import TelemetrySummary
 
@@ -24,7 +24,7 @@ class DiskFull(StoreError):
     """The filesystem under `path` (a directory) had no room for `what` (the store, a report,
     a bundle). Whatever was being written is rolled back or removed: what was committed
     before stands, and the store stays whole. The caller says what to free and what to run
-    next (isotax.host.diskspace has the figures and the words)."""
+    next (isotax.host.facts.diskspace has the figures and the words)."""
 
     def __init__(self, path: Path, what: str) -> None:
         super().__init__(f"no space left under {path} for {what}; free space there")

@@ -4,7 +4,7 @@ one .tar.gz that `isotax report BUNDLE` turns into the same report on another ma
 Layout (format BUNDLE_VERSION):
   manifest.json     {"format": "isotax-bundle", "version", "run_id", "isotax", "schema",
                      "results_format", "sha256": {file: digest}, "versions": the Python
-                     packages and host tools the run was made with (isotax.host.versions;
+                     packages and host tools the run was made with (isotax.host.facts.versions;
                      null for a run made before they were recorded)}
   isotax.db         an SQLite store holding only this run's rows (every table, ids kept)
   plan.toml         the exact plan the run used (also in the store; here for people)
@@ -25,8 +25,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from isotax.host import owners, versions
-from isotax.host.description import EnvironmentDescription
+from isotax.host import owners
+from isotax.host.facts import versions
+from isotax.host.facts.description import EnvironmentDescription
 from isotax.model import FORMAT_VERSION, CellStatus
 from isotax.store.base import SCHEMA_VERSION, DiskFull, Store, StoreError
 from isotax.store.row_checks import first_bad_row

@@ -81,7 +81,7 @@ class ImageMeta(_Part):
 
 
 class VersionsMeta(_Part):
-    """The Python and host tool versions the run used (isotax.host.versions.record)."""
+    """The Python and host tool versions the run used (isotax.host.facts.versions.record)."""
 
     python: str = "?"
     python_packages: dict[str, str]
@@ -172,7 +172,7 @@ SCHEMA: dict[str, Any] = {
     "sequential": SequentialMeta,
     "restarts": list[DeathMeta],  # isotax.run.restarts: each death and restart
     "image": ImageMeta,  # the workload image: hash, Debian release, why that one
-    "versions": VersionsMeta,  # isotax.host.versions: packages and tools the run used
+    "versions": VersionsMeta,  # isotax.host.facts.versions: packages and tools the run used
     "cell_runs": dict[str, int],  # isotax.analysis.cell_length: runs per cell, per point
     "fleet": FleetMeta,
     "adaptive": dict[str, Any] | None,  # the added rounds' meta before issue 28 (read: none)

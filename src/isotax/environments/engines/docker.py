@@ -58,7 +58,7 @@ from isotax.environments.engines.iptables import (
 )
 from isotax.environments.runtime_cli import parse_version, runtime_version
 from isotax.host import command
-from isotax.host.cgroups import crun_needs_unified_detached
+from isotax.host.facts.cgroups import crun_needs_unified_detached
 from isotax.host.network import Bridge
 from isotax.host.processes import (
     pids_matching,

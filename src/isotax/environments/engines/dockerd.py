@@ -27,7 +27,7 @@ from isotax.environments.engines.iptables import (
     remove_iptables_leftovers,
 )
 from isotax.host import command, owners
-from isotax.host.cgroups import crun_needs_unified_detached, remove_cgroup_tree, tree_pids
+from isotax.host.facts.cgroups import crun_needs_unified_detached, remove_cgroup_tree, tree_pids
 from isotax.host.network import Bridge, uplink_mtu
 from isotax.host.processes import (
     kill_and_reap,

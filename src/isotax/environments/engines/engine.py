@@ -71,7 +71,7 @@ from isotax.environments.engines.commands import (
 )
 from isotax.environments.runtime_cli import timed_exit_status
 from isotax.facts import reach_of
-from isotax.host.filesystems import host_storage
+from isotax.host.facts.filesystems import host_storage
 from isotax.parsers import procfs
 from isotax.protocols import STORAGES as PLAN_STORAGES
 from isotax.protocols import (

@@ -91,7 +91,7 @@ from isotax.environments.kube_api import (
     wait_running,
 )
 from isotax.host import command, owners
-from isotax.host.cgroups import tree_pids
+from isotax.host.facts.cgroups import tree_pids
 from isotax.host.kubernetes import cluster, images, nodecgroups, target
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import (

@@ -35,7 +35,8 @@ from isotax.environments.oci.bundle import (
     write_bundle,
 )
 from isotax.environments.runtime_cli import parse_version
-from isotax.host import cgroups, command, owners
+from isotax.host import command, owners
+from isotax.host.facts import cgroups
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.image.artifacts import ImageArtifacts
 from isotax.protocols import Availability, Completed, Leftover, Stage

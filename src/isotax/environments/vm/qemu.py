@@ -101,9 +101,9 @@ from isotax.environments.vm.qemu_vm import (
     select_kernel,
 )
 from isotax.host import owners
-from isotax.host.filesystems import host_storage
+from isotax.host.facts.filesystems import host_storage
+from isotax.host.facts.numa import node_cpulist, numactl_prefix, placement_words
 from isotax.host.network import Bridge, Lease
-from isotax.host.numa import node_cpulist, numactl_prefix, placement_words
 from isotax.host.processes import leftover_processes, names_itx
 from isotax.protocols import (
     STORAGES,

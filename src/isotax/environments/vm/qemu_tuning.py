@@ -534,7 +534,7 @@ def host_uplink_mtu() -> int:
 
 
 def host_thp() -> str | None:
-    """The host's THP mode, for the guest to boot with (isotax.host.parity compares them)."""
+    """The host's THP mode, for the guest to boot with (isotax.host.facts.parity compares them)."""
     try:
         return host_thp_mode(Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text())
     except OSError:

@@ -38,7 +38,7 @@ from isotax.environments.base import GUEST_ENV, Stopwatch
 from isotax.environments.vm.qemu_agent import AgentClient, AgentError, short_socket_path
 from isotax.environments.vm.qemu_share import Share, share_argv
 from isotax.host import command
-from isotax.host.numa import numactl_prefix
+from isotax.host.facts.numa import numactl_prefix
 from isotax.image.artifacts import ImageArtifacts
 from isotax.image.kernel import extract_vmlinux
 from isotax.parsers import procfs
@@ -90,7 +90,7 @@ class VmConfig:
     shares: tuple[Share, ...] = ()  # more shares (a volume), mounted by the host's agent calls
     tsc_khz: int | None = None  # microvm: tsc_early_khz (the TSC calibration may hang without)
     modules: tuple[str, ...] = ()  # the minimal initrd loads these instead of its default set
-    # -- parity with the host (isotax.host.parity): the NIC's MTU as the host uplink's (virtio-net
+    # -- parity with the host: the NIC's MTU as the host uplink's (virtio-net
     #    host_mtu, which the guest driver adopts) and the host's transparent hugepage mode
     mtu: int | None = None
     thp: str | None = None

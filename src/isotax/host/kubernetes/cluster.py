@@ -28,7 +28,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from isotax.host import command, network, numa, owners
+from isotax.host import command, network, owners
+from isotax.host.facts import numa
 from isotax.host.kubernetes import configs, managed, nodecgroups, pki, ranges, teardown
 from isotax.host.kubernetes import layout as L
 from isotax.host.kubernetes.components import Component, argvs, node_argvs

@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from isotax.host import command
-from isotax.host.cgroups import cpu_limit, memory_limit, remove_cgroup_tree
+from isotax.host.facts.cgroups import cpu_limit, memory_limit, remove_cgroup_tree
 from isotax.parsers import procfs
 
 CGROUP = Path("/sys/fs/cgroup")

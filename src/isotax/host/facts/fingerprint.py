@@ -26,8 +26,8 @@ from typing import Any
 
 from isotax import protocols
 from isotax.host import command
-from isotax.host.numa import nodes
-from isotax.host.parity import OFFLOADS, parse_ethtool_features
+from isotax.host.facts.numa import nodes
+from isotax.host.facts.parity import OFFLOADS, parse_ethtool_features
 from isotax.parsers import procfs
 from isotax.parsers.cpuinfo import parse_cpuinfo_first
 from isotax.parsers.procfs import parse_cpulist
@@ -291,7 +291,8 @@ def read_schedulers(root: Path) -> dict[str, str]:
 
 
 def read_uplink(root: Path, tool: Tool) -> dict[str, Any]:
-    """The interface of the default route, its MTU and the offloads isotax.host.parity compares."""
+    """The interface of the default route, its MTU and the offloads that parity
+    (isotax.host.facts.parity) compares."""
     route = _read(root, "proc/net/route")
     dev = parse_default_route(route) if route is not None else None
     if dev is None:

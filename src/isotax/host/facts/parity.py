@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from isotax.facts import Facts
-from isotax.host.cgroups import cpu_limit, memory_limit
+from isotax.host.facts.cgroups import cpu_limit, memory_limit
 from isotax.protocols import Instance, Isolation, isolation_of
 
 # The limits the probe's own cgroup really has, on either cgroup version: on v2 (the unified

@@ -19,7 +19,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from isotax.host.fingerprint import first_line
+from isotax.host.facts.fingerprint import first_line
 
 META_KEY = "versions"
 

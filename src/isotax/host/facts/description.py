@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from isotax.facts import FACTS_KEY, Facts, stored_description, stored_facts
-from isotax.host.parity import Resources, problems
+from isotax.host.facts.parity import Resources, problems
 from isotax.protocols import Evidence, Isolation, NodeIdentity
 
 RECORD_KEY = "record"  # where a stored description keeps the record's typed parts
@@ -149,7 +149,7 @@ def _record_parts(record: Any) -> tuple[Isolation | None, Evidence | None, NodeI
 def parity_problems(described: Mapping[str, EnvironmentDescription], baseline: str
                     ) -> list[tuple[str, str]]:
     """(environment, problem) for every difference from the baseline's resources
-    (isotax.host.parity.problems), and each environment whose resources could not be
+    (isotax.host.facts.parity.problems), and each environment whose resources could not be
     probed."""
     base = described.get(baseline)
     out: list[tuple[str, str]] = []
