@@ -407,9 +407,15 @@ def _split_params(cells: list[CellRecord]
         varying = [k for k in names if len({repr(p.get(k)) for p in by_key.values()}) > 1]
         first = next(iter(by_key.values()))
         common[wl] = {k: first.get(k) for k in names if k not in varying}
-        for key, p in by_key.items():
-            sweep[(wl, key)] = ",".join(f"{k}={p.get(k)}" for k in varying)
+        sweep.update({(wl, key): sweep_words(p, common[wl]) for key, p in by_key.items()})
     return common, sweep
+
+
+def sweep_words(params: Mapping[str, Any], common: Mapping[str, Any], leave_out: str = "") -> str:
+    """A point's parameters its workload's points do not share (common), but leave_out, as
+    "k=v,k=v" by name: its sweep label. Pure."""
+    return ",".join(f"{k}={params[k]}" for k in sorted(params)
+                    if k not in common and k != leave_out)
 
 
 def _blas_warnings(blas: Mapping[str, Mapping[str, set[str]]], baseline: str

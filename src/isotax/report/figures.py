@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, MaxNLocator
 
-from isotax.analysis.report_data import CdfKey, ReportData, Row
+from isotax.analysis.report_data import CdfKey, ReportData, Row, sweep_words
 from isotax.analysis.stats import Ratio
 from isotax.protocols import PHASES, CpuCurve, FigureHints, figure_hints
 from isotax.report import decisions
@@ -147,10 +147,8 @@ def _sweep_value(d: ReportData, workload: str, params_key: str, name: str) -> fl
 def _others(d: ReportData, workload: str, params_key: str, knob: str) -> str:
     """The point's varying parameters but `knob`, "k=v,k=v" as the point's sweep label shows
     them: what a sweep along knob groups its points by."""
-    params = d.point_params.get((workload, params_key), {})
-    common = d.common_params.get(workload, {})
-    return ",".join(f"{k}={params[k]}" for k in sorted(params)
-                    if k not in common and k != knob)
+    return sweep_words(d.point_params.get((workload, params_key), {}),
+                       d.common_params.get(workload, {}), leave_out=knob)
 
 
 # Overlays (isotax compare): run A solid with circles, run B dashed with squares.
