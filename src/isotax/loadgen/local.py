@@ -33,6 +33,7 @@ from isotax.host.network import NetworkError, VethNamespace, netns_path
 from isotax.loadgen.base import listen_address, network_of, path_words
 from isotax.model import SanityError
 from isotax.protocols import (
+    ClientsCpu,
     Completed,
     Instance,
     LoadGenDescription,
@@ -81,6 +82,15 @@ class NamespaceLoadGen:
     @property
     def netns(self) -> str:
         return self.veth.netns
+
+    def clients_cpu(self) -> ClientsCpu | None:
+        return self.cpu_group
+
+    def clients_netns(self) -> int | None:
+        try:
+            return Path(netns_path(self.netns)).stat().st_ino
+        except OSError:
+            return None
 
     def describe(self) -> LoadGenDescription:
         return LoadGenDescription(kind="local", where=self.where, netns=self.netns,

@@ -58,6 +58,7 @@ from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.base import LoadGenRefused, listen_address, network_of, path_words
 from isotax.model import NotApplicable, SanityError
 from isotax.protocols import (
+    ClientsCpu,
     Completed,
     Instance,
     Leftover,
@@ -120,12 +121,19 @@ class PodCpu:
     def __init__(self, node: L.NodeLayout, uid: str) -> None:
         self.node, self.uid = node, uid
         self.source = f"cgroup CPU accounting of the load generator's pod (node {node.name})"
+        self.cpus: int | None = None
 
     def usage_s(self) -> float:
         d = L.pod_cgroup(self.node, "cpuacct", self.uid)
         if d is None:
             raise OSError(f"the load generator pod's cgroup (uid {self.uid}) is gone")
         return usage_s(d)
+
+    def mark(self) -> int | None:
+        return None  # a total, not per command
+
+    def busiest_since(self, mark: int) -> float | None:
+        return None
 
 
 class PodLoadGen:
@@ -344,6 +352,12 @@ class PodLoadGen:
                     f"DNAT) -> {link} (host routing) -> {f.container_address} -> bridge "
                     f"{f.bridge or '?'} -> veth -> {f.kind} netns ({f.runtime or '?'})")
         return path_words(f"{me} -> {link}", inst, "no port mapping", "host routing")
+
+    def clients_cpu(self) -> ClientsCpu | None:
+        return self.cpu_group
+
+    def clients_netns(self) -> int | None:
+        return self.netns_inode  # the pod's, where it runs on this host
 
     def describe(self) -> LoadGenDescription:
         return LoadGenDescription(kind="pod", where=self.where, node=self.node_name,

@@ -55,7 +55,7 @@ from isotax.loadgen.base import LoadGenRefused, listen_address, network_of, path
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import remote
 from isotax.plan import LoadGenSettings
-from isotax.protocols import Completed, Instance, Leftover, LoadGenDescription, Reach
+from isotax.protocols import ClientsCpu, Completed, Instance, Leftover, LoadGenDescription, Reach
 
 CONTROL_DIR = Path("/run/isotax/ssh")
 _BEGIN = "itx-cpu-begin"
@@ -99,7 +99,7 @@ class RemoteCpu:
     busiest client's share of a core (a saturated client means the run measured the client)."""
 
     def __init__(self, cpus: int, where: str) -> None:
-        self.cpus = cpus
+        self.cpus: int | None = cpus
         self.source = f"the clients' own CPU time on {where} (their processes' times)"
         self.records: list[tuple[float, float]] = []
 
@@ -357,6 +357,12 @@ class SshLoadGen:
                 f"{self.uplink} (MTU {link.mtu or '?'}, RTT floor "
                 f"{link.rtt_floor_ms or '?'} ms) -> {self.host_address}")
         return path_words(head, inst, "host DNAT", f"host DNAT -> {inst.address}")
+
+    def clients_cpu(self) -> ClientsCpu | None:
+        return self.cpu_group
+
+    def clients_netns(self) -> int | None:
+        return None  # its clients run on another machine
 
     def describe(self) -> LoadGenDescription:
         return self._described

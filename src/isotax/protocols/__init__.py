@@ -62,6 +62,7 @@ from isotax.protocols.registry import (
 )
 from isotax.protocols.workload import (
     AnyWorkload,
+    ClientsCpu,
     CpuCurve,
     FigureHints,
     LatencyPanel,
@@ -85,6 +86,7 @@ __all__ = [
     "WORKLOADS",
     "AnyWorkload",
     "Availability",
+    "ClientsCpu",
     "Completed",
     "CpuCurve",
     "ElsewhereNode",

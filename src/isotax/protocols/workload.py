@@ -20,6 +20,25 @@ from isotax.protocols.params import Params, ParamSpec
 
 
 
+class ClientsCpu(Protocol):
+    """A load generator's meter of its clients' CPU time, read around each measured run
+    (isotax.telemetry.observe): the load generator's share of the work, and whether a client
+    saturated a core (then the run measured the client)."""
+
+    source: str  # what it counts, in words ("cgroup CPU accounting", "the clients' own ...")
+    cpus: int | None  # the CPUs the clients may use where that is not this host's; None
+
+    def usage_s(self) -> float:
+        """The clients' CPU seconds so far; OSError where it cannot be read."""
+
+    def mark(self) -> int | None:
+        """Where the per-command records begin now, for busiest_since; None where the meter
+        keeps none (a cgroup's total only)."""
+
+    def busiest_since(self, mark: int) -> float | None:
+        """The busiest client command's share of a core since mark; None where unknown."""
+
+
 class LoadGen(Protocol):
     """The studies' "other machine", where network clients run: a network namespace on this
     host joined by a veth pair (isotax.loadgen.local), or a second machine reached over SSH
@@ -48,6 +67,13 @@ class LoadGen(Protocol):
 
     def describe(self) -> LoadGenDescription:
         """The load generator's facts for the run's record (kind, addresses, link, host)."""
+
+    def clients_cpu(self) -> ClientsCpu | None:
+        """The meter of its clients' CPU time; None where it has none (not started)."""
+
+    def clients_netns(self) -> int | None:
+        """The inode of the network namespace its clients run in on this host (the telemetry
+        tells their threads by it); None where they do not run on this host."""
 
     def scratch_file(self, prefix: str, suffix: str) -> AbstractContextManager[str]:
         """A new empty file on the load generator for a client to write (its path there),

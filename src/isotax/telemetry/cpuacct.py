@@ -86,7 +86,11 @@ def common_group(pids: Sequence[int]) -> Path | None:
 
 
 class CpuGroup:
-    """A CPU-accounting group isotax makes for commands it starts (native, load generator)."""
+    """A CPU-accounting group isotax makes for commands it starts (native, load generator);
+    as a load generator's meter (protocols.ClientsCpu) it keeps its total only."""
+
+    source = "cgroup CPU accounting"
+    cpus: int | None = None  # the clients share this host's CPUs
 
     def __init__(self, name: str) -> None:
         if not name.startswith("itx-"):
@@ -101,6 +105,12 @@ class CpuGroup:
 
     def usage_s(self) -> float:
         return usage_s(self.dir)
+
+    def mark(self) -> int | None:
+        return None  # a total, not per command
+
+    def busiest_since(self, mark: int) -> float | None:
+        return None
 
     def remove(self) -> None:
         """Remove the group; members still alive are moved to the root group first."""

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from isotax.host.network import netns_path
 from isotax.model import SanityError
 from isotax.parsers.perf_stat import parse_perf_stat
-from isotax.protocols import ExecError, GuestStat, Instance, Isolation, OwnCpuGroup
+from isotax.protocols import ExecError, GuestStat, Instance, Isolation, LoadGen, OwnCpuGroup
 from isotax.telemetry import cpuacct
 from isotax.telemetry.counters import PMU_DIR, PerfReading, perf_counting
 from isotax.telemetry.sampler import (
@@ -201,7 +200,7 @@ def _perf_counts(raw: str) -> dict[str, float | None]:
 
 
 @contextlib.contextmanager
-def observed(inst: Instance, isolation: Isolation, loadgen: Any,
+def observed(inst: Instance, isolation: Isolation, loadgen: LoadGen | None,
              settings: Settings, read_guest: bool = True) -> Iterator[Observation]:
     """Watch the body of the `with`: see the module docstring. `isolation`: what the runner
     proved the instance is (run.identity), which says where its work shows. Never raises for
@@ -211,19 +210,15 @@ def observed(inst: Instance, isolation: Isolation, loadgen: Any,
     obs = Observation()
     cls = isolation.value
     group = inside_group(inst, cls)
-    lg_group = getattr(loadgen, "cpu_group", None)
-    # The load generator's network namespace tells its clients' threads: a named one's
-    # (loadgen.local), or the one its pod's processes are in (loadgen.pod: netns_inode).
-    lg_netns = getattr(loadgen, "netns_inode", None)
-    if loadgen is not None and lg_netns is None:
-        with contextlib.suppress(OSError, AttributeError):
-            lg_netns = Path(netns_path(loadgen.netns)).stat().st_ino
+    lg_group = loadgen.clients_cpu() if loadgen is not None else None
+    # The load generator's network namespace tells its clients' threads on this host.
+    lg_netns = loadgen.clients_netns() if loadgen is not None else None
     guest0, gloop = (open_guest(inst, settings.interval_s) if cls in GUEST_KINDS and read_guest
                      else (None, GuestLoop()))
     inside0 = _usage(group)
     lg0 = lg_group.usage_s() if lg_group is not None else None
-    # A remote load generator's meter also says who it counts and per client command.
-    lg_mark = lg_group.mark() if lg_group is not None and hasattr(lg_group, "mark") else None
+    # A meter that keeps each client command's time also finds the busiest one.
+    lg_mark = lg_group.mark() if lg_group is not None else None
     classifier = Classifier(inst.host_pids, cls, lg_netns, inside_group=group)
     sampler = Sampler(settings.interval_s, classifier)
 
@@ -266,10 +261,9 @@ def observed(inst: Instance, isolation: Isolation, loadgen: Any,
                          "sampled threads (misses a thread's last tick before it exits)")
     lg: Counted | None = None
     if lg0 is not None and lg1 is not None:
-        lg = Counted(round(lg1 - lg0, 4), getattr(lg_group, "source", "cgroup CPU accounting"),
-                     cpus=getattr(lg_group, "cpus", None),
-                     busiest=None if lg_mark is None or lg_group is None
-                     else lg_group.busiest_since(lg_mark))
+        assert lg_group is not None
+        lg = Counted(round(lg1 - lg0, 4), lg_group.source, cpus=lg_group.cpus,
+                     busiest=None if lg_mark is None else lg_group.busiest_since(lg_mark))
     elif loadgen is not None:
         lg = Counted(sampled.group_cpu_s("loadgen"), "sampled threads")
     obs.summary = replace(sampled, kind_class=cls, links=link_speeds(sampled.links),
