@@ -10,7 +10,7 @@ import pytest
 from isotax.environments.kube.pod import PodInstance
 from isotax.environments.native import NativeInstance
 from isotax.facts import FACTS_KEY, Facts, Reach
-from isotax.host.facts.description import RECORD_KEY, EnvironmentDescription
+from isotax.host.facts.description import RECORD_KEY, RECORD_VERSION, EnvironmentDescription
 from isotax.host.facts.parity import Resources
 from isotax.protocols import ElsewhereNode, Evidence, Isolation, NodeIdentity, OwnCpuGroup
 
@@ -39,7 +39,13 @@ def test_the_stored_row_reads_back_as_the_same_record() -> None:
     assert back.node == NodeIdentity("6.12.0", "9a8b7c6d")
     assert back.identity == "container: kernel 6.12.0 #1 SMP Debian, boot 0f1e2d3c, " \
         "pid:[4026532301]"
-    assert back.to_stored() == row and row[RECORD_KEY]["version"] == 1
+    assert back.to_stored() == row and row[RECORD_KEY]["version"] == RECORD_VERSION
+
+
+def test_the_resources_are_read_from_the_record_not_from_the_words() -> None:
+    row = json.loads(json.dumps(built().to_stored()))
+    row["parity.cpus"] = "words a person may change"  # the report's line only
+    assert EnvironmentDescription.from_stored(row).resources == PROBED
 
 
 def test_the_reports_lines_are_the_facts_words_then_the_runners_own() -> None:
@@ -85,6 +91,8 @@ def test_what_the_telemetry_and_identity_check_ask_is_declared_not_guessed() -> 
     ({"kind": "runc", RECORD_KEY: {"version": "1"}}, "record.version is '1'"),
     ({"kind": "runc", RECORD_KEY: {"version": 1, "evidence": {"boot_id": 1}}},
      "record.evidence is not an object of the strings boot_id, pidns"),
+    ({"kind": "runc", RECORD_KEY: {"version": 2, "resources": {"cpus": "2"}}},
+     "record.resources.cpus is '2', not what the parity probe gives"),
 ])
 def test_a_row_that_does_not_hold_a_record_is_refused_naming_the_field(
         stored: dict[str, object], words: str) -> None:

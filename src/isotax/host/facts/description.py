@@ -11,12 +11,13 @@ describe_json:
     {<the report's lines>..., "facts": {<Facts, versioned>}, "record": {<the rest, versioned>}}
 
 The report's lines are words (the facts' display, "loadgen_path", the probe's "parity.*",
-"host_memory", "identity"); the typed parts sit under FACTS_KEY and RECORD_KEY.
-`EnvironmentDescription.from_stored` is the one reader of such a row. A row stored before the
-record was typed (no RECORD_KEY; before issue 42) is converted from its lines: the parity lines
-give the resources back, its identity words stay words (no evidence, isolation or node), and
-its facts are read by isotax.facts.stored_facts, from its words where it has no FACTS_KEY. A
-stored row is kept as it was: copied to another store, it is written back verbatim.
+"host_memory", "identity"); the typed parts sit under FACTS_KEY and RECORD_KEY, and nothing
+is read back from the words. `EnvironmentDescription.from_stored` is the one reader of such a
+row, and `_converted` the one converter of a row stored before the resources were typed (no
+RECORD_KEY "resources"; before issue 42): its parity lines give the resources back, its
+identity words stay words (no evidence, isolation or node), and its facts are read by
+isotax.facts.stored_facts, from its words where it has no FACTS_KEY. A stored row is kept as
+it was: copied to another store, it is written back verbatim.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from isotax.host.facts.parity import Resources, problems
 from isotax.protocols import Evidence, Isolation, NodeIdentity
 
 RECORD_KEY = "record"  # where a stored description keeps the record's typed parts
-RECORD_VERSION = 1  # 1: issue 42 (isolation, evidence, node)
+RECORD_VERSION = 2  # 1: issue 42 (isolation, evidence, node); 2: the resources, typed
 
 # The stored lines the runner adds to the facts' own (their keys are the stored format's).
 LOADGEN_PATH = "loadgen_path"
@@ -87,6 +88,7 @@ class EnvironmentDescription:
             "isolation": self.isolation.value if self.isolation is not None else None,
             "evidence": dataclasses.asdict(self.evidence) if self.evidence else None,
             "node": dataclasses.asdict(self.node) if self.node else None,
+            "resources": dataclasses.asdict(self.resources) if self.resources else None,
         }
         return out
 
@@ -97,11 +99,6 @@ class EnvironmentDescription:
         started (an empty description) reads as facts of kind "?" and nothing else."""
         lines = {k: str(v) for k, v in stored.items() if k not in (FACTS_KEY, RECORD_KEY)}
         try:
-            resources = Resources.from_describe(lines)
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"its parity lines do not hold the probe's resources ({e})"
-                             ) from None
-        try:
             facts = stored_facts(stored)
         except (ValueError, TypeError) as e:
             raise ValueError(f"its facts do not hold what isotax writes ({e})") from None
@@ -109,6 +106,10 @@ class EnvironmentDescription:
         isolation = evidence = node = None
         if record is not None:
             isolation, evidence, node = _record_parts(record)
+        if isinstance(record, Mapping) and "resources" in record:
+            resources = _resources(record["resources"])
+        else:
+            resources = _converted(lines)
         return cls(facts=facts, loadgen_path=lines.get(LOADGEN_PATH, ""),
                    resources=resources, resources_error=lines.get(PARITY_ERROR, ""),
                    host_memory=lines.get(HOST_MEMORY, ""), isolation=isolation,
@@ -144,6 +145,39 @@ def _record_parts(record: Any) -> tuple[Isolation | None, Evidence | None, NodeI
 
     return (Isolation(iso) if iso is not None else None, strings("evidence", Evidence),
             strings("node", NodeIdentity))
+
+
+def _resources(raw: Any) -> Resources | None:
+    """RECORD_KEY's resources, typed; ValueError naming what does not fit."""
+    if raw is None:
+        return None
+    kinds: dict[str, tuple[type, ...]] = {
+        "cpus": (int,), "memory_mib": (int,), "thp": (str,), "mtu": (int, type(None)),
+        "offloads": (dict,), "hugepages": (str,), "cpu_quota": (int, float, type(None)),
+        "cgroup": (str,)}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{RECORD_KEY}.resources is not an object")
+    for name, types in kinds.items():
+        value = raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ValueError(f"{RECORD_KEY}.resources.{name} is {value!r}, not what the "
+                             "parity probe gives")
+    offloads = raw["offloads"]
+    if any(not isinstance(v, str) for v in offloads.values()):
+        raise ValueError(f"{RECORD_KEY}.resources.offloads holds a value that is no word")
+    quota = raw["cpu_quota"]
+    return Resources(raw["cpus"], raw["memory_mib"], raw["thp"], raw["mtu"], dict(offloads),
+                     raw["hugepages"], float(quota) if quota is not None else None,
+                     raw["cgroup"])
+
+
+def _converted(lines: Mapping[str, str]) -> Resources | None:
+    """The resources of a row stored before they were typed, from its parity lines (the one
+    place they are read back); ValueError where those lines are not the probe's."""
+    try:
+        return Resources.from_describe(lines)
+    except (ValueError, KeyError) as e:
+        raise ValueError(f"its parity lines do not hold the probe's resources ({e})") from None
 
 
 def parity_problems(described: Mapping[str, EnvironmentDescription], baseline: str
