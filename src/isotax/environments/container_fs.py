@@ -12,7 +12,7 @@ from pathlib import Path
 from isotax.environments.base import Removals, remove_tree
 from isotax.host import command
 from isotax.host.facts.filesystems import host_storage
-from isotax.protocols import Availability, Unavailable
+from isotax.protocols import Availability, EnvSpec, Unavailable
 
 # Where disk workloads write inside a container (Instance.data_dir), per plan storage:
 # "volume": a host directory bind-mounted on the image's (empty) /mnt, which exists in the
@@ -21,6 +21,17 @@ from isotax.protocols import Availability, Unavailable
 VOLUME_DIR = "/mnt"
 ROOTFS_DATA_DIR = "/var/lib/itx-data"
 SCRATCH = "/tmp"
+
+
+def image_rootfs(spec: EnvSpec, needs: str, lacking: str) -> Path:
+    """The workload image's rootfs, the lower layer of a container's root, where it has what
+    the kind starts (`needs`: bin/ for a command, lib/systemd/systemd for nspawn's init);
+    Unavailable with `lacking` and the fix otherwise."""
+    rootfs = spec.image.rootfs.resolve()
+    if not (rootfs / needs).exists():
+        raise Unavailable(Availability.no(f"{lacking} ({rootfs})",
+                                          "rebuild it: isotax image build"))
+    return rootfs
 
 
 class OverlayRoot:

@@ -58,6 +58,7 @@ from isotax.environments.container_fs import (
     SCRATCH,
     VOLUME_DIR,
     ContainerStorage,
+    image_rootfs,
 )
 from isotax.facts import reach_of
 from isotax.host import command, owners
@@ -182,10 +183,7 @@ class NspawnInstance:
     def _start(self) -> None:
         sw = Stopwatch()
         spec = self.spec
-        rootfs = spec.image.rootfs.resolve()
-        if not (rootfs / "lib/systemd/systemd").exists():
-            raise Unavailable(Availability.no(
-                "the image has no systemd to boot", "rebuild it: isotax image build"))
+        rootfs = image_rootfs(spec, "lib/systemd/systemd", "the image has no systemd to boot")
         # spec.network is of the kind's declared networks: the plan refuses any other at load.
         netns = None
         if spec.network == "bridge":

@@ -37,6 +37,7 @@ from isotax.environments.container_fs import (
     SCRATCH,
     VOLUME_DIR,
     ContainerStorage,
+    image_rootfs,
 )
 from isotax.environments.oci.bundle import (
     STORAGES,
@@ -107,10 +108,7 @@ class OciInstance:
     def _start(self) -> None:
         sw = Stopwatch()
         spec = self.spec
-        rootfs = spec.image.rootfs.resolve()
-        if not (rootfs / "bin").exists():
-            raise Unavailable(Availability.no(
-                f"image rootfs {rootfs} is missing or empty", "build it: isotax image build"))
+        rootfs = image_rootfs(spec, "bin", "the image rootfs is missing or empty")
         # spec.network and spec.storage are of the kind's declared networks and storages: the
         # plan refuses any other at load.
         netns: str | None = None
