@@ -8,6 +8,7 @@ the `phases` and `footprint` of their FigureHints (isotax.protocols)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from isotax.analysis.report_data import ReportData, Row
 from isotax.protocols import figure_hints
@@ -37,45 +38,48 @@ def _ms(x: float | None) -> str:
     return f"{x:.3g} ms"
 
 
+def _tables(d: ReportData, title: str, note: str, shows: Callable[[str], bool],
+            header: Callable[[str], list[str]],
+            line: Callable[[str, str, str], list[str]]) -> list[Block]:
+    """One table a point for each workload that `shows` says has one: a heading with the
+    point's sweep label, the note, then a row per environment (line(workload, key, env))."""
+    out: list[Block] = []
+    for workload, key in [(wl, key) for wl in d.workloads() if shows(wl)
+                          for key in _points(d, wl)]:
+        sweep = d.sweep_label.get((workload, key), "")
+        out += [Heading(3, title + (f" ({sweep})" if sweep else "")), Text(note),
+                Grid(["environment", *header(workload)],
+                     [[d.label(env), *line(workload, key, env)] for env in d.columns])]
+    return out
+
+
 def startup_blocks(d: ReportData) -> list[Block]:
     """A table of the phases of a start per point of each workload that reports them."""
-    out: list[Block] = []
-    for workload, key in [(wl, key) for wl in d.workloads()
-                          if figure_hints(wl).phases for key in _points(d, wl)]:
-        columns = figure_hints(workload).phases
-        sweep = d.sweep_label.get((workload, key), "")
-        out += [Heading(3, "Startup phases" + (f" ({sweep})" if sweep else "")),
-                Text("Median (p95) from the request; `ready` is the plan's readiness probe. "
-                     "`first_instruction` can precede `started`: a runtime reports the container "
-                     "running only after its first process ran.")]
-        rows = []
-        for env in d.columns:
-            line = [d.label(env)]
-            for phase in columns:
-                med = _mean(d, workload, key, f"{phase}_ms", env)
-                p95 = _mean(d, workload, key, f"{phase}_p95_ms", env)
-                line.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
-            rows.append(line)
-        out.append(Grid(["environment", *columns], rows))
-    return out
+    def phases(workload: str, key: str, env: str) -> list[str]:
+        out = []
+        for phase in figure_hints(workload).phases:
+            med = _mean(d, workload, key, f"{phase}_ms", env)
+            p95 = _mean(d, workload, key, f"{phase}_p95_ms", env)
+            out.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
+        return out
+
+    return _tables(d, "Startup phases",
+                   "Median (p95) from the request; `ready` is the plan's readiness probe. "
+                   "`first_instruction` can precede `started`: a runtime reports the container "
+                   "running only after its first process ran.",
+                   lambda wl: bool(figure_hints(wl).phases),
+                   lambda wl: list(figure_hints(wl).phases), phases)
 
 
 def density_blocks(d: ReportData) -> list[Block]:
     """A table of the memory footprint per point of each workload that measures it."""
-    out: list[Block] = []
-    for workload, key in [(wl, key) for wl in d.workloads()
-                          if figure_hints(wl).footprint for key in _points(d, wl)]:
-        metrics = figure_hints(workload).footprint
-        sweep = d.sweep_label.get((workload, key), "")
-        out += [Heading(3, "Memory footprint and density" + (f" ({sweep})" if sweep else "")),
-                Text("Host memory per idle instance: the PSS of its host processes plus its "
-                     "cgroup's kernel memory (isotax.telemetry.footprint).")]
-        rows = []
-        for env in d.columns:
-            line = [d.label(env)]
-            for metric, _ in metrics:
-                v = _mean(d, workload, key, metric, env)
-                line.append("—" if v is None else f"{v:.3g}")
-            rows.append(line)
-        out.append(Grid(["environment", *(title for _, title in metrics)], rows))
-    return out
+    def footprint(workload: str, key: str, env: str) -> list[str]:
+        values = [_mean(d, workload, key, metric, env)
+                  for metric, _ in figure_hints(workload).footprint]
+        return ["—" if v is None else f"{v:.3g}" for v in values]
+
+    return _tables(d, "Memory footprint and density",
+                   "Host memory per idle instance: the PSS of its host processes plus its "
+                   "cgroup's kernel memory (isotax.telemetry.footprint).",
+                   lambda wl: bool(figure_hints(wl).footprint),
+                   lambda wl: [title for _, title in figure_hints(wl).footprint], footprint)
