@@ -25,7 +25,6 @@ off), and the docker-proxy processes count toward the instance's cost.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import ClassVar
@@ -267,20 +266,17 @@ class Docker(Engine):
         return VersionCommand("docker", (docker_cli() or "docker", "--version"))
 
     def available(self) -> Availability:
-        if os.geteuid() != 0:
-            return Availability.no("docker needs root here (rootless is not supported)",
-                                   "run isotax as root")
+        not_root = self.missing(())
+        if not_root is not None:
+            return not_root
         program = docker_cli()
         if program is None:
             return Availability.no("docker is not installed", "apt-get install docker.io")
         if system_daemon(program):
             return Availability.yes()
-        for tool, pkg in (("dockerd", "docker.io"), ("containerd", "containerd"),
-                          ("iptables", "iptables"), ("unshare", "util-linux")):
-            if shutil.which(tool) is None:
-                return Availability.no(f"no dockerd runs and {tool} is not installed",
-                                       f"apt-get install {pkg}")
-        return Availability.yes()
+        return self.missing((("dockerd", "docker.io"), ("containerd", "containerd"),
+                             ("iptables", "iptables"), ("unshare", "util-linux")),
+                            "no dockerd runs and ") or Availability.yes()
 
     def start(self, spec: EnvSpec) -> Instance:
         return DockerInstance(spec)

@@ -38,8 +38,10 @@ which processes belong to a container) live in docker.py and podman.py.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shlex
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -459,3 +461,15 @@ class Engine(EnvironmentBase):
     networks: ClassVar[tuple[str, ...]] = NETWORKS  # the engine's bridge, or the host's stack
     storages: ClassVar[tuple[str, ...]] = PLAN_STORAGES  # options.storage may say "bind"
 
+    def missing(self, tools: tuple[tuple[str, str], ...], words: str = "") -> Availability | None:
+        """Why the engine cannot run here, where it cannot: not root (rootless engines are not
+        supported), or the first of tools (program, Debian package) not installed, said with
+        `words` before it ("no dockerd runs and ..."); None where nothing is missing."""
+        if os.geteuid() != 0:
+            return Availability.no(f"{self.kind} needs root here (rootless is not supported)",
+                                   "run isotax as root")
+        for tool, pkg in tools:
+            if shutil.which(tool) is None:
+                return Availability.no(f"{words}{tool} is not installed",
+                                       f"apt-get install {pkg}")
+        return None

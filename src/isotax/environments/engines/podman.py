@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -338,13 +337,10 @@ class Podman(Engine):
         return VersionCommand("podman", ("podman", "--version"))
 
     def available(self) -> Availability:
-        if os.geteuid() != 0:
-            return Availability.no("podman needs root here (rootless is not supported)",
-                                   "run isotax as root")
-        for tool, pkg in (("podman", "podman"), ("conmon", "conmon"),
-                          ("iptables", "iptables"), ("unshare", "util-linux")):
-            if shutil.which(tool) is None:
-                return Availability.no(f"{tool} is not installed", f"apt-get install {pkg}")
+        lacking = self.missing((("podman", "podman"), ("conmon", "conmon"),
+                                ("iptables", "iptables"), ("unshare", "util-linux")))
+        if lacking is not None:
+            return lacking
         # Every podman command of isotax's names netavark: without it none would run.
         if netavark_binary() is None:
             return Availability.no(
