@@ -298,6 +298,9 @@ def main() -> int:
     ap.add_argument("--cap", type=int, default=12,
                     help="the built-in plan's max_repetitions: pairs a ratio may reach "
                          "(default 12)")
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="the built-in plan's seed of the first run (default 1; give the next "
+                         "one to add runs to a results directory)")
     ap.add_argument("--deadline-s", type=float, default=90,
                     help="the built-in plan's deadline for added rounds (default 90)")
     args = ap.parse_args()
@@ -327,7 +330,8 @@ def main() -> int:
                     plan = args.plan
                     if plan is None:
                         plan = Path(tmp) / f"aa-canary-{i}.toml"
-                        plan.write_text(plan_text(seed=i, chased=args.chased, cap=args.cap,
+                        plan.write_text(plan_text(seed=args.first_seed + i - 1,
+                                                  chased=args.chased, cap=args.cap,
                                                   deadline_s=args.deadline_s))
                     log = logs / f"{time.strftime('%Y%m%d-%H%M%S')}-{i}.log"
                     print(f"A/A run {i}/{args.runs} (log {log}) ...", flush=True)
