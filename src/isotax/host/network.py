@@ -210,6 +210,13 @@ def veth_into_netns(ipr: IPRoute, iface: str, ns: str, address: str, prefixlen: 
     match_uplink_offloads(ipr, "eth0", ns)
 
 
+def _up(net: ipaddress.IPv4Network | None, what: str) -> ipaddress.IPv4Network:
+    """The subnet of a link isotax brought up; NetworkError where it is not up yet."""
+    if net is None:
+        raise NetworkError(f"{what} is not up: call up() first")
+    return net
+
+
 @dataclass
 class Bridge:
     """One bridge and what hangs off it. Not thread-safe; one owner at a time."""
@@ -235,9 +242,7 @@ class Bridge:
     # -- addresses --------------------------------------------------------------------------
     @property
     def network(self) -> ipaddress.IPv4Network:
-        if self._net is None:
-            raise NetworkError(f"bridge {self.name} is not up: call up() first")
-        return self._net
+        return _up(self._net, f"bridge {self.name}")
 
     @property
     def gateway(self) -> str:
@@ -417,9 +422,7 @@ class VethNamespace:
 
     @property
     def network(self) -> ipaddress.IPv4Network:
-        if self._net is None:
-            raise NetworkError(f"{self.name} is not up: call up() first")
-        return self._net
+        return _up(self._net, self.name)
 
     @property
     def host_ip(self) -> str:
