@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -63,7 +64,10 @@ def facts_of(text: str) -> dict[str, str]:
 def measured(results: Path, plan: str) -> dict[str, dict[str, float | None]]:
     """{environment: {"workload metric": ratio to native}} of the newest run of that plan
     name among the results the guest copied back (its results.json). {} when none ran."""
-    runs = sorted(results.glob(f"*-{plan}-*/results.json"))
+    # A run's directory is <date>-<time>-<plan>-<tag>: "guest-room" must not match the runs
+    # of "guest-room-vm" (the vm step's, newer) or "guest-room-pods".
+    runs = sorted(p for p in results.glob("*/results.json")
+                  if re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(plan)}-[0-9a-f]+", p.parent.name))
     if not runs:
         return {}
     out: dict[str, dict[str, float | None]] = {}
