@@ -210,6 +210,26 @@ def veth_into_netns(ipr: IPRoute, iface: str, ns: str, address: str, prefixlen: 
     match_uplink_offloads(ipr, "eth0", ns)
 
 
+def _remove_netns_and_link(name: str | None, iface: str) -> list[str]:
+    """Remove a network namespace isotax made (which takes its veth pair with it) and the
+    host-side link iface; what could not be removed, in words ([] when all is gone: a link
+    already gone with the namespace is fine)."""
+    errors = []
+    if name and name in netns.listnetns():
+        try:
+            netns.remove(name)
+        except OSError as e:
+            errors.append(f"netns {name}: {e}")
+    try:
+        with IPRoute() as ipr:
+            for idx in ipr.link_lookup(ifname=iface):
+                ipr.link("del", index=idx)
+    except Exception as e:
+        if iface in _link_names():
+            errors.append(f"link {iface}: {e}")
+    return errors
+
+
 def _up(net: ipaddress.IPv4Network | None, what: str) -> ipaddress.IPv4Network:
     """The subnet of a link isotax brought up; NetworkError where it is not up yet."""
     if net is None:
@@ -333,19 +353,7 @@ class Bridge:
 
     def release(self, lease: Lease) -> None:
         """Remove the lease's netns and host-side link; idempotent."""
-        errors = []
-        if lease.netns and lease.netns in netns.listnetns():
-            try:
-                netns.remove(lease.netns)  # takes the veth pair with it
-            except OSError as e:
-                errors.append(f"netns {lease.netns}: {e}")
-        try:
-            with IPRoute() as ipr:
-                for idx in ipr.link_lookup(ifname=lease.iface):
-                    ipr.link("del", index=idx)
-        except Exception as e:  # already gone (raced with the netns removal) is fine
-            if lease.iface in _link_names():
-                errors.append(f"link {lease.iface}: {e}")
+        errors = _remove_netns_and_link(lease.netns, lease.iface)
         if lease in self._leases:
             self._leases.remove(lease)
         if errors:
@@ -488,18 +496,7 @@ class VethNamespace:
         errors += [err for rule in reversed(self._rules) if (err := delete_tagged_rule(rule))]
         self._rules.clear()
         if self._created:
-            if self.name in netns.listnetns():
-                try:
-                    netns.remove(self.name)  # takes the veth pair with it
-                except OSError as e:
-                    errors.append(f"netns {self.name}: {e}")
-            try:
-                with IPRoute() as ipr:
-                    for idx in ipr.link_lookup(ifname=self.name):
-                        ipr.link("del", index=idx)
-            except Exception as e:  # raced with the netns removal: gone is fine
-                if self.name in _link_names():
-                    errors.append(f"link {self.name}: {e}")
+            errors += _remove_netns_and_link(self.name, self.name)
             self._created = False
         self._net = None
         self._next_host = 10
