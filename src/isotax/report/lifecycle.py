@@ -38,13 +38,13 @@ def _ms(x: float | None) -> str:
     return f"{x:.3g} ms"
 
 
-def _tables(d: ReportData, title: str, note: str, shows: Callable[[str], bool],
-            header: Callable[[str], list[str]],
+def _tables(d: ReportData, title: str, note: str, header: Callable[[str], list[str]],
             line: Callable[[str, str, str], list[str]]) -> list[Block]:
-    """One table a point for each workload that `shows` says has one: a heading with the
-    point's sweep label, the note, then a row per environment (line(workload, key, env))."""
+    """One table a point for each workload whose header(workload) names columns: a heading
+    with the point's sweep label, the note, then a row per environment (line(workload, key,
+    env))."""
     out: list[Block] = []
-    for workload, key in [(wl, key) for wl in d.workloads() if shows(wl)
+    for workload, key in [(wl, key) for wl in d.workloads() if header(wl)
                           for key in _points(d, wl)]:
         sweep = d.sweep_label.get((workload, key), "")
         out += [Heading(3, title + (f" ({sweep})" if sweep else "")), Text(note),
@@ -67,7 +67,6 @@ def startup_blocks(d: ReportData) -> list[Block]:
                    "Median (p95) from the request; `ready` is the plan's readiness probe. "
                    "`first_instruction` can precede `started`: a runtime reports the container "
                    "running only after its first process ran.",
-                   lambda wl: bool(figure_hints(wl).phases),
                    lambda wl: list(figure_hints(wl).phases), phases)
 
 
@@ -81,5 +80,4 @@ def density_blocks(d: ReportData) -> list[Block]:
     return _tables(d, "Memory footprint and density",
                    "Host memory per idle instance: the PSS of its host processes plus its "
                    "cgroup's kernel memory (isotax.telemetry.footprint).",
-                   lambda wl: bool(figure_hints(wl).footprint),
                    lambda wl: [title for _, title in figure_hints(wl).footprint], footprint)

@@ -65,8 +65,7 @@ class EnvironmentDescription:
 
     def lines(self) -> dict[str, str]:
         """The report's lines for the environment, name -> words."""
-        return {k: str(v) for k, v in self.to_stored().items()
-                if k not in (FACTS_KEY, RECORD_KEY)}
+        return _words(self.to_stored())
 
     def to_stored(self) -> dict[str, Any]:
         """The environments row's describe_json (a stored one as it was)."""
@@ -97,7 +96,7 @@ class EnvironmentDescription:
         """A stored describe_json read back and checked; ValueError naming the field where
         it does not hold what isotax writes (a row from elsewhere). An environment that never
         started (an empty description) reads as facts of kind "?" and nothing else."""
-        lines = {k: str(v) for k, v in stored.items() if k not in (FACTS_KEY, RECORD_KEY)}
+        lines = _words(stored)
         try:
             facts = stored_facts(stored)
         except (ValueError, TypeError) as e:
@@ -119,6 +118,11 @@ class EnvironmentDescription:
     def unstarted(cls) -> EnvironmentDescription:
         """An environment that never started: nothing is known of it (stored as {})."""
         return cls.from_stored({})
+
+
+def _words(stored: Mapping[str, Any]) -> dict[str, str]:
+    """A stored description's report lines: all but its typed parts."""
+    return {k: str(v) for k, v in stored.items() if k not in (FACTS_KEY, RECORD_KEY)}
 
 
 def _record_parts(record: Any) -> tuple[Isolation | None, Evidence | None, NodeIdentity | None]:
