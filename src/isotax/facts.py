@@ -75,6 +75,15 @@ class Facts:
     elsewhere: str = ""
     words: Mapping[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def seated(cls, kind: str, network: str, runtime: str, bridge: str, memory_mib: int | None,
+               vcpus: int | None, words: Mapping[str, str]) -> Facts:
+        """A container isotax seats itself (an OCI runtime's, nspawn's): reached as the plan's
+        network says, on its own bridge where it has one ("" without), limited as the plan
+        says (0 or None: no limit)."""
+        return cls(kind, reach_of(network), runtime=runtime, bridge=bridge,
+                   memory_limit_mib=memory_mib or None, vcpus=vcpus or None, words=words)
+
     def display(self) -> dict[str, str]:
         """The lines shown for it: kind and runtime, the kind's own words, then the typed
         facts those words do not already say."""

@@ -12,12 +12,14 @@ and Ctrl-C; `stop()` must be idempotent and must remove every resource the insta
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import shutil
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from isotax.host.facts.numa import node_cpuset, placement_words
 from isotax.parsers import procfs
@@ -90,6 +92,28 @@ def process_gone(pid: int) -> str:
     except (OSError, ValueError):
         return "exited"
     return "exited" if st.state in ("Z", "X") else ""
+
+
+class _Stoppable(Protocol):
+    _stopped: bool
+
+
+_S = TypeVar("_S", bound=_Stoppable)
+
+
+def stops_once(stop: Callable[[_S], None]) -> Callable[[_S], None]:
+    """Instance.stop's idempotence, in one place: the first call stops, every later one (the
+    runner's after a failed start's own, then Ctrl-C's) returns at once. The instance keeps
+    `_stopped`, which its other methods read too."""
+
+    @functools.wraps(stop)
+    def once(self: _S) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        stop(self)
+
+    return once
 
 
 class Removals:

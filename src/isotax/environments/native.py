@@ -23,6 +23,7 @@ from isotax.environments.base import (
     register,
     remove_tree,
     start_or_undo,
+    stops_once,
 )
 from isotax.host import command, owners
 from isotax.host.facts.filesystems import host_storage
@@ -153,11 +154,9 @@ class NativeInstance:
     def kernel_memory_bytes(self) -> int | None:
         return None  # a host process has no cgroup of its own
 
+    @stops_once
     def stop(self) -> None:
         """Its holding process, scratch, data and CPU group (Instance.stop's contract)."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"native instance {self.spec.name}")
         out.attempt("its holding process (itx-ready --hold)", self._stop_hold)
         out.attempt(f"scratch {self._scratch}", lambda: remove_tree(self._scratch))

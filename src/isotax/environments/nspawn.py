@@ -53,6 +53,7 @@ from isotax.environments.base import (
     process_gone,
     register,
     start_or_undo,
+    stops_once,
 )
 from isotax.environments.container_fs import (
     SCRATCH,
@@ -60,7 +61,6 @@ from isotax.environments.container_fs import (
     ContainerStorage,
     image_rootfs,
 )
-from isotax.facts import reach_of
 from isotax.host import command, owners
 from isotax.host.facts.cgroups import remove_cgroup_tree
 from isotax.host.facts.numa import numactl_prefix
@@ -297,11 +297,9 @@ class NspawnInstance:
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr, done.wall_s)
 
     def facts(self) -> Facts:
-        return Facts(
-            "nspawn", reach_of(self.network), runtime=_nspawn_version(),
-            bridge=self._seat.bridge.name if self._seat else "",
-            memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
-            words=self._words())
+        return Facts.seated("nspawn", self.network, _nspawn_version(),
+                            self._seat.bridge.name if self._seat else "", self.spec.memory_mib,
+                            self.spec.vcpus, self._words())
 
     def _words(self) -> dict[str, str]:
         return {
@@ -360,12 +358,10 @@ class NspawnInstance:
         self._freezer("THAWED")
         self._paused = False
 
+    @stops_once
     def stop(self) -> None:
         """An orderly poweroff (nspawn turns SIGTERM into one), then SIGKILL for whatever is
         left in the container's groups; network, storage and groups removed. Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"nspawn machine {self.machine}")
         out.attempt("its processes", self._end_processes)
         for d in self._cgroups:

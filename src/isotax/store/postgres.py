@@ -2,14 +2,12 @@
 that several hosts or runs write at once (`--store postgresql://...`). SQLite stays the
 default.
 
-The tables are SQLite's, with PostgreSQL's types: ids are identity columns (a cell's id orders
-the cells of a run as SQLite's rowid does), times are double precision, and JSON stays text, so
-a run read back from either store gives the same bytes. Every write is one transaction, a cell
-with its samples and telemetry included, so a crash loses at most the cell in flight and two
-runs writing at once never see each other's half-written cells. The schema is versioned like
-SQLite's (table meta, key schema_version) and brought up to date in place when a store is
-opened, under a transaction-scoped advisory lock so that writers opening a new store together
-create it once.
+The tables are SQLite's, with PostgreSQL's types (isotax.store.schema: one text for both).
+Every write is one transaction, a cell with its samples and telemetry included, so a crash
+loses at most the cell in flight and two runs writing at once never see each other's
+half-written cells. The schema is versioned like SQLite's (table meta, key schema_version)
+and brought up to date in place when a store is opened, under a transaction-scoped advisory
+lock so that writers opening a new store together create it once.
 """
 
 from __future__ import annotations
@@ -22,70 +20,12 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from isotax.store.base import StoreError
+from isotax.store.schema import POSTGRES, statements
 from isotax.store.sql_store import SqlStore
 
 SCHEMES = ("postgresql", "postgres")
 # pg_advisory_xact_lock key for schema creation and upgrades: "itx" in ASCII.
 _SCHEMA_LOCK = 0x697478
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS runs (
-        id TEXT PRIMARY KEY,
-        created DOUBLE PRECISION NOT NULL,
-        finished DOUBLE PRECISION,
-        status TEXT NOT NULL,
-        plan_name TEXT NOT NULL,
-        plan_toml TEXT NOT NULL,
-        seed BIGINT NOT NULL,
-        host_json TEXT NOT NULL,
-        format_version INTEGER NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS environments (
-        seq BIGINT GENERATED ALWAYS AS IDENTITY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        name TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        available BOOLEAN NOT NULL,
-        reason TEXT NOT NULL,
-        describe_json TEXT NOT NULL,
-        tools_json TEXT NOT NULL,
-        milestones_json TEXT NOT NULL,
-        PRIMARY KEY (run_id, name))""",
-    """CREATE TABLE IF NOT EXISTS cells (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        ident TEXT NOT NULL,
-        environment TEXT NOT NULL,
-        workload TEXT NOT NULL,
-        workload_version TEXT NOT NULL,
-        params_json TEXT NOT NULL,
-        repetition INTEGER NOT NULL,
-        warmup BOOLEAN NOT NULL,
-        status TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        started DOUBLE PRECISION NOT NULL,
-        ended DOUBLE PRECISION NOT NULL,
-        UNIQUE (run_id, ident))""",
-    """CREATE TABLE IF NOT EXISTS samples (
-        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        cell_id BIGINT NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
-        metric TEXT NOT NULL,
-        value DOUBLE PRECISION NOT NULL,
-        unit TEXT NOT NULL,
-        higher_is_better BOOLEAN NOT NULL,
-        labels_json TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS telemetry (
-        cell_id BIGINT PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,
-        summary_json TEXT NOT NULL,
-        series_json TEXT NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS run_meta (
-        run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        value_json TEXT NOT NULL,
-        PRIMARY KEY (run_id, key))""",
-    "CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id)",
-    "CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id)",
-)
 
 
 def is_postgres_url(text: str) -> bool:
@@ -117,7 +57,7 @@ class PostgresStore(SqlStore):
                              "check the URL, that the server runs and accepts you") from None
         with self._tx():
             self.db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in _SCHEMA:
+            for statement in statements(POSTGRES):
                 self.db.execute(statement)
             self._check_schema_version()
 

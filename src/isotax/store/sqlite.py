@@ -12,74 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from isotax.store.base import DiskFull, StoreError
+from isotax.store.schema import SQLITE, tables
 from isotax.store.sql_store import SqlStore
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    created REAL NOT NULL,
-    finished REAL,
-    status TEXT NOT NULL,
-    plan_name TEXT NOT NULL,
-    plan_toml TEXT NOT NULL,
-    seed INTEGER NOT NULL,
-    host_json TEXT NOT NULL,
-    format_version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS environments (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    available INTEGER NOT NULL,
-    reason TEXT NOT NULL,
-    describe_json TEXT NOT NULL,
-    tools_json TEXT NOT NULL,
-    milestones_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, name)
-);
-CREATE TABLE IF NOT EXISTS cells (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    ident TEXT NOT NULL,
-    environment TEXT NOT NULL,
-    workload TEXT NOT NULL,
-    workload_version TEXT NOT NULL,
-    params_json TEXT NOT NULL,
-    repetition INTEGER NOT NULL,
-    warmup INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    started REAL NOT NULL,
-    ended REAL NOT NULL,
-    UNIQUE (run_id, ident)
-);
-CREATE TABLE IF NOT EXISTS samples (
-    id INTEGER PRIMARY KEY,
-    cell_id INTEGER NOT NULL REFERENCES cells(id) ON DELETE CASCADE,
-    metric TEXT NOT NULL,
-    value REAL NOT NULL,
-    unit TEXT NOT NULL,
-    higher_is_better INTEGER NOT NULL,
-    labels_json TEXT NOT NULL
-);
--- What the host did while a measured cell ran (telemetry.sampler): a summary the report reads,
--- and the sampled series, read only on demand. Schema 2.
-CREATE TABLE IF NOT EXISTS telemetry (
-    cell_id INTEGER PRIMARY KEY REFERENCES cells(id) ON DELETE CASCADE,
-    summary_json TEXT NOT NULL,
-    series_json TEXT NOT NULL
-);
--- Facts about a run decided while it ran (e.g. how its added rounds ended). Schema 2.
-CREATE TABLE IF NOT EXISTS run_meta (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    key TEXT NOT NULL,
-    value_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, key)
-);
-CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id);
-CREATE INDEX IF NOT EXISTS samples_cell ON samples(cell_id);
-"""
 
 
 class SQLiteStore(SqlStore):
@@ -115,7 +49,7 @@ class SQLiteStore(SqlStore):
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = FULL")
         # executescript commits on its own, so it runs outside a transaction of ours.
-        self.db.executescript(_SCHEMA)
+        self.db.executescript(tables(SQLITE))
         self._check_schema_version()
 
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:

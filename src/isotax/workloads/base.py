@@ -19,6 +19,7 @@ from isotax.model import Sample, SanityError
 from isotax.protocols import (
     WORKLOADS,
     AnyWorkload,
+    Completed,
     FigureHints,
     Instance,
     LoadGen,
@@ -155,6 +156,21 @@ def client_tool_version(lg: LoadGen, argv: tuple[str, ...],
 
 
 _CLIENT_VERSIONS: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+R = TypeVar("R")
+
+
+def client_result(done: Completed, tool: str, timeout: float, parse: Callable[[str], R]) -> R:
+    """A load generator's client run, parsed: SanityError where it timed out (exit 124),
+    where its output does not parse (the parser's own words, which name the tool's error),
+    or where it exited non-zero all the same."""
+    if done.returncode == 124:
+        raise SanityError(f"{tool} timed out after {timeout:.0f} s")
+    result = parse(done.stdout + "\n" + done.stderr)
+    if done.returncode != 0:
+        raise SanityError(f"{tool} exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return result
 
 
 def put_text(inst: Instance, path: str, text: str, timeout: float = 30) -> None:

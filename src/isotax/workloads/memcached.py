@@ -43,6 +43,7 @@ from isotax.protocols import (
 )
 from isotax.workloads.base import (
     BaseWorkload,
+    client_result,
     client_tool_version,
     need_loadgen,
     register,
@@ -150,12 +151,7 @@ class Memcached(BaseWorkload):
         with serving(inst, server, PORT.number, "tcp", program="memcached"):
             _items(lg, host, port, "before the run")
             done = lg.exec(client_argv(host, port, params), timeout)
-            if done.returncode == 124:
-                raise SanityError(f"memaslap timed out after {timeout} s")
-            result = parse_memaslap(done.stdout + "\n" + done.stderr)
-            if done.returncode != 0:
-                raise SanityError(f"memaslap exited {done.returncode}: "
-                                  f"{done.stderr.strip()[:200]}")
+            result = client_result(done, "memaslap", timeout, parse_memaslap)
             items = _items(lg, host, port, "after the run (did it die?)")
         if items <= 0:
             raise SanityError(f"after memaslap's SETs memcached holds {items} items")

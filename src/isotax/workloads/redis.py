@@ -46,6 +46,7 @@ from isotax.protocols import (
 from isotax.workloads.base import (
     SERVER_SECRET,
     BaseWorkload,
+    client_result,
     client_tool_version,
     need_loadgen,
     register,
@@ -153,12 +154,7 @@ class Redis(BaseWorkload):
         with serving(inst, server, REDIS_PORT, "tcp", program="redis-server"):
             _ping(lg, host, port, "before the run")
             done = lg.exec(client, timeout)
-            if done.returncode == 124:
-                raise SanityError(f"redis-benchmark timed out after {timeout:.0f} s")
-            tests = parse_redis_benchmark(done.stdout + "\n" + done.stderr)
-            if done.returncode != 0:
-                raise SanityError(f"redis-benchmark exited {done.returncode}: "
-                                  f"{done.stderr.strip()[:200]}")
+            tests = client_result(done, "redis-benchmark", timeout, parse_redis_benchmark)
             _ping(lg, host, port, "after the run (did it die?)")
             size = lg.exec(cli_argv(host, port, "DBSIZE"), 30)
         missing = {"SET", "GET"} - tests.keys()

@@ -42,6 +42,7 @@ from isotax.protocols import (
 from isotax.workloads.base import (
     SERVER_SECRET,
     BaseWorkload,
+    client_result,
     client_tool_version,
     need_loadgen,
     register,
@@ -166,11 +167,7 @@ class RequestResponse(BaseWorkload):
                   *direct, "-k", ",".join(SELECTORS)]
         with serving(inst, server, ctrl, "tcp", program="netserver"):
             done = lg.exec(client, seconds + 60)
-        if done.returncode == 124:
-            raise SanityError(f"netperf timed out after {seconds + 60} s")
-        r = parse_netperf_rr(done.stdout + "\n" + done.stderr)
-        if done.returncode != 0:
-            raise SanityError(f"netperf exited {done.returncode}: {done.stderr.strip()[:200]}")
+        r = client_result(done, "netperf", seconds + 60, parse_netperf_rr)
         if r.protocol != proto.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
             raise SanityError(f"netperf ran {r.protocol} {r.request_bytes}/{r.response_bytes}"
                               f" bytes, asked {proto.upper()} 100/200")
@@ -200,12 +197,7 @@ class RequestResponse(BaseWorkload):
                       "--full-log", log]
             with serving(inst, server, port, proto, program="sockperf"):
                 done = lg.exec(client, seconds + 60)
-            if done.returncode == 124:
-                raise SanityError(f"sockperf timed out after {seconds + 60} s")
-            r = parse_sockperf_pingpong(done.stdout + "\n" + done.stderr)
-            if done.returncode != 0:
-                raise SanityError(f"sockperf exited {done.returncode}: "
-                                  f"{done.stderr.strip()[:200]}")
+            r = client_result(done, "sockperf", seconds + 60, parse_sockperf_pingpong)
             rtts = parse_sockperf_full_log(lg.read_text(log))
         if len(rtts) != r.observations:
             raise SanityError(f"sockperf logged {len(rtts)} round trips, counted "

@@ -57,6 +57,7 @@ from isotax.environments.base import (
     gvisor_socket_stack,
     limit_words,
     remove_tree,
+    stops_once,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.engines.client import LABEL, EngineCli, ensure_image, image_ref
@@ -395,12 +396,10 @@ class EngineInstance:
         if p.returncode != 0 and "not paused" not in p.stderr:
             raise RuntimeError(f"{self.engine} unpause {self.name}: {p.stderr.strip()}")
 
+    @stops_once
     def stop(self) -> None:
         """Remove the container, its volume and bind directory, then what the engine needed
         (network, daemon): Instance.stop's contract."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"{self.engine} container {self.name}")
         if self._created:
             out.attempt("the container", self._remove_container)

@@ -54,6 +54,7 @@ from isotax.environments.base import (
     Removals,
     Stopwatch,
     register,
+    stops_once,
     undo_start,
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
@@ -527,12 +528,10 @@ class PodInstance:
         phase = pod.get("status", {}).get("phase", "")
         return "" if phase == "Running" else f"the pod is {phase or '?'}: {pod_words(pod)}"
 
+    @stops_once
     def stop(self) -> None:
         """Delete the namespace (the pod, its Service and volumes go with it): Instance.stop's
         contract."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"pod {self.namespace}/{POD}")
         if self._created:
             if self.container_id and self.layout is not None:

@@ -32,6 +32,7 @@ from isotax.environments.base import (
     parse_ready_marker,
     remove_tree,
     start_or_undo,
+    stops_once,
 )
 from isotax.environments.container_fs import (
     SCRATCH,
@@ -47,7 +48,6 @@ from isotax.environments.oci.bundle import (
 )
 from isotax.environments.oci.runtime import Runtime, probe
 from isotax.environments.runtime_cli import exec_not_found
-from isotax.facts import reach_of
 from isotax.host import command
 from isotax.host.network import (
     BridgeSeat,
@@ -231,11 +231,9 @@ class OciInstance:
         return Completed(tuple(argv), rc, out, err, wall)
 
     def facts(self) -> Facts:
-        return Facts(
-            self.rt.name, reach_of(self.network), runtime=f"{self.rt.name} {self.rt.version()}",
-            bridge=self._seat.bridge.name if self._seat else "",
-            memory_limit_mib=self.spec.memory_mib or None, vcpus=self.spec.vcpus or None,
-            words=self._words())
+        return Facts.seated(self.rt.name, self.network, f"{self.rt.name} {self.rt.version()}",
+                            self._seat.bridge.name if self._seat else "", self.spec.memory_mib,
+                            self.spec.vcpus, self._words())
 
     def _words(self) -> dict[str, str]:
         return {
@@ -297,18 +295,20 @@ class OciInstance:
         return (pid, started) if pid > 0 else None
 
     def pause(self) -> None:
-        if self.freezes_its_cgroup and self._set_frozen(True):
-            return
-        p = self.rt.call("pause", self.cid)
-        if p.returncode != 0:
-            raise RuntimeError(f"{self.rt.name} pause {self.cid}: {p.stderr.strip()}")
+        self._freeze(True)
 
     def resume(self) -> None:
-        if self.freezes_its_cgroup and self._set_frozen(False):
+        self._freeze(False)
+
+    def _freeze(self, frozen: bool) -> None:
+        """Through the cgroup's freezer where the runtime's own pause would not do, else the
+        runtime's pause or resume."""
+        if self.freezes_its_cgroup and self._set_frozen(frozen):
             return
-        p = self.rt.call("resume", self.cid)
+        verb = "pause" if frozen else "resume"
+        p = self.rt.call(verb, self.cid)
         if p.returncode != 0:
-            raise RuntimeError(f"{self.rt.name} resume {self.cid}: {p.stderr.strip()}")
+            raise RuntimeError(f"{self.rt.name} {verb} {self.cid}: {p.stderr.strip()}")
 
     def _freezer(self) -> tuple[Path, Path, str, str] | None:
         """(file to write, file to read back, frozen word, thawed word) of the container's
@@ -351,12 +351,10 @@ class OciInstance:
                 path.write_text((off if v1 else off[-1]) + "\n")
         return False
 
+    @stops_once
     def stop(self) -> None:
         """Kill, delete, release the network, remove the storage and the bundle
         (Instance.stop's contract)."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"{self.rt.name} container {self.cid}")
         out.attempt("the container", self._remove_container)
         if self._seat is not None:

@@ -50,6 +50,7 @@ from isotax.environments.base import (
     exit_words,
     register,
     remove_tree,
+    stops_once,
     undo_start,
 )
 from isotax.environments.vm.qemu_accel import (
@@ -479,12 +480,10 @@ class QemuInstance:
         if self._vm is not None:
             self._vm.resume()
 
+    @stops_once
     def stop(self) -> None:
         """Stop the VM and its daemons; release hugepages, mounts, the tap and the bridge
         (Instance.stop's contract)."""
-        if self._stopped:
-            return
-        self._stopped = True
         out = Removals(f"{self.kind} VM {self.spec.name}")
         if self._vm is not None:
             out.attempt("QEMU", self._vm.stop)

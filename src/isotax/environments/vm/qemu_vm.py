@@ -34,7 +34,7 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
-from isotax.environments.base import GUEST_ENV, Stopwatch
+from isotax.environments.base import GUEST_ENV, Stopwatch, stops_once
 from isotax.environments.vm.qemu_agent import AgentClient, AgentError, short_socket_path
 from isotax.environments.vm.qemu_share import Share, share_argv
 from isotax.host import command
@@ -502,12 +502,10 @@ class Vm:
             self.paused = False
 
     # -- teardown ------------------------------------------------------------------------------
+    @stops_once
     def stop(self) -> None:
         """Power off (agent), else QMP quit, else SIGKILL of our own QEMU; remove the overlay
         and sockets. Idempotent, never raises."""
-        if self._stopped:
-            return
-        self._stopped = True
         proc = self.proc
         if proc is not None and proc.poll() is None:
             if self.agent is not None and self.booted and not self.paused:

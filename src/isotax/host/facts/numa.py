@@ -12,12 +12,14 @@ matter, and the report says so instead of showing a 100% that means nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from isotax.parsers.procfs import parse_cpulist
 
 NODE_ROOT = Path("/sys/devices/system/node")
+_T = TypeVar("_T")
 
 
 def parse_numastat(text: str) -> dict[str, int]:
@@ -32,25 +34,26 @@ def parse_numastat(text: str) -> dict[str, int]:
     return out
 
 
-def nodes(root: Path = NODE_ROOT) -> dict[int, list[int]]:
-    """The host's NUMA nodes and their CPUs; {0: all CPUs} where the kernel shows none."""
-    found = {}
-    for d in sorted(root.glob("node[0-9]*")):
-        try:
-            found[int(d.name[4:])] = parse_cpulist((d / "cpulist").read_text())
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def counters(root: Path = NODE_ROOT) -> dict[int, dict[str, int]]:
+def _per_node(root: Path, name: str, parse: Callable[[str], _T]) -> dict[int, _T]:
+    """File `name` of every NUMA node under root, parsed; a node whose file cannot be read
+    or parsed is left out."""
     out = {}
     for d in sorted(root.glob("node[0-9]*")):
         try:
-            out[int(d.name[4:])] = parse_numastat((d / "numastat").read_text())
+            out[int(d.name[4:])] = parse((d / name).read_text())
         except (OSError, ValueError):
             continue
     return out
+
+
+def nodes(root: Path = NODE_ROOT) -> dict[int, list[int]]:
+    """The host's NUMA nodes and their CPUs; {} where the kernel shows none."""
+    return _per_node(root, "cpulist", parse_cpulist)
+
+
+def counters(root: Path = NODE_ROOT) -> dict[int, dict[str, int]]:
+    """Each node's numastat counters (numa_hit, numa_miss, ...)."""
+    return _per_node(root, "numastat", parse_numastat)
 
 
 def local_share(before: Mapping[int, Mapping[str, int]],
