@@ -96,11 +96,11 @@ class ReportData:
     # Pairs of environments that differ in one setting, and per metric what that change did.
     layers: list[Layer] = field(default_factory=list)
     layer_ratios: dict[tuple[Layer, Row], RatioVerdict] = field(default_factory=dict)
-    # Every ratio to the baseline that is not a headline, judged on its round pairs (the gate's
-    # named metrics read these, so the gate and the report word a ratio alike).
+    # Every ratio to the baseline that is not a headline, judged on its round pairs (the gate
+    # reads these, so the gate and the report word a ratio alike); each row's values by round.
     other_verdicts: dict[tuple[Row, str], RatioVerdict] = field(default_factory=dict)
-    # Facts the runner decided during the run (store.run_meta), read back typed per key, e.g.
-    # .sequential: how the added rounds ended (isotax.analysis.sequential).
+    rounds: dict[tuple[Row, str], dict[int, float]] = field(default_factory=dict)
+    # Facts the runner decided during the run (store.run_meta), typed per key (.sequential).
     meta: RunMeta = field(default_factory=lambda: RunMeta({}))
     # Every headline ratio's verdict, from the stored cells (isotax.analysis.sequential).
     sequential: Progress | None = None
@@ -251,7 +251,7 @@ def analyze(store: Store, run_id: str) -> ReportData:
                     str(why))
     judge = _apply_verdicts(data, store, records)
     # Each row's values by round, once: the layers' pairs and the other ratios' are these.
-    rounds = {k: verdicts.by_round(v, reps[k]) for k, v in values.items()}
+    data.rounds = rounds = {k: verdicts.by_round(v, reps[k]) for k, v in values.items()}
 
     def verdict(row: Row, env: str, before: str) -> RatioVerdict | None:
         """env over `before` on the rounds both ran, against the row's margin for env."""

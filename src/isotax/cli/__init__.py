@@ -1,7 +1,7 @@
 """isotax command line: the `main` group, which adds every command module's commands: report ·
 export · compare · runs in cli/results.py; run in cli/run.py; envs · workloads · image ·
-system · doctor in cli/host.py; cluster, fleet and import, check in their own modules. What
-they share (the console, the store options, fail) is cli/common.py.
+system · doctor in cli/host.py; cluster, fleet and import, check, claims in their own
+modules. What they share (the console, the store options, fail) is cli/common.py.
 
 `main` reads as the pipeline: plan -> image -> environments -> cells -> store -> report.
 Every user error is one line on stderr and exit status 2; a disk that fills while a command
@@ -60,10 +60,20 @@ def main() -> None:
 
 # Every command module's commands, added here: a command module imports cli.common, never
 # this package or another command module (no import cycle).
-from isotax.cli import check, cluster, fleet, fleet_report, host, results, run  # noqa: E402
+from isotax.cli import (  # noqa: E402
+    check,
+    claims,
+    cluster,
+    fleet,
+    fleet_report,
+    host,
+    results,
+    run,
+)
 
 fleet.fleet.add_command(fleet_report.report)
 for _command in (run.run, results.report, results.export, results.compare_cmd,
-                 results.runs_cmd, check.check_cmd, host.envs, host.workloads, host.image,
-                 host.system, host.doctor, cluster.cluster, fleet.fleet, fleet.import_cmd):
+                 results.runs_cmd, check.check_cmd, claims.claims_cmd, host.envs,
+                 host.workloads, host.image, host.system, host.doctor, cluster.cluster,
+                 fleet.fleet, fleet.import_cmd):
     main.add_command(_command)
