@@ -220,3 +220,43 @@ def test_bad_input_is_exit_2_in_one_line(results: Path) -> None:
     r = CliRunner().invoke(main, ["claims", str(bad), "--run", "r1", "--results",
                                   str(results)])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def _builtin() -> list:
+    out = []
+    for name in builtin_names():
+        text, source = _read(name)
+        out += parse_claims(text, source)
+    return out
+
+
+def test_the_built_in_plan_studies_is_what_the_built_in_claims_need() -> None:
+    """plans/studies.toml is claims_plan's output for the built-in claims on a host with KVM
+    and two NUMA nodes: regenerate it when a claim changes (the message says how)."""
+    from importlib import resources
+
+    from isotax.analysis.claims_plan import HostCan, claims_plan
+
+    want = claims_plan(_builtin(), HostCan(kvm=True, numa_nodes=2), "studies")
+    got = resources.files("isotax.plans").joinpath("studies.toml").read_text()
+    assert got == want, ("plans/studies.toml is stale: write claims_plan(<built-in claims>, "
+                         "HostCan(True, 2), 'studies') to it")
+
+
+def test_the_claims_plan_leaves_out_what_this_host_cannot_measure() -> None:
+    from isotax.analysis.claims_plan import HostCan, claims_plan, left_out
+    from isotax.plan import parse_plan
+
+    claims = _builtin()
+    small = parse_plan(claims_plan(claims, HostCan(kvm=False, numa_nodes=1)), "t")
+    big = parse_plan(claims_plan(claims, HostCan(kvm=True, numa_nodes=2)), "t")
+    kinds = {e.kind for e in small.environments}
+    assert "qemu" not in kinds and "vm9p" not in kinds  # only KVM claims need VMs
+    assert {"qemu", "vm9p"} <= {e.kind for e in big.environments}
+    # Every claim planned has an environment in the plan that its selector fits.
+    planned = [p for p in claims if not left_out(p, HostCan(False, 1))]
+    assert planned and all(p.claim.environment is not None for p in planned)
+    assert len({(w.name, str(w.params)) for w in small.workloads}) == len(small.workloads)
+    numa = next(p for p in claims if p.id == "pacific-numa-local-vm")
+    assert "NUMA" in left_out(numa, HostCan(True, 1))
+    assert left_out(numa, HostCan(True, 2)) == ""

@@ -97,16 +97,19 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def judge(claims: Sequence[PlacedClaim], data: ReportData) -> list[ClaimVerdict]:
+def judge(claims: Sequence[PlacedClaim], data: ReportData, no_kvm: str = ""
+          ) -> list[ClaimVerdict]:
     """Every claim against the run, in the claims' order; one verdict per environment a claim
-    matches, one (undecided or not measurable here) where it matches none."""
+    matches, one (undecided or not measurable here) where it matches none. no_kvm: why the
+    run's host has no KVM ("" where it has, or is not known), so that a KVM claim whose VM the
+    run left out is not measurable here rather than undecided."""
     out: list[ClaimVerdict] = []
     for placed in claims:
-        out += _judge_claim(placed, data)
+        out += _judge_claim(placed, data, no_kvm)
     return out
 
 
-def _judge_claim(placed: PlacedClaim, data: ReportData) -> list[ClaimVerdict]:
+def _judge_claim(placed: PlacedClaim, data: ReportData, no_kvm: str) -> list[ClaimVerdict]:
     c = placed.claim
 
     def none(outcome: Outcome, why: str, env: str = "") -> ClaimVerdict:
@@ -120,6 +123,8 @@ def _judge_claim(placed: PlacedClaim, data: ReportData) -> list[ClaimVerdict]:
         return [none(Outcome.NOT_HERE, "this host has one NUMA node: placement cannot matter "
                                        "here")]
     envs = _matching(c.environment, data)
+    if not envs and "kvm" in c.requires and no_kvm:
+        return [none(Outcome.NOT_HERE, f"requires KVM, and this host has none: {no_kvm}")]
     if not envs:
         return [none(Outcome.UNDECIDED, f"run {data.run.id} has no environment "
                                         f"{_selector_words(c.environment)}; `isotax claims` "
@@ -258,7 +263,10 @@ def _matching(selector: EnvSelector, data: ReportData, include_baseline: bool = 
     want = _flat(selector)
     out = []
     for entry in data.plan.environments:
-        got = {k: _word(v) for k, v in settings(entry).items()}
+        # The plan's settings as the layers name them, and any other scalar it sets
+        # (numa_node, memory_mib as written).
+        got = {k: _word(v) for k, v in entry.items() if not isinstance(v, Mapping)}
+        got.update({k: _word(v) for k, v in settings(entry).items()})
         name = str(entry.get("name"))
         if name in ran and name not in skip and all(got.get(k) == v for k, v in want.items()):
             out.append(name)
