@@ -121,3 +121,63 @@ def test_chromium_opens_the_figures_and_the_comparison(tmp_path: Path) -> None:
         # tab10's first two colours (native, runc) are drawn somewhere on the first screen.
         found = {c for _, c in rgb.getcolors(maxcolors=1 << 20) or []}
         assert (31, 119, 180) in found and (255, 127, 14) in found, name
+
+
+CLAIMS = """version = 1
+[source]
+study = "a test's claims"
+[[claim]]
+id = "runc-mysql-equal"
+finding = "runc's MySQL equals native"
+source_figure = "equal"
+source_ratio = 1.0
+environment = { kind = "runc" }
+workload = "mysql"
+params = { threads = 1 }
+metric = "transactions_per_s"
+relation = { equivalent_pct = 5 }
+[[claim]]
+id = "runc-mysql-slower"
+finding = "runc's MySQL is slower"
+source_figure = "-20%"
+source_ratio = 0.8
+environment = { kind = "runc" }
+workload = "mysql"
+params = { threads = 1 }
+metric = "transactions_per_s"
+relation = { worse_by_at_least_pct = 10 }
+[[claim]]
+id = "needs-a-big-host"
+finding = "something a small host cannot show"
+source_figure = "+8%"
+not_measurable = "needs a 44-core host"
+"""
+
+
+@pytest.mark.skipif(_chromium() is None,
+                    reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_chromium_renders_the_studies_section_with_its_colours(tmp_path: Path) -> None:
+    """"The studies on this host": a run measured for a claims file (kept in its metadata)
+    shows each claim's verdict coloured by its outcome and the figure of the source's ratio
+    beside this host's; Chromium renders it without a console message, and the verdicts'
+    colours reach the screenshot."""
+    from PIL import Image
+
+    store, run_id = figure_store(tmp_path)
+    store.put_run_meta(run_id, "claims", {"files": {"mine.toml": CLAIMS}})
+    text = html.render(analyze(store, run_id))
+    self_contained(text)
+    assert ">The studies on this host</h2>" in text
+    for cls in ("claim-holds", "claim-fails", "claim-nothere"):
+        assert f"<td class={cls}>" in text, cls
+    assert "source ratio (hollow diamond)" in text  # the figure's caption: it was drawn
+    # The section alone, as the report styles it, on one screen.
+    start = text.index(">The studies on this host</h2>")
+    section = text[text.rfind("<h2", 0, start):text.index("<h2", start + 10)]
+    page = tmp_path / "claims.html"
+    page.write_text(text[:text.index("<body>") + 6] + section + "</body></html>")
+    shot = tmp_path / "claims.png"
+    assert _console_errors(_open(page, shot)) == []
+    found = {c for _, c in Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 20) or []}
+    assert (200, 230, 201) in found and (255, 205, 210) in found  # holds, does not hold
+    assert (46, 125, 50) in found and (198, 40, 40) in found  # the figure's dots and lines

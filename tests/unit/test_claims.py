@@ -260,3 +260,35 @@ def test_the_claims_plan_leaves_out_what_this_host_cannot_measure() -> None:
     numa = next(p for p in claims if p.id == "pacific-numa-local-vm")
     assert "NUMA" in left_out(numa, HostCan(True, 1))
     assert left_out(numa, HostCan(True, 2)) == ""
+
+
+def test_the_report_carries_a_runs_claims_in_every_format(tmp_path: Path) -> None:
+    """A run measured for a claims file keeps it (meta "claims"): the Markdown report's
+    section, results.json's "claims" rows (through the schema's model) and claims.csv give
+    the same verdicts; a run without a matching claim writes no claims.csv."""
+    import csv
+
+    from isotax.report import write_reports
+
+    store = SQLiteStore(tmp_path / "isotax.db")
+    _store_run(store, "r1", SCENARIO)
+    mine = HEAD + _claim(f'environment = "runc"\n{COMPRESS}relation = {{ equivalent_pct = 5 }}',
+                         "runc-equal") + _claim('not_measurable = "needs 44 cores"', "big")
+    store.put_run_meta("r1", "claims", {"files": {"mine.toml": mine}})
+    out = tmp_path / "out"
+    write_reports(analyze(store, "r1"), out)
+    md = (out / "report.md").read_text()
+    assert "## The studies on this host" in md and "| runc-equal |" in md
+    doc = json.loads((out / "results.json").read_text())
+    by_id = {(c["id"], c["point"]): c["outcome"] for c in doc["claims"]}
+    assert by_id[("runc-equal", next(p for i, p in by_id if i == "runc-equal"
+                                     and "level=2" in p))] == "does not hold"
+    assert ("big", "") in by_id and by_id[("big", "")] == "not measurable here"
+    rows = list(csv.DictReader((out / "claims.csv").open()))
+    assert {(r["id"], r["outcome"]) for r in rows} == {(c["id"], c["outcome"])
+                                                       for c in doc["claims"]}
+    _store_run(store, "r2", SCENARIO)  # no claims kept, none of the built-in ones matches
+    write_reports(analyze(store, "r2"), tmp_path / "out2")
+    assert not (tmp_path / "out2" / "claims.csv").exists()
+    assert "The studies on this host" not in (tmp_path / "out2" / "report.md").read_text()
+    store.close()

@@ -83,7 +83,8 @@ class ClaimVerdict:
         c, s = self.placed.claim, self.placed.source
         return {"id": c.id, "study": s.study if s else "", "year": s.year if s else None,
                 "url": s.url if s else "", "where": c.where, "finding": c.finding,
-                "source_figure": c.source_figure, "relation": self.relation,
+                "source_figure": c.source_figure, "source_ratio": c.source_ratio,
+                "relation": self.relation,
                 "environment": self.environment, "baseline": self.baseline,
                 "workload": c.workload or "", "point": self.point, "metric": self.metric,
                 "unit": self.unit, "absolute": self.absolute, "value": self.value,

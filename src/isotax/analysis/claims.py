@@ -155,6 +155,9 @@ class Claim(BaseModel):
     where: str = ""  # the table or figure in the source
     finding: str = Field(min_length=1)
     source_figure: str = ""
+    # The source's own ratio (the figure's environment over its baseline, in the metric's
+    # units), where it printed one: the report sets it beside this host's.
+    source_ratio: float | None = Field(None, gt=0)
     environment: EnvSelector | None = None
     baseline: EnvSelector | None = None
     workload: str | None = None

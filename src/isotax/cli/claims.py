@@ -133,12 +133,15 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
     from isotax.report.claims_table import claims_csv, claims_lines
 
     placed = []
+    texts: dict[str, str] = {}  # the user's files, kept with a run measured for them
     for name in files or tuple(builtin_names()):
         text, source = _read(name)
         try:
             placed += parse_claims(text, source)
         except ClaimsError as e:
             fail(str(e))
+        if not source.startswith("built-in "):
+            texts[source] = text
     seen: dict[str, str] = {}
     for p in placed:
         if p.id in seen and seen[p.id] != p.where:
@@ -146,10 +149,18 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
                  "each claim its own id")
         seen[p.id] = p.where
     host, no_kvm = _host_can(probe=run_id is None)
+    measured = run_id is None
     if run_id is None:
         run_id = _measure(placed, results_dir, budget, host)
     with ExitStack() as stack:
         store, rid = open_run(run_id, results_dir, stack)
+        if measured and texts:
+            # The report judges the built-in claims always, a user's only where kept: keep
+            # them with the run, and write its report again with them.
+            from isotax.report import write_reports
+
+            store.put_run_meta(rid, "claims", {"files": texts})
+            write_reports(analyze(store, rid), results_dir / rid)
         data = analyze(store, rid)
     # This host's lack of KVM explains a KVM claim's missing VM only in a run made here.
     here = data.run.host.get("hostname") == socket.gethostname()

@@ -14,7 +14,7 @@ from isotax.report import csv_report, json_report, markdown
 from isotax.store.base import DiskFull
 
 FILENAMES = {"md": "report.md", "csv": "results.csv", "json": "results.json",
-             "html": "report.html"}
+             "html": "report.html", "claims": "claims.csv"}
 
 
 def _html(data: ReportData) -> str:
@@ -23,22 +23,35 @@ def _html(data: ReportData) -> str:
     return html.render(data)
 
 
+def _claims_csv(data: ReportData) -> str:
+    from isotax.report.claims_section import verdicts
+    from isotax.report.claims_table import claims_csv
+
+    shown = verdicts(data)
+    return claims_csv(shown) if shown else ""
+
+
 RENDERERS = {"md": markdown.render, "csv": csv_report.render, "json": json_report.render,
-             "html": _html}
+             "html": _html, "claims": _claims_csv}
 
 
 def write_reports(data: ReportData, out_dir: Path,
-                  formats: tuple[str, ...] = ("md", "csv", "json", "html")) -> list[Path]:
-    """Write each format into out_dir; a full disk raises DiskFull (store.base) naming
-    out_dir, and leaves no half-written file (a report written before stays as it was)."""
+                  formats: tuple[str, ...] = ("md", "csv", "json", "claims", "html")
+                  ) -> list[Path]:
+    """Write each format into out_dir (claims.csv only where the run judges a claim); a full
+    disk raises DiskFull (store.base) naming out_dir, and leaves no half-written file (a
+    report written before stays as it was)."""
     written = []
     tmp = out_dir
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for fmt in formats:
             path = out_dir / FILENAMES[fmt]
+            text = RENDERERS[fmt](data)
+            if not text:
+                continue
             tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(RENDERERS[fmt](data))
+            tmp.write_text(text)
             tmp.replace(path)  # a reader never sees half a report
             written.append(path)
     except OSError as e:

@@ -20,8 +20,10 @@ def summary(verdicts: Sequence[ClaimVerdict]) -> str:
     """'31 claims: 6 hold, 2 do not hold, 9 undecided, 14 not measurable here'."""
     c = counts(verdicts)
     claims = len({v.placed.id for v in verdicts})
-    return (f"{claims} claims, {len(verdicts)} verdicts: {c['holds']} hold, "
-            f"{c['does not hold']} do not hold, {c['undecided']} undecided, "
+    holds, fails = c["holds"], c["does not hold"]
+    return (f"{claims} claims, {len(verdicts)} verdicts: {holds} "
+            f"{'holds' if holds == 1 else 'hold'}, {fails} "
+            f"{'does' if fails == 1 else 'do'} not hold, {c['undecided']} undecided, "
             f"{c['not measurable here']} not measurable here")
 
 

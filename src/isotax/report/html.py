@@ -27,6 +27,8 @@ from isotax.analysis.report_data import ReportData
 from isotax.analysis.stats import Ratio
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report import (
+    claims_figure,
+    claims_section,
     decisions,
     drawing,
     emulation,
@@ -55,6 +57,8 @@ pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.85em}
 figure{margin:1em 0}svg{max-width:100%;height:auto}
 nav.toc{margin:.5em 0 1em;line-height:1.8}h3{margin-top:1.4em}
 code{background:#f4f4f4;padding:0 .2em}details{margin:.4em 0}summary{cursor:pointer}
+.claim-holds{background:#c8e6c9}.claim-fails{background:#ffcdd2}
+.claim-undecided{background:#ffe0b2}.claim-nothere{background:#e0e0e0;color:#555}
 """
 
 
@@ -295,6 +299,7 @@ def _render(d: ReportData) -> str:
     # Drawn once every section has its id, to link to them.
     warnings = emulation.report_warnings(d)
     sections.append((2, "Warnings", warnings))
+    sections.append((2, claims_section.TITLE, _claims(d)))
     sections += sections_of(layers.blocks(d))  # the studies' key finding: what each layer costs
     groups = [(t, [f for f in figs if f]) for t, figs in _figures(d)]
     sections.append((2, "Figures", [""] if any(f for _, f in groups) else []))
@@ -323,6 +328,26 @@ def _render(d: ReportData) -> str:
     h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
     warnings[:] = [f"<div class=warn>{_warning(w, h2)}</div>" for w in warnings]
     return page(head, kept, ids, "isotax")
+
+
+def _claims(d: ReportData) -> list[str]:
+    """The studies' claims judged on this run: the words, the figure, and the table with
+    each verdict's cell coloured by its outcome (and worded, for a reader without colour)."""
+    shown = claims_section.verdicts(d)
+    if not shown:
+        return []
+    col = claims_section.VERDICT_COLUMN
+    rows = ["<tr>" + "".join(
+        f"<td class=claim-{claims_section.OUTCOME_CLASS[v.outcome]}>{esc(c)}</td>" if i == col
+        else f"<td>{esc(c)}</td>" for i, c in enumerate(claims_section.row(v))) + "</tr>"
+        for v in shown]
+    head = "".join(f"<th>{esc(h)}</th>" for h in claims_section.HEADER)
+    return [f"<p>{_inline(claims_section.intro(d, shown))}</p>",
+            html_figure(claims_figure.source_beside_host(shown),
+                        "Each claim's source ratio (hollow diamond) beside this host's ratio "
+                        "and its 95% confidence sequence, coloured by the verdict (log scale)."),
+            f"<table class=claims><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
+            "</tbody></table>"]
 
 
 Section = tuple[int, str, list[str]]  # (heading level, title, body)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from isotax.analysis.report_data import ReportData
 from isotax.model import FORMAT_VERSION
-from isotax.report import phases_section, results_model, warmups_section
+from isotax.report import claims_section, phases_section, results_model, warmups_section
 from isotax.report.decisions import verdicts_value
 from isotax.report.table import result_rows
 
@@ -97,6 +97,7 @@ def render(d: ReportData) -> str:
             for wl, pkey, metric, label in (key,)
         ],
         "warnings": d.warnings,
+        "claims": [v.to_json() for v in claims_section.verdicts(d)],
     }
     # Through the models: a key here that they lack (or the reverse) fails here, in every test
     # that renders a report, rather than leaving the published schema behind the output.

@@ -14,6 +14,7 @@ from isotax.analysis.report_data import ReportData
 from isotax.host.facts import versions
 from isotax.host.facts.fingerprint import show_rows
 from isotax.report import (
+    claims_section,
     decisions,
     emulation,
     hostcpu,
@@ -294,9 +295,9 @@ def report_blocks(d: ReportData) -> list[Block]:
     """Every section of the report, in the Markdown's order."""
     return [*host_blocks(d), *loadgen_blocks(d), *environments_blocks(d), *results_blocks(d),
             *verdicts_section.blocks(d), *decisions.blocks(d), *warmups_section.blocks(d),
-            *layers.blocks(d), *hostcpu.blocks(d), *phases_section.blocks(d),
-            *tool_versions_blocks(d), *not_applicable_blocks(d), *outliers_blocks(d),
-            *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
+            *claims_section.blocks(d), *layers.blocks(d), *hostcpu.blocks(d),
+            *phases_section.blocks(d), *tool_versions_blocks(d), *not_applicable_blocks(d),
+            *outliers_blocks(d), *failures_blocks(d), *warnings_blocks(d), *plan_blocks(d)]
 
 
 def render(d: ReportData) -> str:

@@ -111,6 +111,38 @@ class Result(_Part):
     """The measured repetitions' values (warm-ups excluded), in repetition order."""
 
 
+class ClaimRow(_Part):
+    """One claim of the studies judged on this run, for one environment (or none: why); the
+    report's "The studies on this host" (docs/studies.md)."""
+
+    id: str
+    study: str
+    year: int | None
+    url: str
+    where: str  # the table or figure in the source
+    finding: str
+    source_figure: str
+    source_ratio: float | None  # the source's own ratio, where it printed one
+    relation: str
+    environment: str
+    baseline: str
+    workload: str
+    point: str
+    metric: str
+    unit: str
+    absolute: bool  # on the metric's own value, not a ratio
+    value: float | None  # this host's ratio (absolute: geometric mean of the values)
+    low: float | None  # its 95% confidence sequence (None: unbounded, or not measured)
+    high: float | None
+    pairs: int
+    outcome: str  # holds, does not hold, undecided, not measurable here
+    why: str
+    more_pairs: int | None  # undecided: the pairs in all that would decide it
+    gate: bool
+    conditions: str
+    file: str  # the claims file and line
+
+
 class LayerRatio(_Part):
     """What one setting that differs between two environments did to one metric."""
 
@@ -331,6 +363,9 @@ class ResultsDocument(_Part):
     """Null for a run recorded before isotax measured its phases."""
     latency_cdfs: list[LatencyCdf]
     warnings: list[str]
+    claims: list[ClaimRow] = []
+    """The studies' claims judged on this run (the report's section); empty where none
+    applies to its environments and points."""
 
 
 def document(doc: dict[str, Any]) -> dict[str, Any]:

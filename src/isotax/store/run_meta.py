@@ -160,6 +160,13 @@ class FleetMeta(_Part):
     machine: dict[str, Any] = {}
 
 
+class ClaimsMeta(_Part):
+    """The claims files a run was measured for (`isotax claims`): each file's text by the
+    name it was given, so that its report judges them again."""
+
+    files: dict[str, str] = {}
+
+
 SCHEMA: dict[str, Any] = {
     "budget_s": float,  # --budget: the deadline a resumed run keeps
     "pairing": Literal["blocks", "shuffled rounds"],  # how rounds paired environments
@@ -175,6 +182,7 @@ SCHEMA: dict[str, Any] = {
     "versions": VersionsMeta,  # isotax.host.facts.versions: packages and tools the run used
     "cell_runs": dict[str, int],  # isotax.analysis.cell_length: runs per cell, per point
     "fleet": FleetMeta,
+    "claims": ClaimsMeta,  # isotax claims: the claims files the run was measured for
     "adaptive": dict[str, Any] | None,  # the added rounds' meta before issue 28 (read: none)
 }
 
@@ -235,6 +243,10 @@ class RunMeta:
     @property
     def fleet(self) -> FleetMeta | None:
         return self.typed("fleet")
+
+    @property
+    def claims(self) -> ClaimsMeta | None:
+        return self.typed("claims")
 
     @property
     def loadgen(self) -> LoadGenMeta | None:
