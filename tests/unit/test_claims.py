@@ -292,3 +292,25 @@ def test_the_report_carries_a_runs_claims_in_every_format(tmp_path: Path) -> Non
     assert not (tmp_path / "out2" / "claims.csv").exists()
     assert "The studies on this host" not in (tmp_path / "out2" / "report.md").read_text()
     store.close()
+
+
+def test_isotax_check_reads_a_claims_file_as_its_bounds(results: Path) -> None:
+    """One format for the CI gate: `isotax check --bounds` takes a claims file; a gate claim
+    that does not hold is a FAIL line naming it (exit 1), one that holds says nothing, and a
+    claim without gate = true never fails."""
+    f = results / "gate-claims.toml"
+    f.write_text(HEAD + _claim(f'environment = "runc"\n{COMPRESS}'
+                               'relation = { equivalent_pct = 5 }\ngate = true', "runc-equal")
+                 + _claim(f'environment = "crun"\n{COMPRESS}relation = {{ equivalent_pct = 5 }}'
+                          '\ngate = true', "crun-equal")
+                 + _claim(f'environment = "runc"\n{COMPRESS}relation = {{ within = [1.5, 2] }}',
+                          "ungated"))
+    r = CliRunner().invoke(main, ["check", "r1", "--bounds", str(f), "--results", str(results)])
+    assert r.exit_code == 1, r.output
+    fails = [x for x in r.stdout.splitlines() if x.startswith("FAIL")]
+    assert fails and all("claim runc-equal:" in x for x in fails), r.stdout
+    assert "crun-equal" not in r.stdout and "ungated" not in r.stdout
+    f.write_text(HEAD + _claim(f'environment = "crun"\n{COMPRESS}'
+                               'relation = { equivalent_pct = 5 }\ngate = true', "crun-equal"))
+    r = CliRunner().invoke(main, ["check", "r1", "--bounds", str(f), "--results", str(results)])
+    assert r.exit_code == 0, r.output

@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from isotax.analysis.between_runs import tax_change
+from isotax.analysis.claim_verdicts import ClaimVerdict, Outcome
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import MIN_MARGIN, Verdict
@@ -450,6 +451,25 @@ def _judge_against(b: Bound, where: str, run: _Run, ref: _Run, env: str, row: Ro
         return []  # decidedly better than the reference run, or equivalent to it
     return [made("NOTE", f"{words} neither beyond nor within the ±{margin:.1%} margin "
                          f"({label}): {t.reason}; not decided, not judged")]
+
+
+def claim_findings(verdicts: Sequence[ClaimVerdict]) -> list[Finding]:
+    """A claims file's verdicts as the gate's lines (a bounds file is a claims file without
+    provenance): a claim marked gate = true that does not hold fails; one that is undecided
+    is a NOTE, not judged; a claim without gate, or one that holds, says nothing here."""
+    out = []
+    for v in verdicts:
+        c = v.placed.claim
+        if not c.gate or v.outcome in (Outcome.HOLDS, Outcome.NOT_HERE):
+            continue
+        kind: Kind = "FAIL" if v.outcome is Outcome.FAILS else "NOTE"
+        head = " ".join(x for x in (v.environment, c.workload or "", v.point, v.metric) if x)
+        text = (f"claim {c.id}: {head}: {v.why}" if kind == "FAIL" else
+                f"claim {c.id}: {head}: {v.why}; not decided, not judged")
+        out.append(Finding(kind, text, v.placed.where, v.environment, c.workload or "",
+                           v.point, v.metric, v.value, v.low, v.high, v.outcome.value,
+                           v.relation))
+    return out
 
 
 def format_lines(result: GateResult) -> Sequence[str]:

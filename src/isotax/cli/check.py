@@ -6,6 +6,7 @@ commands do (isotax.cli's docstring says why)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,7 +38,9 @@ def _reference(ref: str, where: str, bounds_path: Path, results_dir: Path,
 @click.argument("run_id", metavar="RUN", required=False)
 @click.option("--bounds", "bounds_path", required=True, metavar="FILE",
               type=click.Path(path_type=Path, dir_okay=False),
-              help="The bounds: a TOML file of [[bound]] tables (docs/ci-gate.md).")
+              help="The bounds: a claims file (its claims marked gate = true fail when they "
+                   "do not hold; docs/studies.md) or a TOML file of [[bound]] tables "
+                   "(docs/ci-gate.md).")
 @results_option
 @click.option("--json", "as_json", is_flag=True,
               help="Print the findings and the summary as one JSON document instead.")
@@ -49,7 +52,15 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
     run in the store by default (as `isotax report`: give a CI job its own --results)."""
     import json
 
-    from isotax.analysis.gate import BoundsError, evaluate, format_lines, parse_bounds
+    from isotax.analysis.claim_verdicts import judge
+    from isotax.analysis.gate import (
+        Bounds,
+        BoundsError,
+        claim_findings,
+        evaluate,
+        format_lines,
+        parse_bounds,
+    )
     from isotax.analysis.report_data import analyze
 
     try:
@@ -61,10 +72,22 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
         fail(f"{bounds_path}: not UTF-8 text; save the bounds file as UTF-8")
     except OSError as e:
         fail(f"{bounds_path}: cannot be read ({e.strerror}); give a readable TOML file")
-    try:
-        bounds = parse_bounds(text, str(bounds_path))
-    except BoundsError as e:
-        fail(str(e))
+    # A claims file (its [[claim]] tables, docs/studies.md) is the one format; a bounds file
+    # ([[bound]] tables: claims without provenance, from before there were claims) still reads.
+    claims = None
+    if re.search(r"^\s*\[\[\s*claim\s*\]\]", text, re.M):
+        from isotax.analysis.claims import ClaimsError, parse_claims
+
+        try:
+            claims = parse_claims(text, str(bounds_path))
+        except ClaimsError as e:
+            fail(str(e))
+        bounds = Bounds(str(bounds_path), ())
+    else:
+        try:
+            bounds = parse_bounds(text, str(bounds_path))
+        except BoundsError as e:
+            fail(str(e))
     with ExitStack() as stack:
         if run_id is None:
             store = open_results_store(results_dir)
@@ -79,7 +102,13 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
         for ref, where in bounds.references():
             s, r = _reference(ref, where, bounds_path, results_dir, stack)
             refs[ref] = analyze(s, r)
-        result = evaluate(bounds, analyze(store, rid), refs)
+        data = analyze(store, rid)
+        result = evaluate(bounds, data, refs)
+        if claims is not None:
+            verdicts = judge(claims, data)
+            result.findings += claim_findings(verdicts)
+            result.checked += len(verdicts)
+            result.bounds = len(claims)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
