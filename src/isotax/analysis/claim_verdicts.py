@@ -30,8 +30,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from isotax.analysis.attribution import settings
-from isotax.analysis.claims import ClaimsError, EnvSelector, PlacedClaim
+from isotax.analysis.claims import (
+    ClaimsError,
+    EnvSelector,
+    PlacedClaim,
+    entry_fits,
+    flat_settings,
+    setting_word,
+)
 from isotax.analysis.report_data import ReportData, Row
 from isotax.analysis.verdicts import (
     ConfidenceSequence,
@@ -237,21 +243,6 @@ def _pairs_to_decide(cs: ConfidenceSequence, allowed: tuple[float, float]) -> in
     return pairs_for_half_width(cs.sd, math.expm1(gap), cap=10_000)
 
 
-def _flat(selector: Mapping[str, Any]) -> dict[str, str]:
-    """A claim's settings in attribution.settings' words (options.platform, ...)."""
-    out = {}
-    for k, v in selector.items():
-        if isinstance(v, Mapping):
-            out.update({f"{k}.{ok}": _word(ov) for ok, ov in v.items()})
-        else:
-            out[k] = _word(v)
-    return out
-
-
-def _word(v: Any) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
-
-
 def _matching(selector: EnvSelector, data: ReportData, include_baseline: bool = False
               ) -> list[str]:
     """The run's environments the selector names (with results, or that could not start),
@@ -261,15 +252,10 @@ def _matching(selector: EnvSelector, data: ReportData, include_baseline: bool = 
     skip = {data.plan.aa_name} | (set() if include_baseline else {data.baseline})
     if isinstance(selector, str):
         return [n for n in names if n == selector and n in ran and n not in skip]
-    want = _flat(selector)
     out = []
     for entry in data.plan.environments:
-        # The plan's settings as the layers name them, and any other scalar it sets
-        # (numa_node, memory_mib as written).
-        got = {k: _word(v) for k, v in entry.items() if not isinstance(v, Mapping)}
-        got.update({k: _word(v) for k, v in settings(entry).items()})
         name = str(entry.get("name"))
-        if name in ran and name not in skip and all(got.get(k) == v for k, v in want.items()):
+        if name in ran and name not in skip and entry_fits(entry, selector):
             out.append(name)
     return out
 
@@ -280,14 +266,14 @@ def _rows(workload: str, params: Mapping[str, Any], metric: str | None, data: Re
     return [r for r in data.rows if r.workload == workload
             and (r.metric == metric if metric else heads.get((r.workload, r.params_key))
                  == r.metric)
-            and all(_word(data.point_params.get((r.workload, r.params_key), {}).get(k))
-                    == _word(v) for k, v in params.items())]
+            and all(setting_word(data.point_params.get((r.workload, r.params_key), {}).get(k))
+                    == setting_word(v) for k, v in params.items())]
 
 
 def _selector_words(selector: EnvSelector) -> str:
     if isinstance(selector, str):
         return repr(selector)
-    return "with " + ", ".join(f"{k} = {v}" for k, v in _flat(selector).items())
+    return "with " + ", ".join(f"{k} = {v}" for k, v in flat_settings(selector).items())
 
 
 def _params_words(params: Mapping[str, Any]) -> str:

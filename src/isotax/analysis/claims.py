@@ -43,10 +43,13 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from isotax.analysis.attribution import settings
 
 CLAIMS_VERSION = 1
 ParamValue = str | bool | int | float
@@ -143,6 +146,31 @@ class Relation(BaseModel):
 
 
 EnvSelector = str | dict[str, ParamValue | dict[str, ParamValue]]
+
+
+def setting_word(v: Any) -> str:
+    """A setting's value as the plan's words compare it (true, not True)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def flat_settings(selector: Mapping[str, Any]) -> dict[str, str]:
+    """An environment selector's settings as attribution.settings names them
+    (options.platform, ...), each as setting_word gives it."""
+    out = {}
+    for k, v in selector.items():
+        if isinstance(v, Mapping):
+            out.update({f"{k}.{ok}": setting_word(ov) for ok, ov in v.items()})
+        else:
+            out[k] = setting_word(v)
+    return out
+
+
+def entry_fits(entry: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
+    """Whether a plan's environment entry has every setting the selector asks for: the
+    plan's settings as the layers name them, and any other scalar it sets (numa_node)."""
+    got = {k: setting_word(v) for k, v in entry.items() if not isinstance(v, Mapping)}
+    got.update({k: setting_word(v) for k, v in settings(entry).items()})
+    return all(got.get(k) == v for k, v in flat_settings(selector).items())
 
 
 class Claim(BaseModel):

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from isotax import protocols
-from isotax.analysis.attribution import settings
-from isotax.analysis.claims import PlacedClaim
+from isotax.analysis.claims import PlacedClaim, entry_fits, flat_settings
 from isotax.plan import load_plan
 
 _ENV_HEAD = ("kind", "network", "storage")
@@ -47,26 +46,9 @@ def left_out(placed: PlacedClaim, host: HostCan) -> str:
     return ""
 
 
-def _flat(selector: Mapping[str, Any]) -> dict[str, str]:
-    out = {}
-    for k, v in selector.items():
-        if isinstance(v, Mapping):
-            out.update({f"{k}.{ok}": str(ov).lower() if isinstance(ov, bool) else str(ov)
-                        for ok, ov in v.items()})
-        else:
-            out[k] = str(v).lower() if isinstance(v, bool) else str(v)
-    return out
-
-
-def _fits(entry: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
-    got = {k: str(v) for k, v in entry.items() if not isinstance(v, Mapping)}
-    got.update(settings(entry))
-    return all(got.get(k) == v for k, v in _flat(selector).items())
-
-
 def _name(selector: Mapping[str, Any], taken: set[str]) -> str:
     words = [str(selector[k]) for k in _ENV_HEAD if k in selector]
-    words += [str(v) for k, v in sorted(_flat(selector).items())
+    words += [str(v) for k, v in sorted(flat_settings(selector).items())
               if k not in _ENV_HEAD]
     base = re.sub(r"[^a-z0-9-]+", "-", "-".join(words).lower()).strip("-") or "env"
     name, i = base, 2
@@ -115,7 +97,7 @@ def claims_plan(claims: Sequence[PlacedClaim], host: HostCan, name: str = "claim
         for sel in (c.environment, c.baseline):
             if not isinstance(sel, Mapping):
                 continue  # a name: a run of the user's own plan has it, not this one
-            if not any(_fits(e, sel) for e in envs):
+            if not any(entry_fits(e, sel) for e in envs):
                 envs.append(_entry(sel, {e["name"] for e in envs}))
         params = {**sizes.get(c.workload, {}), **c.params}
         if (c.workload, params) not in points:
