@@ -67,7 +67,7 @@ def radii(cap: int, sd: np.ndarray, borrowed: Borrowed = NOTHING_BORROWED) -> np
 
 def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
               ss: np.ndarray | float = 0.0, g: np.ndarray | float = PRIOR_G,
-              f_test: bool = True) -> np.ndarray:
+              f_test: bool = True, f_level: float = F_LEVEL) -> np.ndarray:
     """verdicts.radius for one n and arrays of sd and borrowed (dof, ss, the width g), with
     the F test of borrowing.usable applied: where today's spread refuses its history, no
     spread is borrowed (the width stays). Checked against radius() and usable() in
@@ -80,8 +80,8 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
         with np.errstate(invalid="ignore", divide="ignore"):
             f = sd * sd / (ss / dof)
             d = np.maximum(dof, 1)
-            refused = (dof > 0) & ((f > stats.f.ppf(1 - F_LEVEL, nu, d))
-                                   | (f < stats.f.ppf(F_LEVEL, nu, d)))
+            refused = (dof > 0) & ((f > stats.f.ppf(1 - f_level, nu, d))
+                                   | (f < stats.f.ppf(f_level, nu, d)))
         dof[refused], ss[refused] = 0.0, 0.0
     c = 1 + n * np.broadcast_to(np.asarray(g, dtype=float), sd.shape)
     s = np.maximum(sd, SD_FLOOR) if nu >= 1 else np.zeros_like(sd)
@@ -97,7 +97,8 @@ def radius_np(n: int, sd: np.ndarray, dof: np.ndarray | float = 0.0,
 
 def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN_PAIRS,
                      dof: np.ndarray | float = 0.0, ss: np.ndarray | float = 0.0,
-                     g: np.ndarray | float = PRIOR_G, f_test: bool = True) -> np.ndarray:
+                     g: np.ndarray | float = PRIOR_G, f_test: bool = True,
+                     f_level: float = F_LEVEL) -> np.ndarray:
     """d: (simulations, max pairs) log ratios; dof, ss, g: each simulation's borrowed spread
     and the width its history chose; f_test False borrows without borrowing.usable's check.
     Per simulation, the verdict at the first look (n = first ..) that decides, else undecided
@@ -109,7 +110,7 @@ def stopped_verdicts(d: np.ndarray, margin: float = MIN_MARGIN, first: int = MIN
     with np.errstate(invalid="ignore", divide="ignore"):
         var = (np.cumsum(d * d, axis=1) - n * mean**2) / (n - 1)
     sd = np.sqrt(np.maximum(np.nan_to_num(var, nan=0.0), 0.0))
-    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss, g, f_test)
+    rad = np.column_stack([radius_np(k, sd[:, k - 1], dof, ss, g, f_test, f_level)
                            for k in range(1, cap + 1)])
     m = math.log1p(margin)
     low, high = mean - rad, mean + rad

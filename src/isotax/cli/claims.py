@@ -178,7 +178,11 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
     else:
         for line in claims_lines(verdicts, rid):
             click.echo(line)
-    for v in failed:
-        click.echo(f"FAIL claim {v.placed.id} ({v.placed.where}) does not hold: {v.why}",
+    by_claim: dict[str, list] = {}
+    for v in failed:  # one line per claim, however many of its points fail
+        by_claim.setdefault(v.placed.id, []).append(v)
+    for cid, vs in by_claim.items():
+        more = f" (and {len(vs) - 1} more point(s))" if len(vs) > 1 else ""
+        click.echo(f"FAIL claim {cid} ({vs[0].placed.where}) does not hold: {vs[0].why}{more}",
                    err=True)
     sys.exit(1 if failed else 0)

@@ -33,8 +33,9 @@ def claims_lines(verdicts: Sequence[ClaimVerdict], run_id: str) -> list[str]:
     for v in verdicts:
         c, s = v.placed.claim, v.placed.source
         study = f"{s.study}{f' {s.year}' if s and s.year else ''}" if s else v.placed.file
-        on = f" [{v.environment}{' vs ' + v.baseline if v.baseline else ''}]" \
-            if v.environment else ""
+        where = ", ".join(x for x in (v.point, v.metric) if x)
+        on = (f" [{v.environment}{' vs ' + v.baseline if v.baseline else ''}"
+              f"{': ' + where if where else ''}]") if v.environment else ""
         out.append(f"{v.outcome.value.upper():>20}  {c.id}{on}: {c.finding}")
         figure = f"; the source: {c.source_figure}" if c.source_figure else ""
         out.append(f"{'':>20}  {study}, {c.where or '-'}{figure}; claim: {v.relation}")
