@@ -24,7 +24,7 @@ What must hold, and what must not:
 - the verdicts' own rule must stay at or below 5% false worse/better and false equivalent,
   at ratio 1 and at the margin's edge, on the schedule it runs.
 
-Run directly for the table: .venv/bin/python tests/unit/test_verdict_error_rates.py
+Run directly for the table: cd tests && ../.venv/bin/python -m unit.test_verdict_error_rates
 """
 
 from __future__ import annotations
