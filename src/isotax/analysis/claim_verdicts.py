@@ -205,11 +205,29 @@ def _judge_row(placed: PlacedClaim, data: ReportData, env: str, base: str, row: 
         return ClaimVerdict(placed, Outcome.FAILS, f"{what} {_span(cs)}: outside {rel}",
                             **common)
     more = _pairs_to_decide(cs, allowed)
-    need = (f"about {more} pairs in all would decide it at this spread" if more is not None
+    need = (f"about {more} pairs in all would decide it at this spread"
+            f"{_cell_time(data, env, '' if c.relation.absolute else base, row, more - cs.n)}"
+            if more is not None
             else "no number of pairs decides it at this spread (the value sits at the "
                  "claim's edge)")
     return ClaimVerdict(placed, Outcome.UNDECIDED, f"{what} {_span(cs)} reaches across "
                         f"{rel} after {cs.n} pair(s); {need}", more_pairs=more, **common)
+
+
+def _cell_time(data: ReportData, env: str, base: str, row: Row, pairs: int) -> str:
+    """' (about 12 min of cells more)': what `pairs` more rounds of the two environments'
+    cells at this point took in this run (base "": the environment's alone, for an absolute
+    bound); "" where the run did not time them."""
+    if data.sequential is None or pairs <= 0:
+        return ""
+    cell = data.sequential.cell_s
+    each = cell.get((env, row.workload, row.params_key), 0.0) + \
+        (cell.get((base, row.workload, row.params_key), 0.0) if base else 0.0)
+    if each <= 0:
+        return ""
+    minutes = pairs * each / 60
+    return (f" (about {minutes:.0f} min of cells more)" if minutes >= 1 else
+            f" (about {pairs * each:.0f} s of cells more)")
 
 
 def _span(cs: ConfidenceSequence) -> str:
