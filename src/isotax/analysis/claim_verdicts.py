@@ -110,6 +110,8 @@ def judge(claims: Sequence[PlacedClaim], data: ReportData, no_kvm: str = ""
     matches, one (undecided or not measurable here) where it matches none. no_kvm: why the
     run's host has no KVM ("" where it has, or is not known), so that a KVM claim whose VM the
     run left out is not measurable here rather than undecided."""
+    if not no_kvm and data.meta.claims is not None:
+        no_kvm = data.meta.claims.no_kvm  # as `isotax claims` found this run's host
     out: list[ClaimVerdict] = []
     for placed in claims:
         out += _judge_claim(placed, data, no_kvm)
@@ -170,7 +172,10 @@ def _judge_row(placed: PlacedClaim, data: ReportData, env: str, base: str, row: 
                ) -> ClaimVerdict:
     c = placed.claim
     assert c.relation is not None
-    point = data.sweep_label.get((row.workload, row.params_key)) or row.params_key
+    # The point in few words: where the run swept, its sweep's; else the parameters the
+    # claim asked for (the rest are the plan's sizes, in the report's Results).
+    point = data.sweep_label.get((row.workload, row.params_key)) or ",".join(
+        f"{k}={setting_word(v)}" for k, v in c.params.items())
     na = data.na_reason(env, row)
     rel = c.relation.words(row.higher_is_better)
     common: dict[str, Any] = {"environment": env, "point": point, "metric": row.metric,

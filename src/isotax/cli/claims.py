@@ -154,12 +154,12 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
         run_id = _measure(placed, results_dir, budget, host)
     with ExitStack() as stack:
         store, rid = open_run(run_id, results_dir, stack)
-        if measured and texts:
+        if measured:
             # The report judges the built-in claims always, a user's only where kept: keep
-            # them with the run, and write its report again with them.
+            # them with the run, and what this host lacks, and write its report again.
             from isotax.report import write_reports
 
-            store.put_run_meta(rid, "claims", {"files": texts})
+            store.put_run_meta(rid, "claims", {"files": texts, "no_kvm": no_kvm})
             write_reports(analyze(store, rid), results_dir / rid)
         data = analyze(store, rid)
     # This host's lack of KVM explains a KVM claim's missing VM only in a run made here.

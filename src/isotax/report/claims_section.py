@@ -45,20 +45,29 @@ def _builtin() -> dict[str, str]:
             if f.name.endswith(".toml")}
 
 
+def _stored(d: ReportData) -> dict[str, str]:
+    return dict(d.meta.claims.files) if d.meta.claims is not None else {}
+
+
+def _all_builtin(d: ReportData) -> bool:
+    """A run of the built-in claims' plan: it lists every built-in claim."""
+    return d.run.plan_name in CLAIMS_PLANS and not _stored(d)
+
+
 def verdicts(d: ReportData) -> list[ClaimVerdict]:
     """The verdicts the section shows: every claim of the files the run was measured for
     (meta "claims"), and of the built-in ones all in a run of the built-in plan, else those
     the run has an environment and a point for."""
-    stored = d.meta.claims.files if d.meta.claims is not None else {}
-    own = _parsed(dict(stored), set())
+    own = _parsed(dict(_stored(d)), set())
     builtin = _parsed(_builtin(), {p.id for p in own})
-    all_builtin = d.run.plan_name in CLAIMS_PLANS and not stored
+    all_builtin = _all_builtin(d)
     try:
         mine = judge(own, d)
         theirs = judge(builtin, d)
     except ClaimsError:
         return []
-    return [*mine, *(v for v in theirs if all_builtin or (v.environment and v.point))]
+    return [*mine, *(v for v in theirs if all_builtin or (v.environment and (
+        v.value is not None or v.outcome is Outcome.NOT_HERE)))]
 
 
 def row(v: ClaimVerdict) -> list[str]:
@@ -82,7 +91,7 @@ def intro(d: ReportData, shown: Sequence[ClaimVerdict]) -> str:
             "(docs/studies.md): **holds** when the 95% sequence lies wholly inside the "
             "claim's relation, **does not hold** when wholly outside, **undecided** when "
             "it reaches across; **not measurable here** names why. "
-            + ("" if d.run.plan_name in CLAIMS_PLANS and d.meta.claims is None else
+            + ("" if _all_builtin(d) else
                "Of the built-in claims, only those this run has an environment and a point "
                "for are listed; `isotax claims` measures the rest."))
 

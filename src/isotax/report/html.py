@@ -59,6 +59,7 @@ nav.toc{margin:.5em 0 1em;line-height:1.8}h3{margin-top:1.4em}
 code{background:#f4f4f4;padding:0 .2em}details{margin:.4em 0}summary{cursor:pointer}
 .claim-holds{background:#c8e6c9}.claim-fails{background:#ffcdd2}
 .claim-undecided{background:#ffe0b2}.claim-nothere{background:#e0e0e0;color:#555}
+table.claims td{max-width:22em;overflow-wrap:break-word}
 """
 
 

@@ -161,10 +161,13 @@ class FleetMeta(_Part):
 
 
 class ClaimsMeta(_Part):
-    """The claims files a run was measured for (`isotax claims`): each file's text by the
-    name it was given, so that its report judges them again."""
+    """What `isotax claims` measured a run for: each claims file's text by the name it was
+    given (a user's; the built-in ones ship with isotax), so that its report judges them
+    again, and why the host had no KVM, so that a KVM claim it left out reads as not
+    measurable here."""
 
     files: dict[str, str] = {}
+    no_kvm: str = ""  # why the host had no KVM when it planned the run ("" where it had)
 
 
 SCHEMA: dict[str, Any] = {
