@@ -50,6 +50,16 @@ def test_netperf_without_latency_stats_or_transactions() -> None:
         parse_netperf_rr(good.replace("Trans/s", "10^6bits/s"))
 
 
+def test_netperf_tcp_crr_is_read_like_tcp_rr() -> None:
+    """netperf 2.7's TCP_CRR on loopback (a new connection per transaction): the same
+    selectors, one send a transaction, so the same parser and the same sanity checks."""
+    r = parse_netperf_rr(text("netperf", "native-tcp_crr.txt"))
+    assert r.protocol == "TCP" and (r.request_bytes, r.response_bytes) == (100, 200)
+    assert (r.transactions_per_s, r.transactions, r.p50_us, r.p99_us) == (16379.36, 49139, 58,
+                                                                           110)
+    assert r.transactions_per_s == pytest.approx(r.transactions / r.seconds, rel=0.01)
+
+
 def test_netperf_version() -> None:
     assert parse_netperf_version(text("netperf", "version.txt")) == "2.7.0"
 
@@ -86,6 +96,7 @@ def test_sockperf_one_way_latency_is_refused() -> None:
 def test_params() -> None:
     specs = {p.name: p for p in RequestResponse.params}
     assert specs["proto"].problem("sctp") is not None
+    assert specs["proto"].problem("tcp_crr") is None
     assert specs["placement"].problem("same-cpu") is None
     assert specs["tail"].problem(1) is not None
     assert RequestResponse.needs_loadgen

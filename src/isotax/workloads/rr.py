@@ -1,9 +1,12 @@
-"""rr: request/response latency, one transaction in flight (netperf TCP_RR / UDP_RR).
+"""rr: request/response latency, one transaction in flight (netperf TCP_RR / UDP_RR / TCP_CRR).
 
 The semantics are netperf's: the load generator sends a 100-byte request, the server in the
 environment answers with 200 bytes, the next request leaves when the answer is in; TCP on one
-connection, or UDP. netperf (Debian non-free, the same package in the image and on the host)
-gives transactions/s, the mean and p50/p90/p99 latency (its `-j` statistics, whole µs).
+connection, or UDP, or (proto = "tcp_crr") TCP with a new connection for every transaction:
+connect, request, response, close, so what a path costs per connection (a NAT's conntrack
+entry, a Service's DNAT) shows, as k8s-netperf measures it. netperf (Debian non-free, the
+same package in the image and on the host) gives transactions/s, the mean and p50/p90/p99
+latency (its `-j` statistics, whole µs).
 
 netperf has no p99.9. sockperf's ping-pong has the same one-in-flight semantics and prints
 p99.9 of every round trip (--full-rtt), but its answer is as long as its request: it runs
@@ -57,6 +60,12 @@ SOCKPERF_TCP_REASON = (
     "with EINVAL; the netstack refuses its sendto on a connected socket with EAFNOSUPPORT; "
     "Linux ignores both): netperf's TCP_RR is measured there all the same, and only the "
     "p99.9 is n/a; proto = \"udp\" measures sockperf's tail there")
+# TCP_CRR opens and closes a connection per transaction: what a NAT or a Service costs per
+# connection shows there (conntrack entries, DNAT lookups) and not in TCP_RR's one long
+# connection. sockperf has no such test.
+SOCKPERF_CRR_REASON = ("sockperf has no connection-per-transaction test: TCP_CRR's p99.9 is "
+                       "not measured (netperf's p99 is)")
+NETPERF_TESTS = {"tcp": "TCP_RR", "udp": "UDP_RR", "tcp_crr": "TCP_CRR"}
 
 
 def _netperf_version(lg: LoadGen) -> str:
@@ -71,7 +80,9 @@ class RequestResponse(BaseWorkload):
                                   "response, one in flight (netperf TCP_RR/UDP_RR + sockperf "
                                   "p99.9); transactions/s and µs")
     params: ClassVar[Sequence[ParamSpec]] = (
-        ParamSpec("proto", str, "tcp", "tcp (TCP_RR) or udp (UDP_RR)", choices=("tcp", "udp")),
+        ParamSpec("proto", str, "tcp", "tcp (TCP_RR), udp (UDP_RR), or tcp_crr (TCP_CRR: a "
+                  "new connection per transaction, where a NAT's or a Service's "
+                  "per-connection cost shows)", choices=tuple(NETPERF_TESTS)),
         ParamSpec("seconds", int, 10, "length of each tool's run (netperf, then sockperf)",
                   minimum=1),
         ParamSpec("placement", str, "same-cpu", "CPU placement of client and server: free, "
@@ -109,6 +120,8 @@ class RequestResponse(BaseWorkload):
     def _no_tail(self, inst: Instance, params: Params) -> str | None:
         """Why sockperf's tail run cannot run in this instance (None: it can, or tail is
         off): then netperf's metrics are measured all the same, and only the p99.9 is n/a."""
+        if params["tail"] and params["proto"] == "tcp_crr":
+            return SOCKPERF_CRR_REASON
         if params["tail"] and params["proto"] == "tcp" and \
                 inst.socket_stack is not SocketStack.LINUX:
             return SOCKPERF_TCP_REASON
@@ -143,13 +156,14 @@ class RequestResponse(BaseWorkload):
                  client_pin: list[str], server_pin: list[str], path: str) -> list[Sample]:
         ctrl, data = self.ports["netperf"].number, self.ports["netperf-data"].number
         host, mctrl = lg.target(inst, ctrl, "tcp")
-        dhost, mdata = lg.target(inst, data, proto)
+        transport = "udp" if proto == "udp" else "tcp"
+        dhost, mdata = lg.target(inst, data, transport)
         # netserver tells the client nothing about mappings: the client connects to the data
         # port it asked for (-P) on the control connection's host, so both must map 1:1.
         if (dhost, mdata) != (host, data):
             raise SanityError(f"netperf needs its data port mapped 1:1 on the control host; "
                               f"got {dhost}:{mdata} for {host}:{data}")
-        test = "TCP_RR" if proto == "tcp" else "UDP_RR"
+        test = NETPERF_TESTS[proto]
         # -L: only where the load generator arrives; -Z: only a client with the run's secret.
         listen = lg.listen(inst)
         server = [*server_pin, "netserver", "-D", "-f", "-4", "-L", f"{listen},inet",
@@ -168,9 +182,9 @@ class RequestResponse(BaseWorkload):
         with serving(inst, server, ctrl, "tcp", program="netserver"):
             done = lg.exec(client, seconds + 60)
         r = client_result(done, "netperf", seconds + 60, parse_netperf_rr)
-        if r.protocol != proto.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
+        if r.protocol != transport.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
             raise SanityError(f"netperf ran {r.protocol} {r.request_bytes}/{r.response_bytes}"
-                              f" bytes, asked {proto.upper()} 100/200")
+                              f" bytes, asked {transport.upper()} 100/200")
         labels = {"tool": f"netperf {_netperf_version(lg)} {test}", "protocol": proto,
                   "request_bytes": 100, "response_bytes": 200, "path": path,
                   "transactions": r.transactions, "min_us": r.min_us, "max_us": r.max_us}
