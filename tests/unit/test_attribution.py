@@ -146,3 +146,28 @@ def test_a_layer_its_workload_cannot_touch_is_not_called_worse_or_better() -> No
     assert seen["rr"] is Verdict.BETTER, seen
     assert all(seen[wl] in (Verdict.EQUIVALENT, Verdict.UNDECIDED)
                for wl in ("compress", "stream", "fio")), seen
+
+
+POD_ENVS = [
+    {"name": "runc-host", "kind": "runc", "network": "host"},
+    {"name": "pod-runc-host", "kind": "pod", "network": "host"},
+    {"name": "pod-runc", "kind": "pod", "network": "pod"},
+    {"name": "pod-runc-service", "kind": "pod", "network": "service"},
+]
+
+
+def test_no_layer_pair_stacks_two_layers_under_one_name() -> None:
+    """A pod's Service stacks on the pod network (the pod kind says so): hostNetwork ->
+    Service is two layers, left out where the pod-network environment ran (its two single
+    layers are there), else named as the two; pod network -> Service says what the Service
+    is: DNAT, and SNAT for a client outside the pod network."""
+    names = [e["name"] for e in POD_ENVS]
+    pairs = {(p.before_env, p.after_env): p for p in single_layer_pairs(POD_ENVS, names)}
+    assert set(pairs) == {("runc-host", "pod-runc-host"), ("pod-runc-host", "pod-runc"),
+                          ("pod-runc", "pod-runc-service")}
+    words = pairs[("pod-runc", "pod-runc-service")].words()
+    assert words.startswith("network: pod → service (") and "DNAT" in words and "SNAT" in words
+    assert pairs[("pod-runc-host", "pod-runc")].words() == "network: host → pod"
+    without = [n for n in names if n != "pod-runc"]
+    stacked = {(p.before_env, p.after_env): p for p in single_layer_pairs(POD_ENVS, without)}
+    assert "two layers: the pod network" in stacked[("pod-runc-host", "pod-runc-service")].words()

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from isotax import protocols
 from isotax.plan import DEFAULT_BASELINE
 
 AXES = ("kind", "network", "storage", "vcpus", "memory_mib")
@@ -36,9 +37,11 @@ class Layer:
     after_env: str
     before: str
     after: str
+    meaning: str = ""  # what the change is, where its kind says (a Service: DNAT and SNAT)
 
     def words(self) -> str:
-        return f"{self.axis}: {self.before} → {self.after}"
+        head = f"{self.axis}: {self.before} → {self.after}"
+        return f"{head} ({self.meaning})" if self.meaning else head
 
 
 def settings(entry: Mapping[str, Any]) -> dict[str, str]:
@@ -67,5 +70,36 @@ def single_layer_pairs(environments: Sequence[Mapping[str, Any]], available: Seq
             k = differ[0]
             out.append(Layer(k, str(a["name"]), str(b["name"]), sa.get(k, "(unset)"),
                              sb.get(k, "(unset)")))
+    return _one_layer_each(out, {str(e.get("name")): settings(e) for e in envs})
+
+
+def _one_layer_each(pairs: list[Layer], by_name: Mapping[str, Mapping[str, str]]
+                    ) -> list[Layer]:
+    """The network pairs named for what they are, where the kind says (its network_layer):
+    a network that stacks on another (a pod's Service on the pod network) is its own layer
+    only against that one. Against any other (hostNetwork -> Service: the pod network and the
+    Service) it is two layers: left out where the run has the one between (its two single
+    layers are there), else named as the two."""
+    out = []
+    for lay in pairs:
+        if lay.axis != "network":
+            out.append(lay)
+            continue
+        kind = protocols.environments().get(by_name[lay.before_env].get("kind", ""))
+        stacked = [(net, kind.network_layer(net)) for net in (lay.after, lay.before)
+                   if kind is not None]
+        net, found = next(((n, f) for n, f in stacked if f is not None), ("", None))
+        if found is None:
+            out.append(lay)
+            continue
+        under, words = found
+        other = lay.before if net == lay.after else lay.after
+        if other == under:
+            out.append(replace(lay, meaning=words))
+            continue
+        between = {**by_name[lay.before_env], "network": under}
+        if any(dict(s) == between for s in by_name.values()):
+            continue  # both single layers are in the run: this pair would stack them
+        out.append(replace(lay, meaning=f"two layers: the {under} network, and {words}"))
     return out
 

@@ -248,6 +248,9 @@ class EnvironmentBase(EnvironmentFacts):
                                     inside, is this kind's own (gVisor's user-space kernel
                                     says so); the identity check asks every sandbox kind;
                                     default False
+      network_layer(network)        classmethod: what a network stacks on and what it is
+                                    (a pod's Service: on the pod network, DNAT and SNAT),
+                                    for the layers' words; default None (one layer)
     """
 
     # The facts' types are declared once, by protocols.EnvironmentFacts (inherited: attributes
@@ -261,6 +264,10 @@ class EnvironmentBase(EnvironmentFacts):
     @classmethod
     def recognises(cls, release: str, dmesg: str) -> bool:
         return False
+
+    @classmethod
+    def network_layer(cls, network: str) -> tuple[str, str] | None:
+        return None
 
     def available(self) -> Availability:
         raise NotImplementedError(f"{type(self).__name__} declares no available()")

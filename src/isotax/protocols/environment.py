@@ -343,6 +343,12 @@ class Environment(EnvironmentFacts, Protocol):
         own: a user-space kernel such as gVisor's says so; the identity check asks every
         sandbox kind. False for kinds told apart by kernel and namespaces alone."""
 
+    @classmethod
+    def network_layer(cls, network: str) -> tuple[str, str] | None:
+        """What the plan's `network` value stacks on, and what it is, for the layers' words:
+        ("pod", "a ClusterIP Service: ...") for a pod's "service", which is the pod network
+        and a Service on it. None where the network is one layer of its own."""
+
     def available(self) -> Availability: ...
 
     def start(self, spec: EnvSpec) -> Instance: ...

@@ -71,6 +71,14 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
             "spec": spec}
 
 
+# What the Service in front of a pod adds to its network path (the layers' words): kube-proxy
+# translates the ClusterIP to the pod's address (DNAT) and, for a client outside the cluster's
+# pod network (the host's load generator; the local cluster sets clusterCIDR), masquerades its
+# source (SNAT); a load generator pod on the pod network is not masqueraded.
+SERVICE_WORDS = ("a ClusterIP Service on the pod network: kube-proxy's DNAT to the pod, and "
+                 "its SNAT for a client outside the pod network")
+
+
 def service_manifest(namespace: str, ports: Sequence[protocols.Port]) -> dict[str, Any]:
     """A ClusterIP Service with every workload port (each protocol) in front of the pod. Pure."""
     entries = [{"name": f"p{p.number}-{proto}", "port": p.number, "targetPort": p.number,

@@ -61,6 +61,7 @@ from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DI
 from isotax.environments.evidence import PROBE, detected, host_facts, parse_facts
 from isotax.environments.kube.manifests import (
     POD,
+    SERVICE_WORDS,
     TOKEN_CPU,
     TOKEN_MEMORY_MIB,
     pod_manifest,
@@ -145,8 +146,7 @@ class PodInstance:
             else ""
         self.elsewhere = ""  # the node, where it is not this host
         self.cpus_words = ""  # the CPUs its processes may use (a static CPU manager's cores)
-        # The pod's node, where it is not this host: what the identity check compares a
-        # container with (node_identity(), protocols.ElsewhereNode).
+        # Its node where not this host: the identity check's (protocols.ElsewhereNode).
         self.node_machine: NodeIdentity | None = None
         self.tag = owners.new_tag(3)
         self.namespace = f"{NAMESPACE_PREFIX}{self.tag}"
@@ -168,7 +168,6 @@ class PodInstance:
         self._created = False
         self._stopped = False
 
-    # -- start --------------------------------------------------------------------------------
     def start(self) -> None:
         sw = Stopwatch()
         if self.layout is not None:
@@ -236,7 +235,6 @@ class PodInstance:
         self.cpus_words = self._read_cpus()
         self.milestones = dict(sw.marks)
 
-    # -- a cluster isotax did not start (--kubeconfig) ----------------------------------------
     def _foreign_checks(self) -> str:
         """The pod image and the RuntimeClass a foreign cluster must have; the image's
         reference there. Unavailable, in one line with the fix, otherwise."""
@@ -383,7 +381,6 @@ class PodInstance:
             f"kube-proxy did not put pod {self.namespace}/{POD} ({self.pod_ip}) behind its "
             f"Service {self.cluster_ip} within {timeout:.0f} s"))
 
-    # -- the protocol -------------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = kubectl(*exec_argv(self.namespace, argv, timeout, POD), timeout=timeout + 15)
@@ -574,6 +571,10 @@ class Pod(EnvironmentBase):
     @classmethod
     def version_command(cls) -> VersionCommand | None:
         return VersionCommand("kubelet", (str(L.binary("kubelet")), "--version"))
+
+    @classmethod
+    def network_layer(cls, network: str) -> tuple[str, str] | None:
+        return ("pod", SERVICE_WORDS) if network == "service" else None
 
     def available(self) -> Availability:
         t = target.current()
