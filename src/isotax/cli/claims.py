@@ -148,7 +148,9 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
             fail(f"{p.where}: id {p.id!r} is also the id of the claim at {seen[p.id]}; give "
                  "each claim its own id")
         seen[p.id] = p.where
-    host, no_kvm = _host_can(probe=run_id is None)
+    # A probe boot (minutes where KVM is not what it seems) only where a claim asks for KVM.
+    host, no_kvm = _host_can(probe=run_id is None and any("kvm" in p.claim.requires
+                                                         for p in placed))
     measured = run_id is None
     if run_id is None:
         run_id = _measure(placed, results_dir, budget, host)
