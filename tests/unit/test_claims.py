@@ -14,10 +14,15 @@ import pytest
 from click.testing import CliRunner
 
 from isotax.analysis.claim_verdicts import ClaimVerdict, Outcome, judge
-from isotax.analysis.claims import ClaimsError, Relation, parse_claims
+from isotax.analysis.claims import (
+    ClaimsError,
+    Relation,
+    builtin_files,
+    builtin_source,
+    parse_claims,
+)
 from isotax.analysis.report_data import ReportData, analyze
 from isotax.cli import main
-from isotax.cli.claims import _read, builtin_names
 from isotax.store.sqlite import SQLiteStore
 
 from .test_gate import SCENARIO, _store_run
@@ -180,9 +185,8 @@ def test_a_bad_claims_file_is_one_line_naming_the_place(text: str, words: str) -
 
 def test_the_built_in_files_parse_with_provenance_and_unique_ids() -> None:
     ids: list[str] = []
-    for name in builtin_names():
-        text, source = _read(name)
-        for p in parse_claims(text, source):
+    for name, text in builtin_files().items():
+        for p in parse_claims(text, builtin_source(name)):
             ids.append(p.id)
             assert p.source is not None and p.source.study, p.where
             assert p.claim.source_figure, f"{p.where}: the source's own figure"
@@ -224,9 +228,8 @@ def test_bad_input_is_exit_2_in_one_line(results: Path) -> None:
 
 def _builtin() -> list:
     out = []
-    for name in builtin_names():
-        text, source = _read(name)
-        out += parse_claims(text, source)
+    for name, text in builtin_files().items():
+        out += parse_claims(text, builtin_source(name))
     return out
 
 

@@ -270,15 +270,13 @@ def _matching(selector: EnvSelector, data: ReportData, include_baseline: bool = 
               ) -> list[str]:
     """The run's environments the selector names (with results, or that could not start),
     in the plan's order; never the A/A canary, and the baseline only where asked."""
-    names = [str(e.get("name")) for e in data.plan.environments]
     ran = set(data.columns) | {e.name for e in data.environments if not e.available}
     skip = {data.plan.aa_name} | (set() if include_baseline else {data.baseline})
-    if isinstance(selector, str):
-        return [n for n in names if n == selector and n in ran and n not in skip]
     out = []
     for entry in data.plan.environments:
         name = str(entry.get("name"))
-        if name in ran and name not in skip and entry_fits(entry, selector):
+        named = name == selector if isinstance(selector, str) else entry_fits(entry, selector)
+        if named and name in ran and name not in skip:
             out.append(name)
     return out
 

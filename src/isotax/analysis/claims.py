@@ -40,11 +40,13 @@ and the fix.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -235,7 +237,9 @@ class PlacedClaim:
         return self.claim.id
 
 
-_HEADER = re.compile(r"^\s*\[\[\s*claim\s*\]\]")
+# A [[claim]] table's header line: how a file is told a claims file (isotax check), and
+# where each claim stands in it.
+CLAIM_HEADER = re.compile(r"^\s*\[\[\s*claim\s*\]\]", re.M)
 
 
 def parse_claims(text: str, source: str = "claims") -> list[PlacedClaim]:
@@ -250,7 +254,7 @@ def parse_claims(text: str, source: str = "claims") -> list[PlacedClaim]:
         raise ClaimsError(f"{source}: version = {raw.get('version')!r}; this isotax reads "
                           f"claims files of version {CLAIMS_VERSION} (write version = "
                           f"{CLAIMS_VERSION} at the top)")
-    headers = [i for i, line in enumerate(text.splitlines(), 1) if _HEADER.match(line)]
+    headers = [i for i, line in enumerate(text.splitlines(), 1) if CLAIM_HEADER.match(line)]
     claims = raw.get("claim")
     count = len(claims) if isinstance(claims, list) else 0
 
@@ -291,3 +295,17 @@ def _one_line(e: ValidationError, source: str, where: Any, count: int) -> str:
         return f"{source}: has no [[claim]] table; add one (docs/studies.md)"
     detail = err["msg"].removeprefix("Value error, ")
     return f"{at}: {key + ': ' if key else ''}{detail}"
+
+
+@functools.cache
+def builtin_files() -> dict[str, str]:
+    """The built-in claims files (isotax/claims/*.toml): name -> text, read once per process
+    (the command line and every report format ask for them)."""
+    return {f.name.removesuffix(".toml"): f.read_text(encoding="utf-8")
+            for f in sorted(resources.files("isotax.claims").iterdir(), key=lambda f: f.name)
+            if f.name.endswith(".toml")}
+
+
+def builtin_source(name: str) -> str:
+    """How a built-in file is named in verdicts and errors: "built-in felter2015"."""
+    return f"built-in {name}"

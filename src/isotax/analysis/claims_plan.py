@@ -62,7 +62,7 @@ def _entry(selector: Mapping[str, Any], taken: set[str]) -> dict[str, Any]:
     kind's own first one when the plan's default (the host's) is not among them (a VM)."""
     entry = {"name": _name(selector, taken), **selector}
     kind = protocols.environments().get(str(selector.get("kind")))
-    networks = tuple(getattr(kind, "networks", ()) or ())
+    networks = kind.networks if kind is not None else ()
     if "network" not in entry and networks and "host" not in networks:
         entry["network"] = networks[0]
     return entry

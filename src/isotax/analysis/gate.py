@@ -464,8 +464,8 @@ def claim_findings(verdicts: Sequence[ClaimVerdict]) -> list[Finding]:
             continue
         kind: Kind = "FAIL" if v.outcome is Outcome.FAILS else "NOTE"
         head = " ".join(x for x in (v.environment, c.workload or "", v.point, v.metric) if x)
-        text = (f"claim {c.id}: {head}: {v.why}" if kind == "FAIL" else
-                f"claim {c.id}: {head}: {v.why}; not decided, not judged")
+        text = f"claim {c.id}: {head}: {v.why}" + \
+            ("" if kind == "FAIL" else "; not decided, not judged")
         out.append(Finding(kind, text, v.placed.where, v.environment, c.workload or "",
                            v.point, v.metric, v.value, v.low, v.high, v.outcome.value,
                            v.relation))

@@ -6,7 +6,6 @@ commands do (isotax.cli's docstring says why)."""
 
 from __future__ import annotations
 
-import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -74,10 +73,10 @@ def check_cmd(run_id: str | None, bounds_path: Path, results_dir: Path, as_json:
         fail(f"{bounds_path}: cannot be read ({e.strerror}); give a readable TOML file")
     # A claims file (its [[claim]] tables, docs/studies.md) is the one format; a bounds file
     # ([[bound]] tables: claims without provenance, from before there were claims) still reads.
-    claims = None
-    if re.search(r"^\s*\[\[\s*claim\s*\]\]", text, re.M):
-        from isotax.analysis.claims import ClaimsError, parse_claims
+    from isotax.analysis.claims import CLAIM_HEADER, ClaimsError, parse_claims
 
+    claims = None
+    if CLAIM_HEADER.search(text):
         try:
             claims = parse_claims(text, str(bounds_path))
         except ClaimsError as e:

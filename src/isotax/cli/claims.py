@@ -18,13 +18,12 @@ from isotax.cli.common import fail, open_run, results_option
 
 def _read(name: str) -> tuple[str, str]:
     """(text, how to name it) of a claims FILE: a path, else a built-in file's name."""
-    from importlib import resources
+    from isotax.analysis.claims import builtin_files, builtin_source
 
     path = Path(name)
     if not path.exists():
-        builtin = resources.files("isotax.claims").joinpath(f"{name}.toml")
-        if builtin.is_file():
-            return builtin.read_text(encoding="utf-8"), f"built-in {name}"
+        if name in builtin_files():
+            return builtin_files()[name], builtin_source(name)
         fail(f"claims file {name} not found; give a TOML file of [[claim]] tables or a "
              f"built-in one ({', '.join(builtin_names())})")
     try:
@@ -36,10 +35,9 @@ def _read(name: str) -> tuple[str, str]:
 
 
 def builtin_names() -> list[str]:
-    from importlib import resources
+    from isotax.analysis.claims import builtin_files
 
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("isotax.claims")
-                  .iterdir() if p.name.endswith(".toml"))
+    return list(builtin_files())
 
 
 def _host_can(probe: bool):  # type: ignore[no-untyped-def]
@@ -158,12 +156,13 @@ def claims_cmd(files: tuple[str, ...], run_id: str | None, budget: str, results_
         store, rid = open_run(run_id, results_dir, stack)
         if measured:
             # The report judges the built-in claims always, a user's only where kept: keep
-            # them with the run, and what this host lacks, and write its report again.
-            from isotax.report import write_reports
-
+            # them with the run, and what this host lacks, then write its report again.
             store.put_run_meta(rid, "claims", {"files": texts, "no_kvm": no_kvm})
-            write_reports(analyze(store, rid), results_dir / rid)
         data = analyze(store, rid)
+    if measured:
+        from isotax.report import write_reports
+
+        write_reports(data, results_dir / rid)
     # This host's lack of KVM explains a KVM claim's missing VM only in a run made here.
     here = data.run.host.get("hostname") == socket.gethostname()
     try:

@@ -11,10 +11,15 @@ claims it never set out to judge."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import resources
 
 from isotax.analysis.claim_verdicts import ClaimVerdict, Outcome, judge
-from isotax.analysis.claims import ClaimsError, PlacedClaim, parse_claims
+from isotax.analysis.claims import (
+    ClaimsError,
+    PlacedClaim,
+    builtin_files,
+    builtin_source,
+    parse_claims,
+)
 from isotax.analysis.report_data import ReportData
 from isotax.report.claims_table import summary
 from isotax.report.table import Block, Grid, Heading, Text
@@ -39,12 +44,6 @@ def _parsed(texts: dict[str, str], skip: set[str]) -> list[PlacedClaim]:
     return out
 
 
-def _builtin() -> dict[str, str]:
-    return {f"built-in {f.name.removesuffix('.toml')}": f.read_text(encoding="utf-8")
-            for f in sorted(resources.files("isotax.claims").iterdir(), key=lambda p: p.name)
-            if f.name.endswith(".toml")}
-
-
 def _stored(d: ReportData) -> dict[str, str]:
     return dict(d.meta.claims.files) if d.meta.claims is not None else {}
 
@@ -59,7 +58,8 @@ def verdicts(d: ReportData) -> list[ClaimVerdict]:
     (meta "claims"), and of the built-in ones all in a run of the built-in plan, else those
     the run has an environment and a point for."""
     own = _parsed(dict(_stored(d)), set())
-    builtin = _parsed(_builtin(), {p.id for p in own})
+    builtin = _parsed({builtin_source(n): t for n, t in builtin_files().items()},
+                      {p.id for p in own})
     all_builtin = _all_builtin(d)
     try:
         mine = judge(own, d)
