@@ -151,7 +151,8 @@ def _fleet_meanwhile(args: list[str], results: Path, host: str, cells: Callable[
     try:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline and fleet.poll() is None:
-            if (results / "fleets").is_dir() and \
+            # The folder is made a moment before the state's first atomic write lands in it.
+            if any((results / "fleets").glob("fleet-*.json")) and \
                     cells(_state(results)["hosts"][host]["run_id"]) >= 2:
                 break
             time.sleep(0.2)
