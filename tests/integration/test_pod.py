@@ -100,3 +100,36 @@ def test_a_server_in_the_pod_serves_the_load_generator(pod: Instance,
         assert pod.address in path and "itxcni0" in path
     else:
         assert "host network stack" in path
+
+
+@pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])
+def test_a_burst_of_pods_is_timed_from_the_watch_and_the_nodes_cri(
+        kube: None, image: ImageArtifacts, tmp_path: Path, runtime_class: str) -> None:
+    from isotax.environments.kube.pod import Pod
+    from isotax.protocols import EnvSpec
+
+    burst = Pod().bursts(EnvSpec(name=f"test-burst-{runtime_class}", kind="pod", image=image,
+                                 workdir=tmp_path, network="pod",
+                                 options={"runtime_class": runtime_class}))
+    assert burst is not None
+    namespace = burst.pods.namespace  # type: ignore[attr-defined]
+    try:
+        one = burst.start(2, 0.0, 120)  # one at a time
+        many = burst.start(4, 20.0, 120)  # a burst beside those two
+        assert burst.running == 6
+        assert [r.name for r in one + many] == [f"itx-start-{i}" for i in range(1, 7)]
+        for r in one + many:
+            ms = {k: v * 1000 for k, v in r.phases.items()}
+            print(r.name, {k: round(v, 1) for k, v in ms.items()})
+            assert 0 < ms["created"] < ms["scheduled"] < ms["sandbox_ready"] <= ms["started"]
+            assert ms["started"] <= ms["ready"]
+            # The node's CRI: the sandbox begun after the pod was scheduled, the container
+            # made after the sandbox and started before the watch showed it.
+            assert ms["cri_sandbox"] < ms["cri_created"] < ms["cri_started"] < ms["started"]
+            assert r.node == "itx-node1" and r.api["created"].endswith("Z")
+        # The ones one at a time never overlapped: each was asked once the one before started.
+        assert one[1].requested_at > one[0].requested_at + one[0].phases["started"]
+    finally:
+        burst.close()
+    burst.close()
+    assert ours(namespace) == []

@@ -29,6 +29,7 @@ from isotax.protocols import (
 from isotax.run.launcher import EnvLauncher
 from isotax.workloads.base import BaseWorkload, register
 from isotax.workloads.density import Density
+from isotax.workloads.pod_startup import PodStartup
 from isotax.workloads.startup import Startup
 
 ENVS = {"native": ("native", "host"), "runc-bridge": ("runc", "bridge"),
@@ -200,3 +201,26 @@ def test_launched_instances_leave_the_long_lived_ones_scratch_alone(
         lau.stop(launched)
         assert Path(main.scratch).is_dir()
         assert main.exec(["sh", "-c", 'echo x > "$TMPDIR/f"'], 10).returncode == 0
+
+
+@pytest.mark.integration
+def test_pod_startup_bursts_time_every_start_and_leave_none_running(
+        launcher: EnvLauncher) -> None:
+    # One start() a thread at the rate (runc-bridge: three containers' bridges and veths made
+    # at once), beside one already running; the emulated VM two, one after the other.
+    vm = _emulated(launcher)
+    params = {"pods": 2 if vm else 3, "rate": 0.0 if vm else 20.0, "running": 0 if vm else 1,
+              "timeout_s": 300.0}
+    samples = {s.metric: s for s in PodStartup().launch_and_measure(launcher, params, None)}
+    assert next(iter(samples)) == "started_ms"
+    per = samples["started_ms"].labels["per_start"]
+    assert len(per) == params["pods"]
+    assert len({p["name"] for p in per}) == params["pods"]
+    for p in per:
+        assert 0 <= p["ms"]["create"] <= p["ms"]["started"] <= p["ms"]["ready"]
+    for phase in PHASES:
+        assert samples[f"{phase}_ms"].value <= samples[f"{phase}_p99_ms"].value \
+            <= samples[f"{phase}_max_ms"].value
+    assert samples["started_max_ms"].value == pytest.approx(
+        max(p["ms"]["started"] for p in per), abs=1e-3)
+    launcher.close()  # the fixture checks that nothing is left

@@ -28,6 +28,7 @@ from isotax.protocols import (
     NETWORKS,
     STORAGES,
     Availability,
+    Burst,
     Environment,
     EnvironmentFacts,
     EnvSpec,
@@ -184,8 +185,8 @@ def remove_tree(path: Path) -> None:
 class Stopwatch:
     """Milestones relative to a start time, for startup reporting."""
 
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
+    def __init__(self, t0: float | None = None) -> None:
+        self.t0 = time.monotonic() if t0 is None else t0  # EnvSpec.requested_at, if given
         self.marks: dict[str, float] = {}
 
     def mark(self, name: str) -> float:
@@ -251,6 +252,9 @@ class EnvironmentBase(EnvironmentFacts):
       network_layer(network)        classmethod: what a network stacks on and what it is
                                     (a pod's Service: on the pod network, DNAT and SNAT),
                                     for the layers' words; default None (one layer)
+      bursts(spec)                  its own Burst (protocols.starts: many instances started
+                                    at a rate, timed from the platform's events); default
+                                    None (the launcher's: start() from threads)
     """
 
     # The facts' types are declared once, by protocols.EnvironmentFacts (inherited: attributes
@@ -267,6 +271,9 @@ class EnvironmentBase(EnvironmentFacts):
 
     @classmethod
     def network_layer(cls, network: str) -> tuple[str, str] | None:
+        return None
+
+    def bursts(self, spec: EnvSpec) -> Burst | None:
         return None
 
     def available(self) -> Availability:

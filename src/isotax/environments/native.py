@@ -56,7 +56,7 @@ class NativeInstance:
     socket_stack: SocketStack = SocketStack.LINUX
 
     def __init__(self, spec: EnvSpec) -> None:
-        sw = Stopwatch()
+        sw = Stopwatch(spec.requested_at)
         self.spec = spec
         # The image's static helpers (itx-time, itx-corpus) are the same bits on the host.
         self.helper_dir = spec.image.rootfs / "opt/isotax/bin"

@@ -181,7 +181,7 @@ class NspawnInstance:
 
     # -- start ---------------------------------------------------------------------------
     def _start(self) -> None:
-        sw = Stopwatch()
+        sw = Stopwatch(self.spec.requested_at)
         spec = self.spec
         rootfs = image_rootfs(spec, "lib/systemd/systemd", "the image has no systemd to boot")
         # spec.network is of the kind's declared networks: the plan refuses any other at load.

@@ -60,6 +60,7 @@ from isotax.protocols.registry import (
     workload_ports,
     workloads,
 )
+from isotax.protocols.starts import Burst, StartRecord
 from isotax.protocols.workload import (
     AnyWorkload,
     ClientsCpu,
@@ -86,6 +87,7 @@ __all__ = [
     "WORKLOADS",
     "AnyWorkload",
     "Availability",
+    "Burst",
     "ClientsCpu",
     "Completed",
     "CpuCurve",
@@ -119,6 +121,7 @@ __all__ = [
     "Reach",
     "SocketStack",
     "Stage",
+    "StartRecord",
     "StopIncomplete",
     "Unavailable",
     "VersionCommand",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from isotax.facts import Facts, Isolation
 from isotax.image.artifacts import ImageArtifacts
 from isotax.protocols.params import ParamSpec
+from isotax.protocols.starts import Burst
 
 # ------------------------------------------------------------------------- environments
 
@@ -73,6 +74,10 @@ class EnvSpec:
     storage: str = "volume"  # "volume" or "rootfs": where `Instance.data_dir` lives
     numa_node: int | None = None  # CPUs and memory bound to this node; None: the scheduler's
     options: Mapping[str, Any] = field(default_factory=dict)
+    # time.monotonic() when this start was asked for (a Launcher's request): the instance's
+    # milestones count from it, so a workload's own phases after them (startup's ready probes,
+    # from Launched.t0) share their zero. None: from the beginning of start().
+    requested_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -352,6 +357,11 @@ class Environment(EnvironmentFacts, Protocol):
     def available(self) -> Availability: ...
 
     def start(self, spec: EnvSpec) -> Instance: ...
+
+    def bursts(self, spec: EnvSpec) -> Burst | None:
+        """Its own way to start many instances of spec at once and time them (the pod kind: one
+        watch of the API for all of them); None: the launcher's, one start() each, from
+        threads at the rate asked."""
 
 
 # The startup phases every environment records, in seconds from start():

@@ -15,6 +15,7 @@ from isotax.model import Sample
 from isotax.protocols.environment import Completed, Instance
 from isotax.protocols.loadgen_description import LoadGenDescription
 from isotax.protocols.params import Params, ParamSpec
+from isotax.protocols.starts import Burst
 
 # ---------------------------------------------------------------------------- workloads
 
@@ -136,9 +137,13 @@ class FigureHints:
     cpu_curve: CpuCurve | None = None
     # A latency CDF's title names the metric's first word (fio's "read" or "write").
     cdf_direction: bool = False
-    # Phases of a start, reported as `<phase>_ms` (median) and `<phase>_p95_ms`: a table per
+    # Phases of a start, reported as `<phase>_ms` (median) and `<phase>_<tail>_ms`: a table per
     # environment; those that are milestones (PHASES: times from the request) also as bars.
     phases: tuple[str, ...] = ()
+    # The percentile reported beside each phase's median, as `<phase>_<tail>_ms`.
+    tail: str = "p95"
+    # Phases beyond PHASES that are times from the request too (drawn as the bars' steps).
+    milestones: tuple[str, ...] = ()
     # (metric, column title) of a memory-footprint table per environment (density's).
     footprint: tuple[tuple[str, str], ...] = ()
     # The sample label that carries a memory-vs-instances curve (density's "curve").
@@ -242,6 +247,10 @@ class Launcher(Protocol):
 
     def stop(self, launched: Launched) -> float:
         """Stop it and remove everything it made; seconds the stop took. Idempotent."""
+
+    def burst(self) -> Burst:
+        """Instances started together or one after another, timed phase by phase
+        (protocols.starts); the launcher closes it with the rest."""
 
 
 @runtime_checkable

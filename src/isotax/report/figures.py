@@ -434,8 +434,9 @@ def phase_workloads(d: ReportData) -> list[str]:
 def startup(d: ReportData, workload: str) -> str:
     """Stacked bars: the time from the request to each phase, per environment (the
     workload's hinted phases that are milestones, PHASES)."""
-    hinted_phases = figure_hints(workload).phases
-    phases = [p for p in PHASES if p in hinted_phases and any(
+    hints = figure_hints(workload)
+    order = hints.milestones or PHASES
+    phases = [p for p in order if p in hints.phases and any(
         r.workload == workload and r.metric == f"{p}_ms" for r in d.rows)]
     if not phases:
         return ""

@@ -57,17 +57,25 @@ def startup_blocks(d: ReportData) -> list[Block]:
     """A table of the phases of a start per point of each workload that reports them."""
     def phases(workload: str, key: str, env: str) -> list[str]:
         out = []
-        for phase in figure_hints(workload).phases:
+        hints = figure_hints(workload)
+        for phase in _measured(d, workload):
             med = _mean(d, workload, key, f"{phase}_ms", env)
-            p95 = _mean(d, workload, key, f"{phase}_p95_ms", env)
-            out.append(f"{_ms(med)} ({_ms(p95)})" if med is not None else "—")
+            tail = _mean(d, workload, key, f"{phase}_{hints.tail}_ms", env)
+            out.append(f"{_ms(med)} ({_ms(tail)})" if med is not None else "—")
         return out
 
     return _tables(d, "Startup phases",
-                   "Median (p95) from the request; `ready` is the plan's readiness probe. "
-                   "`first_instruction` can precede `started`: a runtime reports the container "
-                   "running only after its first process ran.",
-                   lambda wl: list(figure_hints(wl).phases), phases)
+                   "Median (the tail percentile the workload reports: p95 for startup, p99 "
+                   "for pod_startup) from the request; `ready` is the plan's readiness probe "
+                   "(a pod's: its Ready condition). `first_instruction` can precede `started`: "
+                   "a runtime reports the container running only after its first process ran.",
+                   lambda wl: _measured(d, wl), phases)
+
+
+def _measured(d: ReportData, workload: str) -> list[str]:
+    """The workload's hinted phases that some environment of the run reported."""
+    return [p for p in figure_hints(workload).phases
+            if any(r.workload == workload and r.metric == f"{p}_ms" for r in d.rows)]
 
 
 def density_blocks(d: ReportData) -> list[Block]:

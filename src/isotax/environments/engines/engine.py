@@ -200,7 +200,7 @@ class EngineInstance:
 
     # -- start ------------------------------------------------------------------------------
     def _start(self) -> None:
-        sw = Stopwatch()
+        sw = Stopwatch(self.spec.requested_at)
         spec = self.spec
         self._prepare_engine(sw)
         ref, self.import_s = ensure_image(self.cli, spec.image)

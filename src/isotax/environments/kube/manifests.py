@@ -17,13 +17,15 @@ POD = "itx-pod"  # the pod's name in its own namespace
 # A Burstable pod's requests (the plan sets no vcpus and memory_mib): what the scheduler
 # reserves for it, small enough that every pod of a plan fits on the node at once.
 TOKEN_CPU, TOKEN_MEMORY_MIB = "100m", 64
+# A start-up burst's pods' requests (kube.starts): 100 of them fit on a 2-CPU node.
+BURST_CPU, BURST_MEMORY_MIB = "10m", 16
 
 
 def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str,
                  storage: str, cpu: str, memory_mib: int, owner: str,
                  guaranteed: bool = True, node: str = L.NODE, pull: str = "Never",
-                 pull_secrets: Sequence[str] = (), cluster_dns: bool = True
-                 ) -> dict[str, Any]:
+                 pull_secrets: Sequence[str] = (), cluster_dns: bool = True,
+                 name: str = POD, burst: bool = False) -> dict[str, Any]:
     """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
     and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable); its
     RuntimeClass only where the plan names one (else the cluster's default runtime). The
@@ -39,6 +41,8 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
         volumes.append({"name": "data", "emptyDir": {}})
     limits = {"cpu": cpu, "memory": f"{memory_mib}Mi"}
     requests = limits if guaranteed else {"cpu": TOKEN_CPU, "memory": f"{TOKEN_MEMORY_MIB}Mi"}
+    if burst:  # one of many at once: Burstable with a sliver, whatever the plan sets
+        requests = {"cpu": BURST_CPU, "memory": f"{BURST_MEMORY_MIB}Mi"}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
@@ -65,7 +69,7 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
     elif network == "host":
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": POD, "namespace": namespace,
+            "metadata": {"name": name, "namespace": namespace,
                          "labels": {"isotax": "1", "app": POD},
                          "annotations": {"isotax.owner": owner}},
             "spec": spec}

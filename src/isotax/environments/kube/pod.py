@@ -67,10 +67,11 @@ from isotax.environments.kube.manifests import (
     pod_manifest,
     service_manifest,
 )
+from isotax.environments.kube.service import wait_service
+from isotax.environments.kube.starts import PodBurst
 from isotax.environments.kube_api import (
     api_unreachable,
     delete_namespace,
-    endpoint_ready,
     exec_argv,
     exec_completed,
     foreign_access,
@@ -87,7 +88,6 @@ from isotax.environments.kube_api import (
     pod_security_refusal,
     pod_words,
     pull_secret_manifests,
-    service_programmed,
     task_status,
     wait_marker,
     wait_running,
@@ -98,6 +98,7 @@ from isotax.host.kubernetes import cluster, images, nodecgroups, target
 from isotax.host.kubernetes import layout as L
 from isotax.protocols import (
     Availability,
+    Burst,
     Completed,
     EnvSpec,
     Facts,
@@ -165,11 +166,14 @@ class PodInstance:
         self.scratch = SCRATCH
         self.data_dir = VOLUME_DIR if spec.storage == "volume" else ROOTFS_DATA_DIR
         self.milestones: Mapping[str, float] = {}
+        self.level = pod_security_level(spec.network == "host")
+        self.secrets: list[str] = []  # the pull secrets' names in its namespace
         self._created = False
         self._stopped = False
 
-    def start(self) -> None:
-        sw = Stopwatch()
+    def prepare(self) -> None:
+        """What every pod of this spec needs before one is created: the image on the node (a
+        foreign cluster's checks), the resources, the namespace and its pull secrets."""
         if self.layout is not None:
             self.image_ref, self.import_s = images.load(self.spec.image, self.layout)
         else:
@@ -177,23 +181,31 @@ class PodInstance:
         self.cpu, self.memory_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
-        level = pod_security_level(self.spec.network == "host")
-        self._apply(namespace_manifest(self.namespace, level), level)
-        secrets: list[str] = []
+        self._apply(namespace_manifest(self.namespace, self.level), self.level)
         if self.layout is None:
             for obj in pull_secret_manifests(self.target, self.namespace, self._pull_specs()):
                 self._apply(obj)
-                secrets.append(obj["metadata"]["name"])
+                self.secrets.append(obj["metadata"]["name"])
+
+    def manifest(self, name: str = POD, *, burst: bool = False) -> dict[str, Any]:
+        """A pod of this spec named `name` in its namespace (prepare() first); one of a
+        burst's: Burstable with a sliver of requests whatever the plan sets (many of them)."""
+        return pod_manifest(namespace=self.namespace, image=self.image_ref, name=name,
+                            runtime_class=self.runtime_class, network=self.spec.network,
+                            storage=self.spec.storage, cpu=self.cpu,
+                            memory_mib=self.memory_mib, owner=owners.mine(),
+                            guaranteed=self.guaranteed, burst=burst,
+                            node=self.node_wanted,
+                            pull="Never" if self.layout else "IfNotPresent",
+                            pull_secrets=self.secrets, cluster_dns=self.layout is None)
+
+    def start(self) -> None:
+        sw = Stopwatch(self.spec.requested_at)
+        self.prepare()
         if self.spec.network == "service":
             self._apply(service_manifest(self.namespace, protocols.workload_ports()))
         sw.mark("create")
-        self._apply(pod_manifest(namespace=self.namespace, image=self.image_ref,
-                                 runtime_class=self.runtime_class, network=self.spec.network,
-                                 storage=self.spec.storage, cpu=self.cpu,
-                                 memory_mib=self.memory_mib, owner=owners.mine(),
-                                 guaranteed=self.guaranteed, node=self.node_wanted,
-                                 pull="Never" if self.layout else "IfNotPresent",
-                                 pull_secrets=secrets, cluster_dns=self.layout is None), level)
+        self._apply(self.manifest(), self.level)
         # A foreign cluster's node pulls the image first (1.3 GB): minutes, not seconds. The
         # local one waits at the pace it was started with (an emulated host's is slower).
         pace = L.pace() if self.layout else 1.0
@@ -226,7 +238,8 @@ class PodInstance:
                 raise Unavailable(Availability.no(
                     f"the Service in front of pod {self.namespace}/{POD} has no address: "
                     f"{got.stderr.strip()[:200]}"))
-            self._wait_service(timeout=60 * pace)
+            wait_service(self.layout, self.namespace, self.cluster_ip, self.pod_ip,
+                         timeout=60 * pace)
         self._what_it_is()
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
@@ -354,32 +367,6 @@ class PodInstance:
 
     def _pod(self) -> dict[str, Any]:
         return get_pod(self.namespace, POD)
-
-    def _wait_service(self, timeout: float) -> None:
-        """Until every node's kube-proxy has put the pod behind the Service's address in
-        its nat table (a client's node translates it; a second node's table is its
-        namespace's): before, a client's packets to it go nowhere (the endpoint follows the
-        pod's readiness, and kube-proxy syncs a moment later)."""
-        deadline = time.monotonic() + timeout
-        nodes = [n for n in L.NODES if not n.netns or Path(f"/run/netns/{n.netns}").exists()]
-        while time.monotonic() < deadline:
-            if self.layout is None:
-                # A foreign cluster's nodes are out of reach: its endpoint ready. Whether the
-                # client's node's proxy translates the address to it, the load generator pod
-                # finds out from there (loadgen.pod: a connection through it).
-                got = kubectl("get", "endpointslices", "-n", self.namespace, "-l",
-                              f"kubernetes.io/service-name={POD}", "-o", "json", timeout=30)
-                if got.returncode == 0 and endpoint_ready(json.loads(got.stdout), self.pod_ip):
-                    return
-            else:
-                nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
-                        for n in nodes]
-                if all(service_programmed(nat, self.cluster_ip, self.pod_ip) for nat in nats):
-                    return
-            time.sleep(0.1)
-        raise Unavailable(Availability.no(
-            f"kube-proxy did not put pod {self.namespace}/{POD} ({self.pod_ip}) behind its "
-            f"Service {self.cluster_ip} within {timeout:.0f} s"))
 
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
@@ -586,6 +573,14 @@ class Pod(EnvironmentBase):
         if cluster.supervisor_pid() is None or cluster.state() != cluster.READY:
             return Availability.no("no Kubernetes cluster runs here", "isotax cluster up")
         return Availability.yes()
+
+    def bursts(self, spec: EnvSpec) -> Burst | None:
+        """Pods of spec started at a rate in one namespace, timed from one watch of the API
+        (kube.starts)."""
+        a = self.available()
+        if not a.ok:
+            raise Unavailable(a)
+        return PodBurst(PodInstance(spec), spec.workdir)
 
     def start(self, spec: EnvSpec) -> Instance:
         a = self.available()

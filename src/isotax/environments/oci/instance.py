@@ -106,7 +106,7 @@ class OciInstance:
         start_or_undo(self._start, self.stop)
 
     def _start(self) -> None:
-        sw = Stopwatch()
+        sw = Stopwatch(self.spec.requested_at)
         spec = self.spec
         rootfs = image_rootfs(spec, "bin", "the image rootfs is missing or empty")
         # spec.network and spec.storage are of the kind's declared networks and storages: the

@@ -163,7 +163,7 @@ class QemuInstance:
         self.scratch = SCRATCH
         self.address = ""
         self.milestones: Mapping[str, float] = {}
-        self._sw = Stopwatch()
+        self._sw = Stopwatch(spec.requested_at)
         self._bridge: Bridge | None = None
         self._lease: Lease | None = None
         self._vm: Vm | None = None
