@@ -31,7 +31,7 @@ def test_each_pods_phases_from_the_watch_in_the_order_a_pod_passes_them() -> Non
         t0 = posted[name][0]
         ms = {k: (v - t0) * 1000 for k, v in p.seen.items()}
         assert set(ms) == {"created", "scheduled", "sandbox_ready", "initialized", "started",
-                           "ready"}
+                           "containers_ready", "ready"}
         assert 0 < ms["created"] < ms["scheduled"] < ms["sandbox_ready"] < ms["started"]
         assert ms["started"] <= ms["ready"]
         # No init containers: the kubelet says Initialized before the sandbox is up.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -53,19 +54,22 @@ def report(run_id: str | None, results_dir: Path, out: Path | None, html_only: b
 @click.argument("run_id", metavar="RUN")
 @results_option
 @click.option("--format", "fmt",
-              type=click.Choice(["bundle", "json", "csv", "long", "parquet"]),
+              type=click.Choice(["bundle", "json", "csv", "long", "parquet", "kube-burner"]),
               default="bundle", show_default=True,
               help="bundle: the run's store rows, plan and fingerprint, for `isotax report "
                    "BUNDLE` elsewhere; json: results.json (versioned, with a JSON Schema); "
                    "csv: results.csv, one row per point x metric x environment; long: CSV, "
                    "one row per cell x metric, a column per parameter; parquet: the long "
-                   "format as Parquet (pip install 'isotax[data]').")
+                   "format as Parquet (pip install 'isotax[data]'); kube-burner: the pods' "
+                   "start-ups (pod_startup) as kube-burner's podLatency documents.")
 @click.option("--out", type=click.Path(path_type=Path),
               help="File to write [default: RESULTS/RUN.itx.tar.gz, RUN.json, RUN.csv, "
-                   "RUN.long.csv or RUN.parquet].")
+                   "RUN.long.csv, RUN.parquet or RUN.podLatency.json].")
 def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
-    """Export RUN as a portable bundle, JSON, CSV, or the long format (CSV or Parquet)."""
+    """Export RUN as a portable bundle, JSON, CSV, the long format (CSV or Parquet), or its pod
+    start-ups as kube-burner's podLatency documents."""
     from isotax import data
+    from isotax.analysis import kube_burner
     from isotax.analysis.report_data import analyze
     from isotax.report import RENDERERS
     from isotax.store.bundle import export_bundle
@@ -73,7 +77,7 @@ def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
     store = open_results_store(results_dir)
     record = get_run(store, run_id)
     suffix = {"bundle": ".itx.tar.gz", "json": ".json", "csv": ".csv", "long": ".long.csv",
-              "parquet": ".parquet"}[fmt]
+              "parquet": ".parquet", "kube-burner": ".podLatency.json"}[fmt]
     path = out or results_dir / f"{record.id}{suffix}"
     if fmt == "bundle":
         export_bundle(store, record.id, path)
@@ -83,8 +87,17 @@ def export(run_id: str, results_dir: Path, fmt: str, out: Path | None) -> None:
         except data.MissingExtra as e:
             fail(str(e))
     else:
-        text = (data.to_csv(data.table(store, record.id)) if fmt == "long"
-                else RENDERERS[fmt](analyze(store, record.id)))
+        if fmt == "kube-burner":
+            docs = kube_burner.documents(record.id, store.cells(record.id), record.plan_toml)
+            if not docs:
+                fail(f"run {record.id} has no pod start-ups to export (the pod_startup "
+                     "workload on a pod environment); run a plan that has them, e.g. "
+                     "`isotax run kubernetes`")
+            text = json.dumps(docs, indent=2) + "\n"
+        elif fmt == "long":
+            text = data.to_csv(data.table(store, record.id))
+        else:
+            text = RENDERERS[fmt](analyze(store, record.id))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)

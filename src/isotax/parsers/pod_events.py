@@ -19,6 +19,7 @@ container's start, which the Kubernetes start-up SLO counts to):
                  so as soon as it sees the pod, often before the sandbox)
   started        every container's state running: "all its containers reported as started",
                  the SLO's end point
+  containers_ready  ContainersReady True (no readiness probe: with started)
   ready          Ready True (no readiness probe: the kubelet's next status after started)
 """
 
@@ -32,8 +33,10 @@ from typing import Any
 
 # Condition type -> phase name.
 CONDITIONS = {"PodScheduled": "scheduled", "PodReadyToStartContainers": "sandbox_ready",
-              "Initialized": "initialized", "Ready": "ready"}
-PHASES = ("created", "scheduled", "sandbox_ready", "initialized", "started", "ready")
+              "Initialized": "initialized", "ContainersReady": "containers_ready",
+              "Ready": "ready"}
+PHASES = ("created", "scheduled", "sandbox_ready", "initialized", "started",
+          "containers_ready", "ready")
 
 
 @dataclass

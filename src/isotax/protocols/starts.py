@@ -20,6 +20,7 @@ class StartRecord:
     phases: Mapping[str, float]
     requested_at: float = 0.0  # seconds since the epoch, when it was asked for
     node: str = ""
+    namespace: str = ""  # a pod's namespace ("" elsewhere)
     # The platform's own timestamps, where it keeps them (a pod's conditions: RFC 3339,
     # whole seconds), for an export in its users' format.
     api: Mapping[str, str] = field(default_factory=dict)

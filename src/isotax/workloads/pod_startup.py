@@ -48,7 +48,8 @@ from isotax.workloads.base import BaseWorkload, register
 # milestones (protocols.PHASES: create, started, first_instruction, ready) among a pod's
 # (parsers.pod_events) and its node's CRI's; a cell reports those all its starts have.
 ORDER = ("create", "created", "scheduled", "cri_sandbox", "sandbox_ready", "initialized",
-         "cri_created", "cri_started", "started", "first_instruction", "ready")
+         "cri_created", "cri_started", "started", "first_instruction", "containers_ready",
+         "ready")
 assert set(PHASES) <= set(ORDER)
 STATISTICS = (("ms", "p50"), ("p99_ms", "p99"), ("max_ms", "max"))
 
@@ -79,7 +80,8 @@ def summarize(records: Sequence[StartRecord]) -> dict[str, dict[str, float]]:
 
 def record_label(r: StartRecord) -> dict[str, Any]:
     """One start as the sample labels keep it (the kube-burner export reads it back)."""
-    return {"name": r.name, "node": r.node, "requested_at": round(r.requested_at, 6),
+    return {"name": r.name, "node": r.node, "namespace": r.namespace,
+            "requested_at": round(r.requested_at, 6),
             "ms": {k: round(v * 1000, 3) for k, v in r.phases.items()}, "api": dict(r.api)}
 
 

@@ -223,7 +223,7 @@ class PodBurst:
                               ("cri_started", cri.container_started)):
                 if at:
                     phases[phase] = at - wall
-        return StartRecord(pod.name, phases, wall, pod.node, dict(pod.api))
+        return StartRecord(pod.name, phases, wall, pod.node, self.pods.namespace, dict(pod.api))
 
     def _crictl(self, *args: str) -> str:
         layout = self.pods.layout
