@@ -78,7 +78,7 @@ from isotax import protocols
 from isotax.image import distribution
 
 BUILTIN_PLANS = ("quick", "full", "layers", "contrasts", "kubernetes", "kubernetes-2node",
-                 "studies")
+                 "pod-startup", "studies")
 # The baseline's default: a plan *label* (an environment's name), not a kind. The built-in
 # plans name their host environment so; a plan that names it otherwise sets `baseline`.
 DEFAULT_BASELINE = "native"
