@@ -133,3 +133,25 @@ def test_a_burst_of_pods_is_timed_from_the_watch_and_the_nodes_cri(
         burst.close()
     burst.close()
     assert ours(namespace) == []
+
+
+def test_a_pod_is_sized_like_its_bare_container(kube: None, image: ImageArtifacts,
+                                                tmp_path: Path) -> None:
+    """The pod-against-bare-container pair of the built-in plans (no vcpus, no memory_mib):
+    the same CPUs and no quota, the same memory (none limited), /dev/shm half of memory in
+    both, as each one's own parity probe reads it from inside."""
+    from isotax.host.facts import parity
+
+    with started("test-size-runc", "runc", "host", image, tmp_path / "runc") as bare, \
+            started("test-size-pod", "pod", "host", image, tmp_path / "pod") as pod:
+        outs = {n: i.exec(["sh", "-c", parity.PROBE], 60) for n, i in
+                (("runc", bare), ("pod", pod))}
+        for n, done in outs.items():
+            print(f"--- {n}\n{done.stdout}")
+        got = {n: parity.parse_probe(d.stdout) for n, d in outs.items()}
+        assert got["pod"].cpu_quota is None and got["pod"].shm_mib is not None
+        assert got["pod"].shm_mib >= got["pod"].memory_mib // 2 - 64
+        assert parity.problems("pod", got["pod"], "runc", got["runc"], pod.facts(),
+                               bare.facts()) == []
+        assert "/dev/shm" in pod.facts().words["pod"] and "limits no CPU" in \
+            pod.facts().words["pod"]

@@ -194,3 +194,20 @@ def test_the_probe_reads_its_cgroups_limits_on_v2() -> None:
     native, scoped = _probe("native-v2-trixie"), _probe("scope-limited-v2-trixie")
     assert (native.cgroup, native.cpu_quota) == ("v2", None) and native.memory_mib > 9000
     assert (scoped.cgroup, scoped.memory_mib, scoped.cpu_quota) == ("v2", 512, 0.5)
+
+
+def test_a_small_dev_shm_on_one_side_is_a_difference_and_half_or_all_of_memory_is_not() -> None:
+    runc, pod = _probe("runc-host-shm"), _probe("pod-host-shm")
+    small = _probe("pod-host-shm64")  # containerd's default 64 MB, before pods got half
+    native = _probe("native")  # an older probe: no /dev/shm line, so nothing to compare
+    assert (runc.shm_mib, pod.shm_mib, small.shm_mib, native.shm_mib) == (12052, 12052, 64,
+                                                                          None)
+    assert problems("pod", pod, "runc", runc) == []
+    said = problems("pod", small, "runc", runc)
+    assert len(said) == 1 and said[0].startswith("/dev/shm is 64 MiB in pod (of 24105 MiB), "
+                                                 "12052 MiB in runc")
+    assert problems("native", native, "pod", small) == []
+    # The host's tmpfs may be all of memory (this host's is): no difference from half.
+    whole = Resources(2, 24105, "madvise", 1400, shm_mib=24105)
+    assert problems("runc", runc, "native", whole) == []
+    assert Resources.from_describe(pod.as_describe()) == pod

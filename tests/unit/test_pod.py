@@ -46,6 +46,15 @@ def test_the_pod_is_guaranteed_and_runs_the_workload_image_never_pulled() -> Non
     burstable = _pod(guaranteed=False)["spec"]["containers"][0]["resources"]
     assert burstable["limits"] == {"cpu": "2", "memory": "1024Mi"}
     assert burstable["requests"] == {"cpu": "100m", "memory": "64Mi"}
+    # The plan sets neither: no limit, as a bare container has none; /dev/shm half of memory.
+    free = _pod(guaranteed=False, cpu="", memory_mib=0, shm_mib=12052)["spec"]
+    assert free["containers"][0]["resources"]["limits"] == {}
+    assert {"name": "shm", "mountPath": "/dev/shm"} in free["containers"][0]["volumeMounts"]
+    assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "12052Mi"}} \
+        in free["volumes"]
+    # One of a burst: a sliver of requests, so 100 fit on a 2-CPU node.
+    assert _pod(burst=True)["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "10m", "memory": "16Mi"}
     host = _pod(network="host", storage="rootfs")
     assert host["spec"]["hostNetwork"] is True
     assert {m["mountPath"] for m in host["spec"]["containers"][0]["volumeMounts"]} == {"/tmp"}

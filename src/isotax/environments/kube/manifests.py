@@ -25,9 +25,12 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
                  storage: str, cpu: str, memory_mib: int, owner: str,
                  guaranteed: bool = True, node: str = L.NODE, pull: str = "Never",
                  pull_secrets: Sequence[str] = (), cluster_dns: bool = True,
-                 name: str = POD, burst: bool = False) -> dict[str, Any]:
+                 name: str = POD, burst: bool = False, shm_mib: int = 0) -> dict[str, Any]:
     """The pod, as the API takes it, on `node` ("": the scheduler's choice): limits `cpu`
-    and `memory_mib`, requests the same (Guaranteed) or a token share (Burstable); its
+    and `memory_mib` where given ("" and 0: none, as a bare container without vcpus and
+    memory_mib has none), requests the same (Guaranteed) or a token share (Burstable);
+    /dev/shm a memory emptyDir of shm_mib (the bare containers' half of memory; 0: the
+    runtime's 64 MB); its
     RuntimeClass only where the plan names one (else the cluster's default runtime). The
     local cluster's nodes have the image already (pull "Never"); a foreign cluster's pull it
     ("IfNotPresent"), with the pull secrets named. Where the cluster has no DNS add-on (the
@@ -39,7 +42,12 @@ def pod_manifest(*, namespace: str, image: str, runtime_class: str, network: str
     if storage == "volume":
         mounts.append({"name": "data", "mountPath": VOLUME_DIR})
         volumes.append({"name": "data", "emptyDir": {}})
-    limits = {"cpu": cpu, "memory": f"{memory_mib}Mi"}
+    if shm_mib:
+        mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory",
+                                                    "sizeLimit": f"{shm_mib}Mi"}})
+    limits = {k: v for k, v in (("cpu", cpu), ("memory", f"{memory_mib}Mi" if memory_mib
+                                                else "")) if v}
     requests = limits if guaranteed else {"cpu": TOKEN_CPU, "memory": f"{TOKEN_MEMORY_MIB}Mi"}
     if burst:  # one of many at once: Burstable with a sliver, whatever the plan sets
         requests = {"cpu": BURST_CPU, "memory": f"{BURST_MEMORY_MIB}Mi"}

@@ -14,12 +14,11 @@ The plan's axes:
            "volume": an emptyDir at /mnt (a directory of the kubelet's on the node's disk).
   vcpus, memory_mib
            with both set: the pod's requests and limits, equal (Guaranteed QoS: the kubelet's
-           static CPU manager gives such a pod whole cores). Without them the other
-           environments run unlimited, and every environment of a plan runs at once (the
-           others paused): a Guaranteed pod the node's size would leave no room for the next
-           pod. So the pod is Burstable: limits the node's allocatable CPUs and its memory
-           less a margin (no tighter than the others), requests a token 100m CPU and 64 MiB
-           (so every pod of the plan fits); its words say which.
+           static CPU manager gives such a pod whole cores). Without them the pod has no
+           limit, as a bare container without them has none, and is Burstable: it requests a
+           token 100m CPU and 64 MiB, so every pod of a plan fits at once (the others paused);
+           its words say which. /dev/shm is half of its memory (its limit, else the node's),
+           as in isotax's bare containers, not the runtime's 64 MB.
   options  runtime_class: the pod's RuntimeClass ("": none named, the cluster's default
            runtime; runc, gvisor: what `isotax cluster up` registers); isolation: what the
            plan expects the pod to be (container, sandbox, vm; "": whatever it is), checked
@@ -114,7 +113,6 @@ from isotax.protocols import (
 from isotax.telemetry.footprint import cgroup_kernel_bytes
 
 NAMESPACE_PREFIX = "itx-pod-"
-MEMORY_MARGIN_MIB = 512  # left to the node's own processes where the plan sets no memory
 REACH = {"pod": Reach.ROUTED, "host": Reach.HOST, "service": Reach.SERVICE}
 
 
@@ -160,6 +158,7 @@ class PodInstance:
         self.qos = ""
         self.cpu = ""
         self.memory_mib = 0
+        self.shm_mib = 0
         self.guaranteed = False
         self.image_ref = ""
         self.import_s = 0.0
@@ -178,7 +177,7 @@ class PodInstance:
             self.image_ref, self.import_s = images.load(self.spec.image, self.layout)
         else:
             self.image_ref = self._foreign_checks()
-        self.cpu, self.memory_mib = self._resources()
+        self.cpu, self.memory_mib, self.shm_mib = self._resources()
         self.guaranteed = bool(self.spec.vcpus and self.spec.memory_mib)
         self._created = True  # from here, stop() deletes the namespace
         self._apply(namespace_manifest(self.namespace, self.level), self.level)
@@ -194,7 +193,7 @@ class PodInstance:
                             runtime_class=self.runtime_class, network=self.spec.network,
                             storage=self.spec.storage, cpu=self.cpu,
                             memory_mib=self.memory_mib, owner=owners.mine(),
-                            guaranteed=self.guaranteed, burst=burst,
+                            guaranteed=self.guaranteed, burst=burst, shm_mib=self.shm_mib,
                             node=self.node_wanted,
                             pull="Never" if self.layout else "IfNotPresent",
                             pull_secrets=self.secrets, cluster_dns=self.layout is None)
@@ -329,9 +328,12 @@ class PodInstance:
                 "push this host's image (`isotax image oci-archive FILE`) and give its "
                 "reference to --pod-image"))
 
-    def _resources(self) -> tuple[str, int]:
-        """(CPUs, MiB) for requests and limits: the plan's, else the node's allocatable."""
-        # The node's allocatable (a foreign cluster's scheduler picks the node: its nodes'
+    def _resources(self) -> tuple[str, int, int]:
+        """(CPUs, MiB) of its limits, the plan's ("", 0: none), and its /dev/shm in MiB: half
+        of its memory limit, else of the node's memory."""
+        if self.spec.memory_mib:
+            return str(self.spec.vcpus or ""), self.spec.memory_mib, self.spec.memory_mib // 2
+        # The node's memory (a foreign cluster's scheduler picks the node: its nodes'
         # smallest, so the pod fits wherever it goes).
         if self.node_wanted:
             got = kubectl("get", "node", self.node_wanted, "-o", "json")
@@ -339,13 +341,9 @@ class PodInstance:
         else:
             got = kubectl("get", "nodes", "-o", "json")
             items = json.loads(got.stdout).get("items", []) if got.returncode == 0 else []
-        allocs = [i.get("status", {}).get("allocatable", {}) for i in items]
-        alloc = min(allocs, key=lambda a: kib(a.get("memory", "0Ki"))) if allocs else {}
-        cpu = str(self.spec.vcpus) if self.spec.vcpus else str(alloc.get("cpu", "1"))
-        if self.spec.memory_mib:
-            return cpu, self.spec.memory_mib
-        memory_kib = kib(str(alloc.get("memory", "1048576Ki")))
-        return cpu, max(256, memory_kib // 1024 - MEMORY_MARGIN_MIB)
+        sizes = [kib(str(i.get("status", {}).get("capacity", {}).get("memory", "0Ki")))
+                 for i in items]
+        return str(self.spec.vcpus or ""), 0, (min(sizes) if sizes else 1048576) // 2048
 
     def _apply(self, obj: Mapping[str, Any], level: str = "") -> None:
         self.spec.workdir.mkdir(parents=True, exist_ok=True)
@@ -410,9 +408,10 @@ class PodInstance:
             if self.layout else f"node {self.node or '?'} of {self.target.words()}",
             "pod": f"{self.namespace}/{POD} ({self.qos or '?'} QoS: " + (
                 f"requests = limits = {self.cpu} CPU, {self.memory_mib} MiB)" if self.guaranteed
-                else f"limits {self.cpu} CPU, {self.memory_mib} MiB, the node's size; requests "
-                     f"{TOKEN_CPU} CPU, {TOKEN_MEMORY_MIB} MiB: the plan sets no vcpus and "
-                     "memory_mib)"),
+                else f"limits {self.cpu or 'no'} CPU, "
+                     f"{f'{self.memory_mib} MiB' if self.memory_mib else 'no memory'}, as the "
+                     f"plan's vcpus and memory_mib; requests {TOKEN_CPU} CPU, "
+                     f"{TOKEN_MEMORY_MIB} MiB)") + f"; /dev/shm {self.shm_mib} MiB",
             "network": {"pod": f"pod network: {self.pod_ip} on " + (
                 f"{self.layout.bridge} (CNI bridge)" if self.layout else "the cluster's network"),
                         "host": "hostNetwork: the node's own stack",

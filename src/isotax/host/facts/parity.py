@@ -53,6 +53,7 @@ else
   limits /sys/fs/cgroup/cpu "$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup \
     | sed 's:/$::')" cpu.cfs_quota_us cpu.cfs_period_us
 fi
+echo "shm_kib=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $2}')"
 echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 dev=$(ip route show default 2>/dev/null |
       awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
@@ -68,6 +69,11 @@ true
 OFFLOADS = ("rx-checksumming", "tx-checksumming", "scatter-gather", "tcp-segmentation-offload",
             "generic-segmentation-offload", "generic-receive-offload", "large-receive-offload")
 MEMORY_TOLERANCE = 0.05  # a VM's guest kernel keeps some of its RAM: MemTotal < -m
+# A /dev/shm below this share of an environment's memory is a limit a workload can meet (the
+# engines' and containerd's 64 MB, where isotax's containers and pods get half of memory and
+# a host's tmpfs half or all of it); between it and all of memory none of the workloads here
+# notices, so the hosts' own choices (half, or all) are no difference.
+SHM_SMALL = 0.25
 
 
 def parse_ethtool_features(text: str) -> dict[str, str]:
@@ -95,6 +101,7 @@ class Resources:
     # is less than the CPUs it may run on; None: no such quota.
     cpu_quota: float | None = None
     cgroup: str = "?"  # the cgroup version the probe saw: "v1", "v2" ("?": an older probe)
+    shm_mib: int | None = None  # the size of its /dev/shm; None: unknown (an older probe)
 
     def as_describe(self) -> dict[str, str]:
         d = {"parity.cpus": str(self.cpus), "parity.memory_mib": str(self.memory_mib),
@@ -102,6 +109,8 @@ class Resources:
              "parity.hugepages": self.hugepages, "parity.cgroup": self.cgroup}
         if self.cpu_quota is not None:
             d["parity.cpu_quota"] = f"{self.cpu_quota:g}"
+        if self.shm_mib is not None:
+            d["parity.shm_mib"] = str(self.shm_mib)
         if self.offloads:
             d["parity.offloads"] = ",".join(f"{k}={v}" for k, v in sorted(self.offloads.items()))
         return d
@@ -117,7 +126,8 @@ class Resources:
         return cls(int(d["parity.cpus"]), int(d["parity.memory_mib"]), d.get("parity.thp", "?"),
                    None if mtu == "none" else int(mtu), offloads,
                    d.get("parity.hugepages", "none"), float(quota) if quota else None,
-                   d.get("parity.cgroup", "?"))
+                   d.get("parity.cgroup", "?"),
+                   int(d["parity.shm_mib"]) if d.get("parity.shm_mib", "").isdigit() else None)
 
 
 def cgroup_limits(lines: list[str]) -> tuple[int | None, float | None]:
@@ -175,7 +185,8 @@ def parse_probe(text: str, hugepages: str = "none") -> Resources:
                      {k: features[k] for k in OFFLOADS if k in features}, hugepages,
                      # a quota of at least the CPUs it may run on limits nothing
                      round(quota, 2) if quota is not None and quota < cpus else None,
-                     kv.get("cgroup", "?"))
+                     kv.get("cgroup", "?"),
+                     int(kv["shm_kib"]) // 1024 if kv.get("shm_kib", "").isdigit() else None)
 
 
 def probe(inst: Instance) -> Resources:
@@ -277,7 +288,11 @@ def problems(name: str, env: Resources, base_name: str, base: Resources,
                     if r.cpu_quota is not None else f"{who} has no CPU quota")
         out.append(f"{quota(env, name)}, {quota(base, base_name)}: give both the same "
                    "CPU limit (a Kubernetes pod's CPU limit is such a quota; vcpus sets CPUs, "
-                   "not a quota)")
+                   "not a quota: the kubelet's static CPU manager, `isotax cluster up "
+                   "--cpu-manager static`, gives a Guaranteed pod whole cores instead)")
+    shm = shm_problem(name, env, base_name, base)
+    if shm:
+        out.append(shm)
     mem = memory_problem(name, mem_env, base_name, mem_base)
     if mem:
         out.append(mem)
@@ -296,3 +311,17 @@ def problems(name: str, env: Resources, base_name: str, base: Resources,
         out.append(f"NIC offloads differ between {name} and {base_name}: " + ", ".join(
             f"{k} {env.offloads[k]} vs {base.offloads[k]}" for k in differ))
     return out
+
+
+def shm_problem(name: str, env: Resources, base_name: str, base: Resources) -> str | None:
+    """A /dev/shm small for its memory (SHM_SMALL) on one side only, in words, else None."""
+    def small(r: Resources) -> bool | None:
+        if r.shm_mib is None or not r.memory_mib:
+            return None
+        return r.shm_mib < SHM_SMALL * r.memory_mib
+    if small(env) is None or small(base) is None or small(env) == small(base):
+        return None
+    return (f"/dev/shm is {env.shm_mib} MiB in {name} (of {env.memory_mib} MiB), "
+            f"{base.shm_mib} MiB in {base_name} (of {base.memory_mib} MiB): give the small "
+            "one half of its memory (a container engine's --shm-size; a pod's memory "
+            "emptyDir at /dev/shm, as isotax's own pods have)")
