@@ -27,6 +27,7 @@ from isotax.protocols import (
     Params,
     ParamSpec,
     Port,
+    Reach,
 )
 
 # The facts a workload class must declare itself: BaseWorkload gives them no value, and
@@ -185,3 +186,13 @@ def register(cls: W) -> W:
     """Class decorator: record a workload in the registry (isotax.protocols)."""
     WORKLOADS[cls.name] = cls
     return cls
+
+
+def starts_not_behind_a_service(inst: Instance) -> str | None:
+    """not_applicable for a workload of starts (startup's bursts, density): a Service in front
+    of an instance adds nothing to its start or its idle memory, so the instance's own network
+    measures it (a pod's: the pod network), and the same numbers are not measured twice."""
+    if inst.facts().reach is Reach.SERVICE:
+        return ("a Service in front adds nothing to a start or to idle memory: the "
+                "instance's own network (a pod's pod network) measures it")
+    return None

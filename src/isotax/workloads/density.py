@@ -40,7 +40,7 @@ from isotax.protocols import (
     Port,
 )
 from isotax.telemetry.footprint import Footprint, measure
-from isotax.workloads.base import MIB, BaseWorkload, register
+from isotax.workloads.base import MIB, BaseWorkload, register, starts_not_behind_a_service
 
 # What an idle instance costs the host at the least, for the load-time check of max_instances
 # (host_needs): below the smallest footprint measured on the development machine, native's one
@@ -101,6 +101,9 @@ class Density(BaseWorkload):
 
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         pass
+
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        return starts_not_behind_a_service(inst)
 
     def host_needs(self, params: Params) -> Needs:
         """max_instances idle instances, MIN_INSTANCE_BYTES each at least, beside the

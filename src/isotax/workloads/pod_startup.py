@@ -39,10 +39,9 @@ from isotax.protocols import (
     Params,
     ParamSpec,
     Port,
-    Reach,
     StartRecord,
 )
-from isotax.workloads.base import BaseWorkload, register
+from isotax.workloads.base import BaseWorkload, register, starts_not_behind_a_service
 
 # Every phase any environment reports, in the order a start passes them: a bare runtime's
 # milestones (protocols.PHASES: create, started, first_instruction, ready) among a pod's
@@ -115,10 +114,7 @@ class PodStartup(BaseWorkload):
         return False
 
     def not_applicable(self, inst: Instance, params: Params) -> str | None:
-        if inst.facts().reach is Reach.SERVICE:
-            return ("a Service in front adds nothing to a start: the instance's own network "
-                    "(a pod's pod network) measures it")
-        return None
+        return starts_not_behind_a_service(inst)
 
     def launch_and_measure(self, launcher: Launcher, params: Params,
                            loadgen: LoadGen | None) -> list[Sample]:
