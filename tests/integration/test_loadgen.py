@@ -27,6 +27,7 @@ from isotax.workloads.redis import REDIS_PORT
 from isotax.workloads.rr import RequestResponse
 from isotax.workloads.servers import serving, start_server, stop_server
 from isotax.workloads.throughput import Throughput
+from isotax.workloads.udp_stream import UdpStream
 
 # -- the leak check, on a real server ------------------------------------------------------
 
@@ -167,6 +168,20 @@ def test_throughput(inst: Instance, loadgen: NamespaceLoadGen, direction: str) -
     assert running_in(inst, "iperf3") == 0
     if inst.facts().reach is Reach.BRIDGE:
         assert "DNAT" in gbit.labels["path"]
+
+
+@pytest.mark.integration
+def test_udp_stream(inst: Instance, loadgen: NamespaceLoadGen) -> None:
+    # Through a bridge's DNAT too: the datagrams need the port mapped for udp as well as tcp.
+    w = UdpStream()
+    params = {"direction": "to_env", "seconds": _short(inst), "streams": 2,
+              "placement": "free", "size": 1200}
+    w.prepare(inst, params, loadgen)
+    samples = {s.metric: s for s in w.run(inst, params, loadgen)}
+    gbit = samples["throughput"]
+    assert gbit.value > 0.001 and gbit.labels["protocol"] == "UDP"
+    assert 0 <= samples["lost_pct"].value < 100 and samples["jitter_ms"].value >= 0
+    assert running_in(inst, "iperf3") == 0
 
 
 @pytest.mark.integration

@@ -35,6 +35,19 @@ def test_from_env_is_reverse_and_counts_the_receiver() -> None:
     assert r.bytes_received == doc["end"]["sum_received"]["bytes"]
 
 
+def test_udp_streams_count_the_receivers_datagrams_and_losses() -> None:
+    r = parse_iperf3(iperf3("native-udp-to_env-2.json"))  # iperf3 -u -b 0 -l 1400 -P 2
+    assert r.protocol == "UDP" and r.streams == 2 and not r.reverse
+    # The sender sent more than the receiver got: the rest is lost, not slowed.
+    assert r.bytes_sent > r.bytes_received and r.lost_percent == pytest.approx(26.36, abs=0.01)
+    assert r.jitter_ms is not None and r.jitter_ms > 0
+    assert parse_iperf3(iperf3("native-to_env-1.json")).lost_percent is None
+    from isotax.workloads.udp_stream import UdpStream
+    args = UdpStream().client_args({"size": 1200})
+    assert args == ["-u", "-b", "0", "-l", "1200"]
+    assert UdpStream.ports["iperf3"].protocols == ("tcp", "udp")
+
+
 def test_two_streams() -> None:
     r = parse_iperf3(iperf3("native-to_env-2.json"))
     assert r.streams == 2 and r.bytes_received > 0

@@ -3,7 +3,7 @@
 The receiver's count is the honest one (bytes the other side really got), so throughput comes
 from `end.sum_received`, whichever direction ran (with -R the client is the receiver). A run
 iperf3 itself calls failed carries a top-level "error" and is a SanityError, as is a run that
-moved nothing.
+moved nothing. A UDP run (-u) adds the receiver's lost datagrams and jitter.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class Iperf3Result:
     protocol: str
     congestion: str  # the sender's TCP congestion control
     version: str  # "iperf 3.12"
+    # UDP only (None for TCP): the datagrams the receiver counted lost, in %, and its jitter.
+    lost_percent: float | None = None
+    jitter_ms: float | None = None
 
 
 def _num(d: Any, *keys: str) -> Any:
@@ -66,4 +69,6 @@ def parse_iperf3(text: str) -> Iperf3Result:
         protocol=str(test.get("protocol", "?")),
         congestion=str(end.get("sender_tcp_congestion", "")),
         version=str(doc.get("start", {}).get("version", "")),
+        lost_percent=float(received["lost_percent"]) if "lost_percent" in received else None,
+        jitter_ms=float(received["jitter_ms"]) if "jitter_ms" in received else None,
     )

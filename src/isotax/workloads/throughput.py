@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from isotax.model import Sample, SanityError
-from isotax.parsers.iperf3 import parse_iperf3
+from isotax.parsers.iperf3 import Iperf3Result, parse_iperf3
 from isotax.protocols import FigureHints, Instance, LoadGen, Params, ParamSpec, Port
 from isotax.telemetry.counters import cost_per_gb, perf_cycles, read_cpu_times
 from isotax.workloads.base import BaseWorkload, need_loadgen, register, require_runnable
@@ -69,16 +69,35 @@ class Throughput(BaseWorkload):
         need_loadgen(loadgen)
         require_runnable(inst, ["iperf3", "--version"])
 
+    # What the client sends: TCP streams here; udp_stream's datagrams (its subclass).
+    protocol: ClassVar[str] = "TCP"
+
+    def client_args(self, params: Params) -> list[str]:
+        """iperf3's arguments for the protocol beyond -c, -p, -t, -P, -J and -R."""
+        return []
+
+    def protocol_samples(self, r: Iperf3Result, labels: Mapping[str, object]) -> list[Sample]:
+        """The protocol's own numbers beyond throughput and its CPU cost."""
+        return []
+
     def run(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> list[Sample]:
         lg = need_loadgen(loadgen)
         seconds, streams = int(params["seconds"]), int(params["streams"])
         reverse = params["direction"] == "from_env"
-        port = self.ports["iperf3"].number
+        served = next(iter(self.ports.values()))
+        port = served.number
+        # iperf3's control connection is TCP on the port; its UDP datagrams go to the same
+        # address and port, which a NAT in between must map as well.
         host, mapped = lg.target(inst, port, "tcp")
+        for proto in served.protocols:
+            if lg.target(inst, port, proto) != (host, mapped):
+                raise SanityError(f"the load generator reaches port {port} by {proto} "
+                                  "elsewhere than by tcp: iperf3 needs both on one")
         client_pin, server_pin = pinning(inst, params["placement"])
         server = [*server_pin, "iperf3", "-s", "-1", "-B", lg.listen(inst), "-p", str(port)]
         client = [*client_pin, "iperf3", "-c", host, "-p", str(mapped), "-t", str(seconds),
-                  "-P", str(streams), "-J", *(["-R"] if reverse else [])]
+                  "-P", str(streams), "-J", *self.client_args(params),
+                  *(["-R"] if reverse else [])]
         # perf_cycles runs nothing where cycles are not supported.
         with serving(inst, server, port, "tcp", program="iperf3"), perf_cycles() as cycles:
             before = read_cpu_times()
@@ -87,9 +106,9 @@ class Throughput(BaseWorkload):
         if done.returncode == 124:
             raise SanityError(f"iperf3 client timed out after {seconds + 60} s")
         r = parse_iperf3(done.stdout)  # iperf3's own error, or no data: SanityError
-        if r.reverse != reverse or r.streams != streams:
-            raise SanityError(f"iperf3 ran reverse={r.reverse} streams={r.streams}, asked "
-                              f"reverse={reverse} streams={streams}")
+        if r.reverse != reverse or r.streams != streams or r.protocol != self.protocol:
+            raise SanityError(f"iperf3 ran {r.protocol} reverse={r.reverse} streams={r.streams}"
+                              f", asked {self.protocol} reverse={reverse} streams={streams}")
         cost = cost_per_gb(delta, r.bytes_received)
         labels = {
             "tool": f"{r.version} (client: {lg.where})", "protocol": r.protocol,
@@ -113,4 +132,4 @@ class Throughput(BaseWorkload):
         if cycles.value is not None:
             samples.append(Sample("cycles_per_byte", cycles.value / r.bytes_received,
                                   "cycles/B", False, {**labels, "cpu_method": "perf cycles"}))
-        return samples
+        return [*samples, *self.protocol_samples(r, labels)]
