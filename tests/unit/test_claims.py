@@ -317,3 +317,11 @@ def test_isotax_check_reads_a_claims_file_as_its_bounds(results: Path) -> None:
                                'relation = { equivalent_pct = 5 }\ngate = true', "crun-equal"))
     r = CliRunner().invoke(main, ["check", "r1", "--bounds", str(f), "--results", str(results)])
     assert r.exit_code == 0, r.output
+
+
+def test_a_claims_parameter_matches_a_points_by_value() -> None:
+    from isotax.analysis.claims import same_setting
+
+    assert same_setting(0, 0.0) and same_setting(5, 5.0) and not same_setting(5, 5.5)
+    assert same_setting(True, "true") and not same_setting(True, 1)
+    assert same_setting("tcp_crr", "tcp_crr") and not same_setting("tcp", "udp")

@@ -36,6 +36,7 @@ from isotax.analysis.claims import (
     PlacedClaim,
     entry_fits,
     flat_settings,
+    same_setting,
     setting_word,
 )
 from isotax.analysis.report_data import ReportData, Row
@@ -287,8 +288,8 @@ def _rows(workload: str, params: Mapping[str, Any], metric: str | None, data: Re
     return [r for r in data.rows if r.workload == workload
             and (r.metric == metric if metric else heads.get((r.workload, r.params_key))
                  == r.metric)
-            and all(setting_word(data.point_params.get((r.workload, r.params_key), {}).get(k))
-                    == setting_word(v) for k, v in params.items())]
+            and all(same_setting(data.point_params.get((r.workload, r.params_key), {}).get(k),
+                                 v) for k, v in params.items())]
 
 
 def _selector_words(selector: EnvSelector) -> str:

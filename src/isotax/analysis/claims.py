@@ -155,6 +155,16 @@ def setting_word(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def same_setting(got: Any, want: Any) -> bool:
+    """Whether a point's parameter is the claim's value: numbers by value (a plan's `rate = 0`
+    is a claim's 0.0), anything else by its words."""
+    def number(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+    if number(got) and number(want):
+        return float(got) == float(want)
+    return setting_word(got) == setting_word(want)
+
+
 def flat_settings(selector: Mapping[str, Any]) -> dict[str, str]:
     """An environment selector's settings as attribution.settings names them
     (options.platform, ...), each as setting_word gives it."""
