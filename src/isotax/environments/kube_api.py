@@ -22,6 +22,7 @@ from isotax.environments.runtime_cli import timed_exit_status, under_timeout
 from isotax.host import command, owners
 from isotax.host.kubernetes import cluster, rights, target
 from isotax.host.kubernetes import layout as L
+from isotax.parsers import procfs
 from isotax.protocols import (
     Availability,
     Completed,
@@ -400,3 +401,17 @@ def wait_marker(namespace: str, name: str, timeout: float) -> int | None:
         time.sleep(0.05)
     raise Unavailable(Availability.no(f"pod {namespace}/{name}: no {READY_MARKER} from "
                                       f"{READY_HELPER} within {timeout:.0f} s"))
+
+
+def with_shims(pids: Sequence[int]) -> list[int]:
+    """A pod cgroup's processes and the runtime's shims that hold them: containerd's shim per
+    pod sandbox (containerd-shim-runc-v2, -runsc-v1) lives outside the pod's cgroup, yet its
+    memory and CPU are the pod's cost as much as the pause process's."""
+    shims = set()
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            parent = procfs.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text()).ppid
+            if parent not in pids and Path(f"/proc/{parent}/comm").read_text().startswith(
+                    "containerd-shim"):
+                shims.add(parent)
+    return [*pids, *sorted(shims)]

@@ -90,6 +90,7 @@ from isotax.environments.kube_api import (
     task_status,
     wait_marker,
     wait_running,
+    with_shims,
 )
 from isotax.host import command, owners
 from isotax.host.facts.cgroups import tree_pids
@@ -460,7 +461,7 @@ class PodInstance:
 
     def host_pids(self) -> Sequence[int]:
         d = self._cgroup("memory")
-        return tree_pids(d) if d is not None else []
+        return with_shims(tree_pids(d)) if d is not None else []
 
     def kernel_memory_bytes(self) -> int | None:
         d = self._cgroup("memory")
