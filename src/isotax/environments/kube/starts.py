@@ -195,7 +195,9 @@ class PodBurst:
                 left = [n for n in names if "started" not in seen.get(n, PodTimes(n)).seen]
                 raise SanityError(f"{len(left)} of {len(names)} pods had not started after "
                                   f"the time allowed (first: {left[0]})")
-            time.sleep(0.02)
+            # Seldom: the watch thread stamps each event as it is read, and this loop's
+            # parsing holds the interpreter meanwhile (a stamp can wait for it).
+            time.sleep(0.1)
 
     def start(self, count: int, rate_per_s: float, timeout: float) -> list[StartRecord]:
         if not self._opened:
