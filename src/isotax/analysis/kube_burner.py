@@ -23,17 +23,16 @@ Pure: cells in, documents out.
 
 from __future__ import annotations
 
-import math
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from isotax.model import CellStatus
 from isotax.parsers.pod_events import rfc3339
+from isotax.plan import read_stored_plan
 from isotax.store.base import CellRecord
+from isotax.workloads.pod_startup import PodStartup, nearest_rank
 
-WORKLOAD = "pod_startup"
 POD_DOC = "podLatencyMeasurement"
 QUANTILES_DOC = "podLatencyQuantilesMeasurement"
 # kube-burner's per-pod latency field, its quantile name, and the phase it ends at (isotax's
@@ -59,12 +58,6 @@ STARTED = ("containersStartedLatency", "ContainersStarted", "started")
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds") \
         .replace("+00:00", "Z")
-
-
-def _nearest(values: Sequence[float], q: float) -> float:
-    """kube-burner's quantile: the sorted values' element ceil(n·q) - 1."""
-    v = sorted(values)
-    return v[max(0, math.ceil(len(v) * q) - 1)]
 
 
 def _api_ms(api: Mapping[str, str], phase: str) -> int:
@@ -93,8 +86,8 @@ def _pod_doc(run_id: str, job: str, iteration: int, replica: int,
 
 def _quantiles(run_id: str, job: str, name: str, values: Sequence[float], at: str,
                metadata: Mapping[str, Any]) -> dict[str, Any]:
-    return {"quantileName": name, "uuid": run_id, "P99": round(_nearest(values, 0.99)),
-            "P95": round(_nearest(values, 0.95)), "P50": round(_nearest(values, 0.5)),
+    return {"quantileName": name, "uuid": run_id, "P99": round(nearest_rank(values, 99)),
+            "P95": round(nearest_rank(values, 95)), "P50": round(nearest_rank(values, 50)),
             "max": round(max(values)), "avg": round(sum(values) / len(values)),
             "timestamp": at, "metricName": QUANTILES_DOC, "jobName": job,
             "metadata": dict(metadata)}
@@ -102,12 +95,8 @@ def _quantiles(run_id: str, job: str, name: str, values: Sequence[float], at: st
 
 def runtime_classes(plan_toml: str) -> dict[str, str]:
     """Each environment of a stored plan -> its options.runtime_class ("" where none)."""
-    try:
-        raw = tomllib.loads(plan_toml)
-    except tomllib.TOMLDecodeError:
-        return {}
     return {str(e.get("name", "")): str((e.get("options") or {}).get("runtime_class", ""))
-            for e in raw.get("environments", []) if isinstance(e, Mapping)}
+            for e in read_stored_plan(plan_toml).environments}
 
 
 def documents(run_id: str, cells: Iterable[CellRecord], plan_toml: str
@@ -117,13 +106,13 @@ def documents(run_id: str, cells: Iterable[CellRecord], plan_toml: str
     out: list[dict[str, Any]] = []
     for cell in cells:
         k = cell.key
-        if k.workload != WORKLOAD or k.warmup or cell.status is not CellStatus.OK:
+        if k.workload != PodStartup.name or k.warmup or cell.status is not CellStatus.OK:
             continue
-        head = next((s for s in cell.samples if s.metric == "started_ms"), None)
+        head = next((s for s in cell.samples if s.metric == PodStartup.headline), None)
         starts = head.labels.get("per_start", []) if head is not None else []
         if not starts or not all(s.get("api", {}).get("created") for s in starts):
             continue
-        job = f"{k.environment} {WORKLOAD} {k.params_key}"
+        job = f"{k.environment} {PodStartup.name} {k.params_key}"
         meta = {"environment": k.environment, "runtimeClass": classes.get(k.environment, ""),
                 "params": dict(k.params), "source": "isotax"}
         docs = [_pod_doc(run_id, job, k.repetition, i + 1, s, meta)

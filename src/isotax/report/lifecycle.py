@@ -55,10 +55,12 @@ def _tables(d: ReportData, title: str, note: str, header: Callable[[str], list[s
 
 def startup_blocks(d: ReportData) -> list[Block]:
     """A table of the phases of a start per point of each workload that reports them."""
+    measured = {wl: _measured(d, wl) for wl in d.workloads()}
+
     def phases(workload: str, key: str, env: str) -> list[str]:
         out = []
         hints = figure_hints(workload)
-        for phase in _measured(d, workload):
+        for phase in measured[workload]:
             med = _mean(d, workload, key, f"{phase}_ms", env)
             tail = _mean(d, workload, key, f"{phase}_{hints.tail}_ms", env)
             out.append(f"{_ms(med)} ({_ms(tail)})" if med is not None else "—")
@@ -69,7 +71,7 @@ def startup_blocks(d: ReportData) -> list[Block]:
                    "for pod_startup) from the request; `ready` is the plan's readiness probe "
                    "(a pod's: its Ready condition). `first_instruction` can precede `started`: "
                    "a runtime reports the container running only after its first process ran.",
-                   lambda wl: _measured(d, wl), phases)
+                   lambda wl: measured[wl], phases)
 
 
 def _measured(d: ReportData, workload: str) -> list[str]:

@@ -31,7 +31,7 @@ class LaunchBurst:
     def running(self) -> int:
         return len(self.mine)
 
-    def _one(self, out: list[StartRecord | BaseException], i: int) -> None:
+    def _one(self, out: list[StartRecord | BaseException | None], i: int) -> None:
         requested = time.time()
         try:
             launched = self.launcher.launch()
@@ -42,7 +42,7 @@ class LaunchBurst:
         out[i] = record(launched, f"start-{self._count + i + 1}", requested)
 
     def start(self, count: int, rate_per_s: float, timeout: float) -> list[StartRecord]:
-        out: list[StartRecord | BaseException] = [SanityError("never asked")] * count
+        out: list[StartRecord | BaseException | None] = [None] * count  # None: not asked
         deadline = time.monotonic() + timeout
         if rate_per_s <= 0:
             for i in range(count):
@@ -65,7 +65,7 @@ class LaunchBurst:
                 raise SanityError(f"start {i + 1} of {count} failed: {got}") from got
         late = [r.name for r in out if isinstance(r, StartRecord)
                 and r.phases.get("started", 0.0) > timeout]
-        if late or time.monotonic() > deadline + 60:
+        if late or None in out or time.monotonic() > deadline + 60:
             raise SanityError(f"{', '.join(late) or 'the burst'} did not start within "
                               f"{timeout:.0f} s")
         return [r for r in out if isinstance(r, StartRecord)]

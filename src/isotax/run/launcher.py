@@ -48,8 +48,9 @@ class EnvLauncher:
     def burst(self) -> Burst:
         """The kind's own Burst where it has one (Environment.bursts), else one start() a
         thread (run.burst); closed with the rest by close()."""
-        self._count += 1
-        workdir = self.spec.workdir / f"burst-{self._count}"
+        with self._lock:
+            self._count += 1
+            workdir = self.spec.workdir / f"burst-{self._count}"
         workdir.mkdir(parents=True, exist_ok=True)
         own = self.env.bursts(replace(self.spec, workdir=workdir))
         b: Burst = own if own is not None else LaunchBurst(self)

@@ -24,10 +24,9 @@ environment's own pod before this cell).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
-
-import numpy as np
 
 from isotax.model import Sample, SanityError
 from isotax.protocols import (
@@ -54,8 +53,10 @@ STATISTICS = (("ms", "p50"), ("p99_ms", "p99"), ("max_ms", "max"))
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float:
-    """The q-th percentile by nearest rank (kube-burner's: the value at ceil(n·q/100)). Pure."""
-    return float(np.percentile(np.asarray(values, dtype=float), q, method="inverted_cdf"))
+    """The q-th percentile by nearest rank, as kube-burner computes it: the sorted values'
+    element ceil(n·q/100) - 1. Pure."""
+    v = sorted(values)
+    return float(v[max(0, math.ceil(len(v) * q / 100) - 1)])
 
 
 def summarize(records: Sequence[StartRecord]) -> dict[str, dict[str, float]]:

@@ -84,7 +84,7 @@ class Throughput(BaseWorkload):
         lg = need_loadgen(loadgen)
         seconds, streams = int(params["seconds"]), int(params["streams"])
         reverse = params["direction"] == "from_env"
-        served = next(iter(self.ports.values()))
+        served = self.ports["iperf3"]
         port = served.number
         # iperf3's control connection is TCP on the port; its UDP datagrams go to the same
         # address and port, which a NAT in between must map as well.

@@ -171,6 +171,7 @@ class PodInstance:
         self._created = False
         self._stopped = False
 
+    # -- start --------------------------------------------------------------------------------
     def prepare(self) -> None:
         """What every pod of this spec needs before one is created: the image on the node (a
         foreign cluster's checks), the resources, the namespace and its pull secrets."""
@@ -248,6 +249,7 @@ class PodInstance:
         self.cpus_words = self._read_cpus()
         self.milestones = dict(sw.marks)
 
+    # -- a cluster isotax did not start (--kubeconfig) ----------------------------------------
     def _foreign_checks(self) -> str:
         """The pod image and the RuntimeClass a foreign cluster must have; the image's
         reference there. Unavailable, in one line with the fix, otherwise."""
@@ -367,6 +369,7 @@ class PodInstance:
     def _pod(self) -> dict[str, Any]:
         return get_pod(self.namespace, POD)
 
+    # -- the protocol -------------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
         t0 = time.monotonic()
         p = kubectl(*exec_argv(self.namespace, argv, timeout, POD), timeout=timeout + 15)
