@@ -10,7 +10,7 @@ from isotax.model import SanityError
 from isotax.parsers import distributions
 from isotax.parsers.netperf import parse_netperf_rr, parse_netperf_version
 from isotax.parsers.sockperf import _PCT, parse_sockperf_full_log, parse_sockperf_pingpong
-from isotax.workloads.rr import RequestResponse
+from isotax.workloads.rr import BUSY_SHARE_MIN, RequestResponse
 
 
 def text(tool: str, name: str) -> str:
@@ -58,6 +58,18 @@ def test_netperf_tcp_crr_is_read_like_tcp_rr() -> None:
     assert (r.transactions_per_s, r.transactions, r.p50_us, r.p99_us) == (16379.36, 49139, 58,
                                                                            110)
     assert r.transactions_per_s == pytest.approx(r.transactions / r.seconds, rel=0.01)
+
+
+def test_a_udp_rr_that_lost_a_datagram_is_told_by_its_busy_share() -> None:
+    """Captured on loopback with an iptables rule dropping one UDP datagram in 50,000: the
+    run waited for a lost answer until its timer ended it, so the rate (4,658 trans/s) is not
+    the latency's (43.5 µs a round trip: 22,980/s). Healthy runs of all three tests fill their
+    time with round trips."""
+    lost = parse_netperf_rr(text("netperf", "loopback-udp_rr-lost-datagram.txt"))
+    assert lost.busy_share == pytest.approx(0.2027, abs=1e-4)
+    assert lost.busy_share < BUSY_SHARE_MIN
+    for name in ("native-tcp_rr.txt", "native-udp_rr.txt", "native-tcp_crr.txt"):
+        assert parse_netperf_rr(text("netperf", name)).busy_share > 0.99
 
 
 def test_netperf_version() -> None:
