@@ -100,7 +100,7 @@ def ours(*words: str) -> list[str]:
 
 @contextlib.contextmanager
 def started(name: str, kind: str, network: str, image: ImageArtifacts,
-            workdir: Path) -> Iterator[Instance]:
+            workdir: Path, options: dict[str, Any] | None = None) -> Iterator[Instance]:
     """A running instance of `kind`, stopped afterwards; skips, with the reason, where this
     host lacks the environment."""
     # gvisor: available() names the runsc it lacks (isotax's own build, not on PATH).
@@ -114,7 +114,7 @@ def started(name: str, kind: str, network: str, image: ImageArtifacts,
     if not avail.ok:
         pytest.skip(f"{kind} unavailable here: {avail}")
     inst = env.start(EnvSpec(name=name, kind=kind, image=image, workdir=workdir,
-                             network=network))
+                             network=network, options=options or {}))
     try:
         yield inst
     finally:

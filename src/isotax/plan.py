@@ -149,6 +149,10 @@ class EnvironmentEntry(_Frozen):
                 if specs else f"is not an option: kind {kind!r} takes none; remove it")
             if problem:
                 raise _at(key, problem)
+        together = protocols.environments()[kind].options_problem(
+            str(info.data.get("network", "")), v)
+        if together:
+            raise ValueError(together)
         return v
 
 

@@ -190,8 +190,8 @@ def test_udp_stream(inst: Instance, loadgen: NamespaceLoadGen) -> None:
 LOSSES = {
     "one answer lost": [["-m", "quota", "--quota", "50000", "-j", "ACCEPT"],
                         ["-m", "quota", "--quota", "228", "-j", "DROP"]],
-    "every 1500th lost": [["-m", "statistic", "--mode", "nth", "--every", "1500", "--packet", "1499",
-                           "-j", "DROP"]],
+    "every 1500th lost": [["-m", "statistic", "--mode", "nth", "--every", "1500",
+                           "--packet", "1499", "-j", "DROP"]],
 }
 
 

@@ -10,13 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import local_cluster, ours, started
+from support import local_cluster, ours, running_in, started
 
 from isotax.image.artifacts import ImageArtifacts
 from isotax.loadgen.local import NamespaceLoadGen
-from isotax.protocols import Instance, Isolation
+from isotax.protocols import Instance, Isolation, ServiceEndpoints
 from isotax.run import identity
+from isotax.run.applicability import why_not_applicable
 from isotax.workloads.memcached import Memcached
+from isotax.workloads.redis import Redis
+from isotax.workloads.rr import RequestResponse
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +103,39 @@ def test_a_server_in_the_pod_serves_the_load_generator(pod: Instance,
         assert pod.address in path and "itxcni0" in path
     else:
         assert "host network stack" in path
+
+
+def test_a_service_with_three_endpoints_spreads_the_connections_over_them(
+        kube: None, image: ImageArtifacts, loadgen: NamespaceLoadGen, tmp_path: Path) -> None:
+    """endpoints = 3: two more pods behind the Service. Redis with a connection per request
+    is served by all three (kube-proxy's statistic rules send each new connection to any
+    endpoint), so each one's server holds keys afterwards; a workload whose connections must
+    meet one server (netperf) is not applicable there; the namespace takes them all."""
+    with started("test-pod-ep3", "pod", "service", image, tmp_path,
+                 options={"endpoints": 3}) as pod:
+        assert isinstance(pod, ServiceEndpoints)
+        others = pod.other_endpoints()
+        addresses = {pod.facts().container_address,
+                     *(o.facts().container_address for o in others)}
+        assert len(others) == 2 and len(addresses) == 3 and "" not in addresses
+        assert "and 2 more endpoints" in pod.facts().words["network"]
+        w = Redis()
+        params = {**{p.name: p.default for p in Redis.params}, "keepalive": False,
+                  "requests": 3000, "connections": 1, "pipeline": 1}
+        assert why_not_applicable(w, pod, params) is None
+        w.prepare(pod, params, loadgen)
+        samples = {s.metric: s for s in w.run(pod, params, loadgen)}
+        labels = samples["requests_per_s"].labels
+        print(f"3 endpoints, a connection per request: {samples['requests_per_s'].value:.0f} "
+              f"req/s, keys by endpoint {labels['keys_by_endpoint']}")
+        assert labels["keepalive"] is False and len(labels["keys_by_endpoint"]) == 3
+        assert all(k > 0 for k in labels["keys_by_endpoint"])
+        rr = RequestResponse()
+        why = why_not_applicable(rr, pod, {p.name: p.default for p in rr.params})
+        assert why is not None and "Service with 3 endpoints" in why
+        assert all(running_in(one, "redis-server") == 0 for one in (pod, *others))
+        namespace = pod.facts().words["pod"].split("/")[0]
+    assert ours(namespace) == []
 
 
 @pytest.mark.parametrize("runtime_class", ["runc", "gvisor"])

@@ -10,6 +10,7 @@ import pytest
 from support import DATA
 
 from isotax import protocols
+from isotax.environments.kube.endpoints import endpoint_names
 from isotax.environments.kube.manifests import POD, pod_manifest, service_manifest
 from isotax.environments.kube.pod import Pod
 from isotax.environments.kube_api import (
@@ -103,7 +104,8 @@ def test_a_pods_own_words_for_where_it_is() -> None:
 def test_the_kind_declares_its_facts() -> None:
     assert Pod.networks == ("pod", "host", "service")
     opts = {o.name: o for o in Pod.options}
-    assert set(opts) == {"runtime_class", "node", "isolation", "pull_secret"}
+    assert set(opts) == {"runtime_class", "node", "isolation", "pull_secret", "endpoints"}
+    assert opts["endpoints"].default == 1
     assert opts["runtime_class"].default == "" and opts["isolation"].default == ""
     assert opts["isolation"].choices == ("", "container", "sandbox", "vm")
     # No choices: a cluster --kubeconfig names has classes and nodes of its own, checked
@@ -126,9 +128,19 @@ def test_a_service_is_ready_once_kube_proxy_programmed_it() -> None:
     nat = (DATA / "kubernetes" / "iptables-save-nat.txt").read_text()
     # The captured cluster's `kubernetes` Service and its one endpoint, the API server (its
     # addresses as captured: a cluster up here now may have another range).
-    assert service_programmed(nat, "10.217.128.1", "10.217.0.1")
-    assert not service_programmed(nat, "10.217.128.1", "10.217.1.9")
-    assert not service_programmed(nat, "10.217.129.1", "10.217.0.1")
+    assert service_programmed(nat, "10.217.128.1", ["10.217.0.1"])
+    assert not service_programmed(nat, "10.217.128.1", ["10.217.1.9"])
+    assert not service_programmed(nat, "10.217.129.1", ["10.217.0.1"])
+    # Several endpoints: every one of them, not any.
+    assert not service_programmed(nat, "10.217.128.1", ["10.217.0.1", "10.217.1.9"])
+
+
+def test_a_service_with_endpoints_names_its_other_pods_and_needs_a_service() -> None:
+    assert endpoint_names(1) == [] and endpoint_names(3) == [f"{POD}-ep1", f"{POD}-ep2"]
+    assert Pod.options_problem("service", {"endpoints": 10}) is None
+    assert Pod.options_problem("pod", {}) is None
+    assert "needs network = \"service\"" in (Pod.options_problem("host", {"endpoints": 2})
+                                              or "")
 
 
 def test_the_nodes_containerd_says_whether_the_container_still_has_processes() -> None:
@@ -164,3 +176,31 @@ def test_a_namespace_names_the_run_that_made_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(owners, "my_run", lambda: "")
     assert namespace_manifest("itx-pod-abc123", "privileged")["metadata"]["labels"] == {
         "isotax": "1", psa: "privileged"}
+
+
+def test_behind_several_endpoints_only_a_workload_that_spreads_over_them_applies() -> None:
+    """The runner's shared rule (run.applicability): netperf's control and data connections
+    must meet one server, redis's connections each stand alone; compress needs no network;
+    with no other endpoint every workload applies as before."""
+    from isotax.facts import Facts, Reach
+    from isotax.run.applicability import why_not_applicable
+
+    class _Behind:  # what the rule asks of an instance: its facts and its other endpoints
+        def __init__(self, others: int) -> None:
+            self.others = [object()] * others
+
+        def facts(self) -> Facts:
+            return Facts("pod", Reach.SERVICE)
+
+        def other_endpoints(self) -> list[object]:
+            return self.others
+
+    def why(workload: str, inst: _Behind) -> str | None:
+        w = protocols.workloads()[workload]()
+        return why_not_applicable(w, inst, {p.name: p.default for p in w.params})  # type: ignore[arg-type]
+
+    ten, one = _Behind(9), _Behind(0)
+    assert "a Service with 10 endpoints" in (why("rr", ten) or "")
+    assert "a Service with 10 endpoints" in (why("throughput", ten) or "")
+    assert why("redis", ten) is None and why("compress", ten) is None
+    assert why("rr", one) is None and why("throughput", one) is None

@@ -90,8 +90,9 @@ def test_a_services_endpoint_is_ready_for_the_pod() -> None:
     slices = {"items": [{"endpoints": [
         {"addresses": ["10.217.1.7"], "conditions": {"ready": False}},
         {"addresses": ["10.217.1.8"], "conditions": {"ready": True}}]}]}
-    assert endpoint_ready(slices, "10.217.1.8")
-    assert not endpoint_ready(slices, "10.217.1.7") and not endpoint_ready({}, "10.217.1.8")
+    assert endpoint_ready(slices, ["10.217.1.8"])
+    assert not endpoint_ready(slices, ["10.217.1.7"]) and not endpoint_ready({}, ["10.217.1.8"])
+    assert not endpoint_ready(slices, ["10.217.1.8", "10.217.1.7"])
 
 
 def test_quantities_read() -> None:

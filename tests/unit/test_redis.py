@@ -67,3 +67,13 @@ def test_params() -> None:
     assert specs["requests"].problem(10) is not None
     assert (specs["pipeline"].default, specs["value_bytes"].default) == (10, 50)
     assert Redis.needs_loadgen and "redis" in protocols.workloads()
+
+
+def test_a_connection_per_request_keeps_within_the_local_ports() -> None:
+    w = Redis()
+    base = {p.name: p.default for p in Redis.params}
+    assert base["keepalive"] is True and w.not_applicable(None, base) is None  # type: ignore[arg-type]
+    crr = {**base, "keepalive": False, "requests": 5000}
+    assert w.not_applicable(None, crr) is None  # type: ignore[arg-type]
+    why = w.not_applicable(None, {**crr, "requests": 20000})  # type: ignore[arg-type]
+    assert why is not None and "TIME_WAIT" in why and "requests <= 10000" in why

@@ -209,7 +209,7 @@ def test_sweep_rows_in_plan_order_and_zero_baselines(tmp_path: Path) -> None:
         # Committed in text order (16 before 2), as a shuffled run may.
         for conns in (1, 16, 2, 4):
             params = {"connections": conns, "keyspace": 100000, "pipeline": 10,
-                      "requests": 100000, "value_bytes": 50}
+                      "requests": 100000, "value_bytes": 50, "keepalive": True}
             for rep in (1, 2):
                 errors = 0.0 if env == "native" else float(rep)
                 s.commit_cell("r2", CellKey(env, "redis", params, rep), "1",

@@ -17,9 +17,9 @@ import re
 import shutil
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from isotax.host.facts.numa import node_cpuset, placement_words
 from isotax.parsers import procfs
@@ -271,6 +271,10 @@ class EnvironmentBase(EnvironmentFacts):
 
     @classmethod
     def network_layer(cls, network: str) -> tuple[str, str] | None:
+        return None
+
+    @classmethod
+    def options_problem(cls, network: str, options: Mapping[str, Any]) -> str | None:
         return None
 
     def bursts(self, spec: EnvSpec) -> Burst | None:

@@ -88,6 +88,16 @@ def exec_argv(namespace: str, argv: Sequence[str], timeout: float, pod: str) -> 
             *under_timeout(argv, timeout)]
 
 
+def pod_exec(namespace: str, pod: str, argv: Sequence[str], timeout: float) -> Completed:
+    """argv run in the pod's container (exec_argv); PlatformLost where the API server stopped
+    answering, so a lost cluster is not taken for the program's failure."""
+    t0 = time.monotonic()
+    p = kubectl(*exec_argv(namespace, argv, timeout, pod), timeout=timeout + 15)
+    if kubectl_failed(p) and (down := api_unreachable()):
+        raise lost(down)
+    return exec_completed(argv, p, t0)
+
+
 def kubectl_failed(done: Completed) -> str:
     """kubectl's own words where `kubectl exec` itself failed (the API server or the kubelet
     unreachable, the pod gone), "" where it ran the program (whatever that returned) or
@@ -121,13 +131,12 @@ def image_differs(want: Mapping[str, str], dpkg_query: str) -> list[str]:
             for name, version in sorted(want.items()) if have.get(name, "").strip() != version]
 
 
-def endpoint_ready(slices: Mapping[str, Any], pod_ip: str) -> bool:
-    """Whether an EndpointSliceList has the pod's address as a ready endpoint. Pure."""
-    for item in slices.get("items", []) or []:
-        for ep in item.get("endpoints", []) or []:
-            if pod_ip in ep.get("addresses", []) and (ep.get("conditions") or {}).get("ready"):
-                return True
-    return False
+def endpoint_ready(slices: Mapping[str, Any], pod_ips: Sequence[str]) -> bool:
+    """Whether an EndpointSliceList has every one of the pods' addresses as a ready
+    endpoint. Pure."""
+    ready = {a for item in slices.get("items", []) or [] for ep in item.get("endpoints", []) or []
+             if (ep.get("conditions") or {}).get("ready") for a in ep.get("addresses", [])}
+    return set(pod_ips) <= ready
 
 
 def task_status(ctr_tasks_ls: str, container_id: str) -> str:
@@ -186,11 +195,11 @@ def pod_words(pod: Mapping[str, Any]) -> str:
     return status.get("phase", "no status")
 
 
-def service_programmed(nat: str, cluster_ip: str, pod_ip: str) -> bool:
+def service_programmed(nat: str, cluster_ip: str, pod_ips: Sequence[str]) -> bool:
     """Whether `iptables-save -t nat` output has kube-proxy's rules for the Service address
-    and an endpoint at the pod's address. Pure."""
-    return (f"-d {cluster_ip}/32" in nat
-            and re.search(rf"--to-destination {re.escape(pod_ip)}:\d+", nat) is not None)
+    and an endpoint at each of the pods' addresses. Pure."""
+    return f"-d {cluster_ip}/32" in nat and all(
+        re.search(rf"--to-destination {re.escape(ip)}:\d+", nat) is not None for ip in pod_ips)
 
 
 def delete_namespace(namespace: str) -> None:

@@ -219,6 +219,19 @@ class ElsewhereNode(Protocol):
 
 
 @runtime_checkable
+class ServiceEndpoints(Protocol):
+    """What an instance offers that answers behind a Service beside other endpoints (a pod of
+    a Service with `endpoints` > 1): a connection to the Service lands on any of them, so a
+    workload whose every connection stands alone (its `spreads_over_endpoints`) starts its
+    server in each of them too (workloads.servers.serving_everywhere), and the others are
+    not applicable there."""
+
+    def other_endpoints(self) -> Sequence[Instance]:
+        """The other endpoints, each able to run commands (exec) and saying where it listens
+        (facts); their lifecycle is this instance's. () where there are none."""
+
+
+@runtime_checkable
 class OwnCpuGroup(Protocol):
     """What an instance (or a load generator) offers whose processes run in a CPU-accounting
     group of their own (native's, a local load generator's): the telemetry reads its CPU
@@ -353,6 +366,12 @@ class Environment(EnvironmentFacts, Protocol):
         """What the plan's `network` value stacks on, and what it is, for the layers' words:
         ("pod", "a ClusterIP Service: ...") for a pod's "service", which is the pod network
         and a Service on it. None where the network is one layer of its own."""
+
+    @classmethod
+    def options_problem(cls, network: str, options: Mapping[str, Any]) -> str | None:
+        """What is wrong with the plan's options together with its network, in one line
+        naming the fix (a pod's endpoints > 1 without network "service"); None if nothing.
+        Each option alone is checked against its ParamSpec first."""
 
     def available(self) -> Availability: ...
 

@@ -197,6 +197,11 @@ class WorkloadFacts(Protocol):
     # The metric that answers what a user asks of it (its verdict is the one the run decides
     # and the summary leads with); "" means the first metric its run reports.
     headline: ClassVar[str]
+    # True when every connection of its clients stands alone, so it is served wherever it
+    # lands: behind a Service with several endpoints its server runs in each of them. False
+    # (the default) where a client's connections must meet one server (netperf's control
+    # and data connections, iperf3's streams): not applicable there.
+    spreads_over_endpoints: ClassVar[bool]
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         """How much work one run did, in the unit its cost is quoted in ((amount, unit), e.g.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from isotax.protocols import AnyWorkload, Instance, Reach
+from isotax.protocols import AnyWorkload, Instance, Reach, ServiceEndpoints
 
 
 def why_not_applicable(workload: AnyWorkload, inst: Instance, params: Mapping[str, Any]
@@ -27,5 +27,11 @@ def why_not_applicable(workload: AnyWorkload, inst: Instance, params: Mapping[st
         return ("the environment has no network (network = \"none\"): no path from the "
                 "load generator to a server in it; give it network = \"host\" or "
                 "\"bridge\" to measure this")
+    if workload.needs_network(params) and not workload.spreads_over_endpoints and \
+            isinstance(inst, ServiceEndpoints) and (others := inst.other_endpoints()):
+        return (f"behind a Service with {len(others) + 1} endpoints its client's connections "
+                "would land on different ones, and they must meet one server; with "
+                "endpoints = 1 it measures the Service's path (a workload whose every "
+                "connection stands alone, redis, serves from all of them)")
     why = workload.not_applicable(inst, params)
     return str(why) if why else None

@@ -58,7 +58,9 @@ class BaseWorkload:
       packages                    the Debian packages its image needs (the image recipe gets
                                   every registered workload's, from its caller);
       figures                     FigureHints: how the report draws it (bars, concurrency
-                                  axes, latency panels, ...); FigureHints() for tables only.
+                                  axes, latency panels, ...); FigureHints() for tables only;
+      spreads_over_endpoints      (default: False) its server runs in every endpoint behind
+                                  a Service, each connection served where it lands.
 
     Hooks, with their defaults here (HOOKS):
       work(params, samples)       how much work one run did, (amount, unit), in the unit its
@@ -93,6 +95,7 @@ class BaseWorkload:
     image_hooks: ClassVar[Sequence[ImageHook]] = ()
     figures: ClassVar[FigureHints]
     headline: ClassVar[str] = ""  # the first metric the run reports
+    spreads_over_endpoints: ClassVar[bool] = False  # protocols.WorkloadFacts says when True
 
     def work(self, params: Params, samples: Sequence[Sample]) -> tuple[float, str] | None:
         return None

@@ -21,6 +21,12 @@ in flight per connection, throughput and latency swept over connection counts. H
   number of requests back to back, so the mix's rate is total requests over total time, the
   harmonic mean of the two rates.
 
+With keepalive = false every request opens its own connection (redis-benchmark -k 0): the
+rate then includes a TCP handshake and close per request, what a Service (kube-proxy's DNAT
+and its conntrack entry per connection) costs. Behind a Service with several endpoints each
+connection lands on any of them, so a server runs in each (workloads.servers.
+serving_everywhere) and the keys each holds afterwards are reported.
+
 Sanity: a server that does not answer PING before or after, a client error or timeout, a
 test with no rate, or an empty dataset afterwards fails the point.
 """
@@ -52,7 +58,7 @@ from isotax.workloads.base import (
     register,
     require_runnable,
 )
-from isotax.workloads.servers import serving
+from isotax.workloads.servers import serving_everywhere
 
 # An unusual port (the Debian service uses 6379), in the range of isotax's other servers.
 PORT = Port(46379, server="redis-server")
@@ -62,6 +68,9 @@ KEY_BYTES = len("key:") + 12  # redis-benchmark's key:__rand_int__
 # ("max number of clients reached"). It also keeps 32 descriptors for itself beyond them.
 MAXCLIENTS = 10000
 RESERVED_FDS = 32
+# keepalive = false: each request's connection holds a local port in TIME_WAIT for 60 s, of
+# Linux's 28,232 by default; SET and GET each run `requests` of them.
+CRR_REQUESTS = 10000
 
 
 def server_argv(listen: str) -> list[str]:
@@ -84,6 +93,23 @@ def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
                           f"{(done.stdout + done.stderr).strip()[:200]}")
 
 
+def _keys(lg: LoadGen, servers: Sequence[Instance], host: str, port: int) -> list[int]:
+    """The keys each server holds after the run: the one server's through the load
+    generator's path (it still answers there); several endpoints' each from inside its own
+    (the Service would answer from any one of them). -1 where one cannot say."""
+    if len(servers) == 1:
+        done = [lg.exec(cli_argv(host, port, "DBSIZE"), 30)]
+    else:
+        done = [one.exec(cli_argv(lg.listen(one), REDIS_PORT, "DBSIZE"), 30) for one in servers]
+    out = []
+    for d in done:
+        try:
+            out.append(int(d.stdout.strip()))
+        except ValueError:
+            out.append(-1)
+    return out
+
+
 def _benchmark_version(lg: LoadGen) -> str:
     return client_tool_version(lg, ("redis-benchmark", "--version"), parse_redis_version)
 
@@ -91,7 +117,7 @@ def _benchmark_version(lg: LoadGen) -> str:
 @register
 class Redis(BaseWorkload):
     name: ClassVar[str] = "redis"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     description: ClassVar[str] = ("redis-server in the environment, redis-benchmark SET and GET "
                                   "from the load generator, pipelined; requests/s and ms")
     params: ClassVar[Sequence[ParamSpec]] = (
@@ -102,6 +128,9 @@ class Redis(BaseWorkload):
         ParamSpec("pipeline", int, 10, "requests in flight per connection (-P)", minimum=1),
         ParamSpec("value_bytes", int, 50, "value size of SET (-d)", minimum=1),
         ParamSpec("keyspace", int, 100000, "distinct random keys (-r)", minimum=1),
+        ParamSpec("keepalive", bool, True, "false: a new connection for every request "
+                  "(redis-benchmark -k 0), what a Service's per-connection cost shows in; "
+                  f"each then holds a local port for 60 s: at most {CRR_REQUESTS} requests"),
     )
     tools: ClassVar[Mapping[str, Sequence[str]]] = {
         "redis-server": ("redis-server", "--version"),
@@ -111,6 +140,9 @@ class Redis(BaseWorkload):
     client_packages: ClassVar[Sequence[str]] = ("redis-tools",)
     ports: ClassVar[Mapping[str, Port]] = {"redis": PORT}
     packages: ClassVar[Sequence[str]] = ("redis-server", "redis-tools")
+    # Every connection stands alone (SET and GET of random keys on whichever server it
+    # reaches): behind a Service with several endpoints, each runs a server.
+    spreads_over_endpoints: ClassVar[bool] = True
     figures: ClassVar[FigureHints] = FigureHints(concurrency=("connections",), latency_panels=(
         LatencyPanel("SET", "set_requests_per_s", ("set_latency_p50_ms", "set_latency_p99_ms")),
         LatencyPanel("GET", "get_requests_per_s", ("get_latency_p50_ms", "get_latency_p99_ms")),
@@ -133,6 +165,14 @@ class Redis(BaseWorkload):
         """redis-benchmark's requests: `requests` SETs, then as many GETs."""
         return 2.0 * params["requests"], "request"
 
+    def not_applicable(self, inst: Instance, params: Params) -> str | None:
+        if not params["keepalive"] and int(params["requests"]) > CRR_REQUESTS:
+            return (f"keepalive = false with requests = {params['requests']}: every request "
+                    "a new connection, each holding a local port for 60 s after it closes "
+                    f"(TIME_WAIT), so SET and GET would run out of ports; give requests <= "
+                    f"{CRR_REQUESTS}")
+        return None
+
     def prepare(self, inst: Instance, params: Params, loadgen: LoadGen | None) -> None:
         need_loadgen(loadgen)
         require_runnable(inst, ["redis-server", "--version"])
@@ -141,35 +181,36 @@ class Redis(BaseWorkload):
         lg = need_loadgen(loadgen)
         conns, requests = int(params["connections"]), int(params["requests"])
         pipeline, value = int(params["pipeline"]), int(params["value_bytes"])
-        keyspace = int(params["keyspace"])
+        keyspace, keepalive = int(params["keyspace"]), bool(params["keepalive"])
         host, port = lg.target(inst, REDIS_PORT, "tcp")
-        server = server_argv(lg.listen(inst))
         client = ["redis-benchmark", "-h", host, "-p", str(port), "-a", SERVER_SECRET,
-                  "-t", "set,get",
+                  "-t", "set,get", "-k", "1" if keepalive else "0",
                   "-n", str(requests), "-c", str(conns), "-P", str(pipeline),
                   "-d", str(value), "-r", str(keyspace), "--csv"]
         # redis-benchmark hangs (it does not exit) when it cannot connect: the timeout is
         # the backstop, generous enough for the emulated VM (~1k requests/s at worst).
         timeout = 60 + 2 * requests / 1000
-        with serving(inst, server, REDIS_PORT, "tcp", program="redis-server"):
+        # Behind a Service with several endpoints a server runs in each (every connection
+        # lands where the Service sends it); else in the instance alone.
+        with serving_everywhere(inst, lambda one: server_argv(lg.listen(one)), REDIS_PORT,
+                                "tcp", program="redis-server") as servers:
             _ping(lg, host, port, "before the run")
             done = lg.exec(client, timeout)
             tests = client_result(done, "redis-benchmark", timeout, parse_redis_benchmark)
             _ping(lg, host, port, "after the run (did it die?)")
-            size = lg.exec(cli_argv(host, port, "DBSIZE"), 30)
+            keys = _keys(lg, servers, host, port)
         missing = {"SET", "GET"} - tests.keys()
         if missing:
             raise SanityError(f"redis-benchmark gave no {' or '.join(sorted(missing))} result")
-        try:
-            keys = int(size.stdout.strip())
-        except ValueError:
-            keys = -1
-        if keys <= 0:
-            raise SanityError(f"after SET the server holds {size.stdout.strip() or '?'} keys")
+        if sum(keys) <= 0:
+            raise SanityError(f"after SET the server{'s hold' if len(keys) > 1 else ' holds'} "
+                              f"{sum(keys)} keys")
         labels = {"tool": f"redis-benchmark {_benchmark_version(lg)} (client: {lg.where})",
                   "path": lg.path(inst), "connections": conns, "pipeline": pipeline,
                   "in_flight": conns * pipeline, "value_bytes": value, "key_bytes": KEY_BYTES,
-                  "keyspace": keyspace, "requests_per_test": requests, "keys_after": keys}
+                  "keyspace": keyspace, "requests_per_test": requests, "keys_after": sum(keys),
+                  "keepalive": keepalive,
+                  **({"keys_by_endpoint": keys} if len(servers) > 1 else {})}
         samples: list[Sample] = []
         for t in (tests["SET"], tests["GET"]):
             samples += self._samples(t, labels)

@@ -10,12 +10,12 @@ import contextlib
 import os
 import shlex
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from isotax.model import NotApplicable, SanityError
 from isotax.parsers import procfs
-from isotax.protocols import ExecError, Instance, Reach
+from isotax.protocols import ExecError, Instance, Reach, ServiceEndpoints
 from isotax.telemetry.footprint import process_parents, with_descendants
 
 # A socket's state in /proc/net/{tcp,udp}*: LISTEN for TCP; for UDP, bound and unconnected (07).
@@ -183,6 +183,21 @@ def serving(inst: Instance, argv: Sequence[str], port: int, proto: str = "tcp",
         yield pid
     finally:
         stop_server(inst, pid, program or argv[0])
+
+
+@contextlib.contextmanager
+def serving_everywhere(inst: Instance, argv_for: Callable[[Instance], Sequence[str]],
+                       port: int, proto: str = "tcp", program: str | None = None,
+                       timeout: float = 30) -> Iterator[list[Instance]]:
+    """serving() in inst and in every other endpoint behind its Service
+    (protocols.ServiceEndpoints): a connection to the Service lands on any of them, and each
+    must answer it. argv_for gives each its command (its own listen address). Yields where
+    the servers run, inst first; every one is stopped."""
+    where = [inst, *(inst.other_endpoints() if isinstance(inst, ServiceEndpoints) else ())]
+    with contextlib.ExitStack() as stack:
+        for one in where:
+            stack.enter_context(serving(one, argv_for(one), port, proto, program, timeout))
+        yield where
 
 
 # -- where client and server run ----------------------------------------------------------

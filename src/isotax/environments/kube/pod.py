@@ -37,9 +37,7 @@ runtime's own pause).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -58,6 +56,12 @@ from isotax.environments.base import (
 )
 from isotax.environments.container_fs import ROOTFS_DATA_DIR, SCRATCH, VOLUME_DIR
 from isotax.environments.evidence import PROBE, detected, host_facts, parse_facts
+from isotax.environments.kube.endpoints import (
+    ENDPOINTS_OPTION,
+    EndpointPod,
+    endpoints_problem,
+    start_endpoints,
+)
 from isotax.environments.kube.manifests import (
     POD,
     SERVICE_WORDS,
@@ -66,23 +70,22 @@ from isotax.environments.kube.manifests import (
     pod_manifest,
     service_manifest,
 )
+from isotax.environments.kube.node_cpus import cpu_words
 from isotax.environments.kube.service import wait_service
 from isotax.environments.kube.starts import PodBurst
 from isotax.environments.kube_api import (
     api_unreachable,
     delete_namespace,
-    exec_argv,
-    exec_completed,
     foreign_access,
     get_pod,
     image_differs,
     kib,
     kubectl,
-    kubectl_failed,
     local_addresses,
     lost,
     namespace_manifest,
     namespaces_left,
+    pod_exec,
     pod_security_level,
     pod_security_refusal,
     pod_words,
@@ -168,6 +171,9 @@ class PodInstance:
         self.milestones: Mapping[str, float] = {}
         self.level = pod_security_level(spec.network == "host")
         self.secrets: list[str] = []  # the pull secrets' names in its namespace
+        # The pods beside it behind its Service (network "service", endpoints > 1).
+        self.endpoints = int(spec.options.get("endpoints", 1))
+        self.others: list[EndpointPod] = []
         self._created = False
         self._stopped = False
 
@@ -239,14 +245,17 @@ class PodInstance:
                 raise Unavailable(Availability.no(
                     f"the Service in front of pod {self.namespace}/{POD} has no address: "
                     f"{got.stderr.strip()[:200]}"))
-            wait_service(self.layout, self.namespace, self.cluster_ip, self.pod_ip,
-                         timeout=60 * pace)
+            self.others = start_endpoints(self, self.namespace, self.endpoints,
+                                          lambda n: self.manifest(n, burst=True),
+                                          self.spec.workdir, 120 * pace)
+            wait_service(self.layout, self.namespace, self.cluster_ip,
+                         [self.pod_ip, *(o.address for o in self.others)], timeout=60 * pace)
         self._what_it_is()
         if self.spec.storage == "rootfs":
             self.exec(["mkdir", "-p", ROOTFS_DATA_DIR], 30).check()
         if self.layout is None:
             self._same_bits()
-        self.cpus_words = self._read_cpus()
+        self.cpus_words = cpu_words(self.layout, self.host_pids()) if self.layout else ""
         self.milestones = dict(sw.marks)
 
     # -- a cluster isotax did not start (--kubeconfig) ----------------------------------------
@@ -371,11 +380,11 @@ class PodInstance:
 
     # -- the protocol -------------------------------------------------------------------------
     def exec(self, argv: Sequence[str], timeout: float) -> Completed:
-        t0 = time.monotonic()
-        p = kubectl(*exec_argv(self.namespace, argv, timeout, POD), timeout=timeout + 15)
-        if kubectl_failed(p) and (down := api_unreachable()):
-            raise lost(down)
-        return exec_completed(argv, p, t0)
+        return pod_exec(self.namespace, POD, argv, timeout)
+
+    def other_endpoints(self) -> Sequence[Instance]:
+        """protocols.ServiceEndpoints: the other pods behind its Service (endpoints > 1)."""
+        return self.others
 
     @property
     def socket_stack(self) -> SocketStack:
@@ -420,7 +429,9 @@ class PodInstance:
                 f"{self.layout.bridge} (CNI bridge)" if self.layout else "the cluster's network"),
                         "host": "hostNetwork: the node's own stack",
                         "service": f"ClusterIP Service {self.cluster_ip} (kube-proxy, "
-                                   f"iptables) in front of {self.pod_ip}"}[self.spec.network],
+                                   f"iptables) in front of {self.pod_ip}" + (
+                            f" and {len(self.others)} more endpoints like it on its node"
+                            if self.others else "")}[self.spec.network],
             "address": self.address,
             "rootfs": f"image {self.image_ref} in containerd (overlayfs), writable; "
                       f"{SCRATCH} an emptyDir in memory"
@@ -433,29 +444,6 @@ class PodInstance:
             **({"cgroup": f"{limits} ({nodecgroups.host().words()})"}
                if self.layout and (limits := L.pod_limits(self.layout, self.uid)) else {}),
         }
-
-    def _read_cpus(self) -> str:
-        """The CPUs the pod's host processes may run on, and the node's CPU manager policy,
-        in words: what the static policy's exclusive cores are, seen from the host (for
-        gVisor the Sentry's own processes, which the policy does not pin)."""
-        if self.layout is None:
-            return ""
-        allowed: dict[str, list[str]] = {}
-        for pid in self.host_pids():
-            with contextlib.suppress(OSError):
-                status = Path(f"/proc/{pid}/status").read_text()
-                name = Path(f"/proc/{pid}/comm").read_text().strip()
-                m = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M)
-                if m:
-                    allowed.setdefault(m.group(1), []).append(name)
-        try:
-            conf = json.loads((self.layout.etc / "kubelet.json").read_text())
-            policy = str(conf.get("cpuManagerPolicy", "none"))
-        except (OSError, ValueError):
-            policy = "?"
-        where = "; ".join(f"{', '.join(sorted(set(names)))} on CPUs {cpus}"
-                          for cpus, names in sorted(allowed.items()))
-        return f"CPU manager {policy}: {where or 'no process seen'}"
 
     def _cgroup(self, hierarchy: str) -> Path | None:
         """The pod's cgroup (its node's kubelet's, under its cgroup root): on v1 in the
@@ -551,6 +539,7 @@ class Pod(EnvironmentBase):
         ParamSpec("pull_secret", str, "", "on a cluster --kubeconfig names: the image's "
                   "registry credentials, a Secret's NAME (NAMESPACE/NAME) or a docker "
                   "config.json, copied into the pod's namespace"),
+        ENDPOINTS_OPTION,
         ParamSpec("node", str, "", f"the node the pod runs on (the local cluster: {L.NODE}, "
                   f"this host, by default; {L.WORKER.name}, the second node of `isotax "
                   "cluster up --nodes 2`; a foreign one: the scheduler's choice)"),
@@ -565,6 +554,10 @@ class Pod(EnvironmentBase):
     @classmethod
     def network_layer(cls, network: str) -> tuple[str, str] | None:
         return ("pod", SERVICE_WORDS) if network == "service" else None
+
+    @classmethod
+    def options_problem(cls, network: str, options: Mapping[str, Any]) -> str | None:
+        return endpoints_problem(network, options)
 
     def available(self) -> Availability:
         t = target.current()

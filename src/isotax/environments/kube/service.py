@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from isotax.environments.kube.manifests import POD
@@ -13,12 +14,13 @@ from isotax.host.kubernetes import layout as L
 from isotax.protocols import Availability, Unavailable
 
 
-def wait_service(layout: L.NodeLayout | None, namespace: str, cluster_ip: str, pod_ip: str,
-                 timeout: float) -> None:
-    """Until every node's kube-proxy has put the pod behind the Service's address in its nat
-    table (a client's node translates it; a second node's table is its namespace's): before,
-    a client's packets to it go nowhere (the endpoint follows the pod's readiness, and
-    kube-proxy syncs a moment later). `layout` None: a foreign cluster's."""
+def wait_service(layout: L.NodeLayout | None, namespace: str, cluster_ip: str,
+                 pod_ips: Sequence[str], timeout: float) -> None:
+    """Until every node's kube-proxy has put the pods (the measured one and any other
+    endpoints) behind the Service's address in its nat table (a client's node translates it;
+    a second node's table is its namespace's): before, a client's packets to it go nowhere
+    (an endpoint follows its pod's readiness, and kube-proxy syncs a moment later).
+    `layout` None: a foreign cluster's."""
     deadline = time.monotonic() + timeout
     nodes = [n for n in L.NODES if not n.netns or Path(f"/run/netns/{n.netns}").exists()]
     while time.monotonic() < deadline:
@@ -28,14 +30,14 @@ def wait_service(layout: L.NodeLayout | None, namespace: str, cluster_ip: str, p
             # finds out from there (loadgen.pod: a connection through it).
             got = kubectl("get", "endpointslices", "-n", namespace, "-l",
                           f"kubernetes.io/service-name={POD}", "-o", "json", timeout=30)
-            if got.returncode == 0 and endpoint_ready(json.loads(got.stdout), pod_ip):
+            if got.returncode == 0 and endpoint_ready(json.loads(got.stdout), pod_ips):
                 return
         else:
             nats = [command.run(n.enter(["iptables-save", "-t", "nat"]), 30).stdout
                     for n in nodes]
-            if all(service_programmed(nat, cluster_ip, pod_ip) for nat in nats):
+            if all(service_programmed(nat, cluster_ip, pod_ips) for nat in nats):
                 return
         time.sleep(0.1)
     raise Unavailable(Availability.no(
-        f"kube-proxy did not put pod {namespace}/{POD} ({pod_ip}) behind its Service "
-        f"{cluster_ip} within {timeout:.0f} s"))
+        f"kube-proxy did not put pod {namespace}/{POD} ({', '.join(pod_ips)}) behind its "
+        f"Service {cluster_ip} within {timeout:.0f} s"))
