@@ -87,7 +87,8 @@ def test_report_names_the_layer_and_what_it_cost(tmp_path: Path) -> None:
     md = markdown.render(d)
     section = md[md.index("## Attribution to layers"):md.index("## Tool versions")]
     assert "| network: bridge → host | runc → runc-host | 2 | 1 |" in section
-    assert "| network: bridge → host | rr |  | latency_us |" in section and "better" in section
+    assert "| network: bridge → host | runc → runc-host | rr |  | latency_us |" in section \
+        and "better" in section
     assert "throughput" not in section  # not worse or better: counted, not listed
     # The verdicts' words, from the rounds' pairs: the same machinery as the headline's.
     assert "better by 49.1% (3 pairs)" in section

@@ -32,11 +32,15 @@ def blocks(d: ReportData) -> list[Block]:
                         str(len(ratios)), str(len(beyond)), str(same),
                         str(len(ratios) - len(beyond) - same)])
         for row, r in beyond:
-            moved.append([layer.words(), row.workload,
+            # The pair named too: one setting may differ between several pairs (bridge →
+            # host for runc and for docker), whose rows would otherwise read as repeats.
+            moved.append([layer.words(), f"{layer.before_env} → {layer.after_env}",
+                          row.workload,
                           d.sweep_label.get((row.workload, row.params_key), ""), row.metric,
                           f"{r.ratio:.3f} {r.interval()}", f"{r.words()} ({r.n} pairs)"])
     out.append(Grid(["layer", "environments", "metrics compared", "worse or better",
                      "equivalent", "undecided"], summary))
     if moved:
-        out.append(Grid(["layer", "workload", "sweep", "metric", "ratio", "verdict"], moved))
+        out.append(Grid(["layer", "environments", "workload", "sweep", "metric", "ratio",
+                         "verdict"], moved))
     return out
