@@ -67,6 +67,7 @@ image = image_where(_why_not)
 def test_open_close_leaves_nothing() -> None:
     if (why := _why_not()) is not None:
         pytest.skip(why)
+    host_tw_reuse = Path("/proc/sys/net/ipv4/tcp_tw_reuse").read_text()
     with open_loadgen() as lg:
         tag = lg.netns
         assert f"netns {tag} " in " ".join(find_leaks())  # the check sees it while it exists
@@ -76,6 +77,11 @@ def test_open_close_leaves_nothing() -> None:
         assert f"via {lg.veth.host_ip}" in route
         with IPRoute() as ipr:  # the host uplink's MTU, not the veth default of 1500
             assert lg.veth.mtu() == uplink_mtu(ipr)
+        # Its clients reuse their own TIME_WAIT ports (a connection per request), and only
+        # they: the host's own setting is untouched.
+        assert lg.exec(["sysctl", "-n", "net.ipv4.tcp_tw_reuse"], 10).check().stdout.strip() \
+            == "1"
+        assert Path("/proc/sys/net/ipv4/tcp_tw_reuse").read_text() == host_tw_reuse
         rules = [ln for ln in iptables("-t", "filter", "-S", "FORWARD").stdout.splitlines()
                  if tag in ln]
         assert len(rules) == 2 and all("isotax" in r for r in rules)
