@@ -20,9 +20,11 @@ What must hold, and what must not:
 - a fixed-n 95% t interval looked at after every pair is a known-invalid rule: on these data
   its false worse/better rate at the margin's edge must be measurably above 5% (the test fails
   if the measurement cannot tell it from a valid rule);
-- so is borrowing a history whose spread is half today's;
+- so is borrowing a history whose spread is half today's: measurably above 5% on at least
+  one recorded day and schedule (an invalid rule need fail under one condition);
 - the verdicts' own rule must stay at or below 5% false worse/better and false equivalent,
-  at ratio 1 and at the margin's edge, on the schedule it runs.
+  at ratio 1 and at the margin's edge, on the schedule it runs, on every recorded day's
+  sequences and on all of them together (a valid rule must hold under every condition).
 
 Run directly for the table: cd tests && ../.venv/bin/python -m unit.test_verdict_error_rates
 """
@@ -54,13 +56,17 @@ MARGIN = 0.03  # a margin this host's A/A floors give (3%; MIN_MARGIN is 2%)
 LEVEL = 0.05
 
 
-def sequences(plan_prefix: str, aa: bool | None = None
+DAYS = sorted({rec["day"] for rec in RECORDED})
+
+
+def sequences(plan_prefix: str, aa: bool | None = None, day: str | None = None
               ) -> list[tuple[tuple[str, str, str], np.ndarray]]:
     """((environment, workload, params), log ratios) of every recorded sequence of the plans
-    named plan_prefix*; aa: only the A/A copy's (True), only the others (False), or both."""
+    named plan_prefix*; aa: only the A/A copy's (True), only the others (False), or both;
+    day: only that day's recordings (None: every day's)."""
     out = []
     for rec in RECORDED:
-        if not rec["plan"].startswith(plan_prefix):
+        if not rec["plan"].startswith(plan_prefix) or day not in (None, rec["day"]):
             continue
         for s in rec["sequences"]:
             is_aa = s["environment"].endswith("-aa")
@@ -169,8 +175,8 @@ def verdicts_of(rule: str, d: np.ndarray, base: np.ndarray, key: tuple[str, str,
     raise ValueError(rule)
 
 
-def false_rates(rule: str, truth: str, plan: str, seed: int = 1, margin: float = MARGIN
-                ) -> np.ndarray:
+def false_rates(rule: str, truth: str, plan: str, seed: int = 1, margin: float = MARGIN,
+                day: str | None = None) -> np.ndarray:
     """Per recorded sequence of the plan (where the rule applies), the share of its
     simulations that ended in a false verdict: at ratio 1 ("one"), any worse or better; on
     the margin's edge ("edge", each side in turn), "beyond the margin" on that side or
@@ -181,7 +187,7 @@ def false_rates(rule: str, truth: str, plan: str, seed: int = 1, margin: float =
     m = math.log1p(margin)
     out = []
     for aa in (True, False):
-        for key, seq in sequences(plan, aa):
+        for key, seq in sequences(plan, aa, day):
             base = null(seq, aa)
             wrong = runs = 0
             for sign in ((0.0,) if truth == "one" else (1.0, -1.0)):
@@ -250,8 +256,13 @@ def test_a_fixed_n_interval_peeked_at_after_every_pair_fails(plan: str) -> None:
 
 @needs_data
 def test_borrowing_a_history_at_half_todays_spread_fails() -> None:
-    rate, low, _ = interval(false_rates("half-sd history", "edge", "sequences"))
-    assert low > LEVEL, (rate, low)
+    """An invalid rule needs to fail under one condition this host gives, a valid one must
+    hold under all: the optimistic history's rate is measurably above 5% on at least one
+    recorded day and schedule (2026-11-29's fixed schedule: 7.4% [5.1, 9.7]; 2026-11-30's
+    tight one: 8.0% [7.2, 8.9]; on 2026-11-30's fixed one, with less dependence, 3.9%)."""
+    seen = {(day, plan): interval(false_rates("half-sd history", "edge", plan, day=day))
+            for day in DAYS for plan in ("sequences", "tight") if sequences(plan, day=day)}
+    assert any(low > LEVEL for _, low, _ in seen.values()), seen
 
 
 @needs_data
@@ -259,21 +270,27 @@ def test_borrowing_a_history_at_half_todays_spread_fails() -> None:
 @pytest.mark.parametrize("truth", ["one", "edge"])
 @pytest.mark.parametrize("plan", ["sequences", "tight"])
 def test_the_verdicts_own_rule_stays_at_5_percent(rule: str, truth: str, plan: str) -> None:
-    rates = false_rates(rule, truth, plan)
-    rate, _, high = interval(rates)
-    assert high <= LEVEL, (rule, truth, plan, rate, high)
+    """On every recorded day's sequences and on all of them together."""
+    for day in (None, *DAYS):
+        rates = false_rates(rule, truth, plan, day=day)
+        if not rates.size:
+            continue
+        rate, _, high = interval(rates)
+        assert high <= LEVEL, (rule, truth, plan, day, rate, high)
 
 
 def table() -> None:
     print(f"margin ±{MARGIN:.0%}, {SIMS} simulations a sequence, up to {CAP} pairs; "
           "false verdicts with 95% intervals over the sequences")
-    for plan in ("sequences", "tight"):
-        lags = [lag1(s) for _, s in sequences(plan)]
-        print(f"{plan}: {len(lags)} sequences, lag-1 median {np.median(lags):.2f} "
-              f"(range {min(lags):.2f} to {max(lags):.2f})")
+    for day, plan in [(d, p) for d in (None, *DAYS) for p in ("sequences", "tight")]:
+        lags = [lag1(s) for _, s in sequences(plan, day=day)]
+        if not lags:
+            continue
+        print(f"{plan}, {day or 'every day'}: {len(lags)} sequences, lag-1 median "
+              f"{np.median(lags):.2f} (range {min(lags):.2f} to {max(lags):.2f})")
         for rule in RULES:
             for truth in ("one", "edge", "edge, equivalent", "edge, beyond"):
-                per = false_rates(rule, truth, plan)
+                per = false_rates(rule, truth, plan, day=day)
                 if not per.size:
                     continue
                 rate, low, high = interval(per)
