@@ -26,7 +26,9 @@ The plan's axes:
            kernel), never read from the RuntimeClass handler's name; pull_secret: a Secret's
            NAME or a docker config.json for the image's registry (on a foreign cluster);
            node: the node it runs on (itx-node1, this host's own, by default; itx-node2 is
-           the second node of `isotax cluster up --nodes 2`).
+           the second node of `isotax cluster up --nodes 2`); endpoints: with network
+           "service", the pods behind the Service (kube/endpoints.py: endpoints - 1 more of
+           its spec on its node, each serving a workload that spreads over them).
 
 Commands run through `kubectl exec` under coreutils' `timeout` inside (killing kubectl does not
 stop the process in the pod). The pod's own cgroup (the kubelet's, under its cgroup root's
