@@ -74,8 +74,7 @@ class NamespaceLoadGen:
         # within a minute took 30,000 of the 28,232 ports, and the third ran at a quarter of
         # its rate (measured). The clients' own namespace reuses them (its sysctl only;
         # TCP timestamps keep that safe), as redis-benchmark itself asks.
-        done = command.run(["ip", "netns", "exec", self.netns, "sysctl", "-qw",
-                            "net.ipv4.tcp_tw_reuse=1"], 30)
+        done = self.exec(["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"], 30)
         if done.returncode != 0:
             raise NetworkError(f"load generator namespace {self.netns}: tcp_tw_reuse: "
                                f"{done.stderr.strip()[:200]}")

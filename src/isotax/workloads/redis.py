@@ -96,7 +96,8 @@ def _ping(lg: LoadGen, host: str, port: int, when: str) -> None:
 def _keys(lg: LoadGen, servers: Sequence[Instance], host: str, port: int) -> list[int]:
     """The keys each server holds after the run: the one server's through the load
     generator's path (it still answers there); several endpoints' each from inside its own
-    (the Service would answer from any one of them). -1 where one cannot say."""
+    (the Service would answer from any one of them). A server that does not say fails the
+    point, in its own words."""
     if len(servers) == 1:
         done = [lg.exec(cli_argv(host, port, "DBSIZE"), 30)]
     else:
@@ -106,7 +107,8 @@ def _keys(lg: LoadGen, servers: Sequence[Instance], host: str, port: int) -> lis
         try:
             out.append(int(d.stdout.strip()))
         except ValueError:
-            out.append(-1)
+            raise SanityError(f"after SET redis-server does not say how many keys it holds: "
+                              f"{(d.stdout + d.stderr).strip()[:200] or '?'}") from None
     return out
 
 

@@ -9,22 +9,12 @@ not measured, paused or footprinted on its own (the measured pod is)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from isotax.environments.kube.manifests import POD
-from isotax.environments.kube_api import kubectl, pod_exec, wait_running
-from isotax.protocols import (
-    Availability,
-    Completed,
-    Facts,
-    Instance,
-    ParamSpec,
-    SocketStack,
-    Unavailable,
-)
+from isotax.environments.kube_api import pod_exec, wait_running
+from isotax.protocols import Completed, Facts, Instance, ParamSpec, SocketStack
 
 ENDPOINTS_OPTION = ParamSpec(
     "endpoints", int, 1, "with network = \"service\": the pods behind the Service, the "
@@ -89,22 +79,17 @@ class EndpointPod:
 
 
 def start_endpoints(main: Instance, namespace: str, count: int,
-                    manifest: Callable[[str], dict[str, Any]], workdir: Path,
+                    manifest: Callable[[str], dict[str, Any]],
+                    apply: Callable[[Mapping[str, Any]], None],
                     timeout: float) -> list[EndpointPod]:
     """count - 1 more pods of manifest(name) (the measured pod's spec, a burst's sliver of
-    requests so that ten fit beside the plan's pods), applied at once, each waited for until
-    it runs; their addresses are what the Service must route to."""
+    requests so that ten fit beside the plan's pods), applied at once as one List through
+    the measured pod's own `apply` (its admission words, a lost cluster said as such), each
+    waited for until it runs; their addresses are what the Service must route to."""
     names = endpoint_names(count)
     if not names:
         return []
-    path = workdir / "endpoints.json"
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
-                                "items": [manifest(n) for n in names]}))
-    done = kubectl("apply", "-f", str(path))
-    if done.returncode != 0:
-        raise Unavailable(Availability.no(
-            f"kubectl apply of the Service's {len(names)} other endpoints failed: "
-            f"{done.stderr.strip()[-300:]}"))
+    apply({"apiVersion": "v1", "kind": "List", "items": [manifest(n) for n in names]})
     out = []
     for name in names:
         pod = wait_running(namespace, name, timeout)

@@ -249,7 +249,8 @@ class PodInstance:
                     f"{got.stderr.strip()[:200]}"))
             self.others = start_endpoints(self, self.namespace, self.endpoints,
                                           lambda n: self.manifest(n, burst=True),
-                                          self.spec.workdir, 120 * pace)
+                                          lambda obj: self._apply(obj, self.level),
+                                          120 * pace)
             wait_service(self.layout, self.namespace, self.cluster_ip,
                          [self.pod_ip, *(o.address for o in self.others)], timeout=60 * pace)
         self._what_it_is()
