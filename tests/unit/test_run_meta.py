@@ -58,6 +58,18 @@ def test_a_copy_is_verbatim_and_an_old_misfit_reads_as_absent(tmp_path: Path) ->
                                     "concurrent", "fingerprint_forced"}
 
 
+def test_every_key_run_meta_reads_has_a_schema_and_collections_read_empty() -> None:
+    """RunMeta's readers take their key from their own name: a misspelt one would read None
+    for ever, so each must be a SCHEMA key."""
+    read = [name for name, v in vars(RunMeta).items() if isinstance(v, run_meta.MetaKey)]
+    assert len(read) >= 14 and set(read) <= set(run_meta.SCHEMA), set(read) - set(run_meta.SCHEMA)
+    empty = RunMeta({})
+    assert (empty.restarts, empty.concurrent, empty.fingerprint_forced, empty.cell_runs) == \
+        ([], {}, [], {})
+    assert RunMeta({"cell_runs": {"a": 2}, "pairing": 7}).cell_runs == {"a": 2}
+    assert RunMeta({"pairing": 7}).pairing is None  # a misfit reads as absent
+
+
 def test_the_load_generators_description_is_typed_old_words_included(tmp_path: Path) -> None:
     """LoadGen.describe() is a LoadGenDescription: stored as the fields it has, read back
     typed; runs stored when it was words ("yes", "no", "") read the same way."""

@@ -10,14 +10,16 @@ Each schema names the fields its readers use, typed; the producers' other fields
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from isotax.protocols.loadgen_description import LoadGenDescription
+
+T = TypeVar("T")
 
 
 class _Part(BaseModel):
@@ -208,6 +210,32 @@ def check(key: str, value: Any) -> None:
         raise ValueError(f"run meta {key!r}: {where}: {first.get('msg')}") from e
 
 
+class MetaKey(Generic[T]):
+    """One key of RunMeta, read typed under its own attribute name: the stored value where it
+    fits SCHEMA, else what `empty` makes (None without one)."""
+
+    def __init__(self, empty: Callable[[], T] | None = None) -> None:
+        self.empty = empty
+        self.key = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, meta: None, owner: type) -> MetaKey[T]: ...
+
+    @overload
+    def __get__(self, meta: RunMeta, owner: type) -> T: ...
+
+    def __get__(self, meta: RunMeta | None, owner: type) -> MetaKey[T] | T:
+        if meta is None:
+            return self
+        value = meta.typed(self.key)
+        if value is None and self.empty is not None:
+            return self.empty()
+        return cast(T, value)
+
+
 @dataclass(frozen=True)
 class RunMeta:
     """A run's metadata read back typed: each key's value, or None where the run has none (or
@@ -223,58 +251,19 @@ class RunMeta:
         except ValidationError:
             return None
 
-    @property
-    def budget_s(self) -> float | None:
-        return self.typed("budget_s")
-
-    @property
-    def pairing(self) -> str | None:
-        return self.typed("pairing")
-
-    @property
-    def phases(self) -> Phases | None:
-        return self.typed("phases")
-
-    @property
-    def reach(self) -> ReachMeta | None:
-        return self.typed("reach")
-
-    @property
-    def sequential(self) -> SequentialMeta | None:
-        return self.typed("sequential")
-
-    @property
-    def fleet(self) -> FleetMeta | None:
-        return self.typed("fleet")
-
-    @property
-    def claims(self) -> ClaimsMeta | None:
-        return self.typed("claims")
-
-    @property
-    def loadgen(self) -> LoadGenMeta | None:
-        return self.typed("loadgen")
-
-    @property
-    def image(self) -> ImageMeta | None:
-        return self.typed("image")
-
-    @property
-    def versions(self) -> VersionsMeta | None:
-        return self.typed("versions")
-
-    @property
-    def restarts(self) -> list[DeathMeta]:
-        return self.typed("restarts") or []
-
-    @property
-    def concurrent(self) -> dict[str, ConcurrentRun]:
-        return self.typed("concurrent") or {}
-
-    @property
-    def fingerprint_forced(self) -> list[str]:
-        return self.typed("fingerprint_forced") or []
-
-    @property
-    def cell_runs(self) -> dict[str, int]:
-        return self.typed("cell_runs") or {}
+    # The keys readers use, each under its SCHEMA name. Unannotated on purpose: descriptors,
+    # not dataclass fields. A list or dict key reads empty where the run has none.
+    budget_s = MetaKey[float | None]()
+    pairing = MetaKey[str | None]()
+    phases = MetaKey[Phases | None]()
+    reach = MetaKey[ReachMeta | None]()
+    sequential = MetaKey[SequentialMeta | None]()
+    fleet = MetaKey[FleetMeta | None]()
+    claims = MetaKey[ClaimsMeta | None]()
+    loadgen = MetaKey[LoadGenMeta | None]()
+    image = MetaKey[ImageMeta | None]()
+    versions = MetaKey[VersionsMeta | None]()
+    restarts = MetaKey[list[DeathMeta]](list)
+    concurrent = MetaKey[dict[str, ConcurrentRun]](dict)
+    fingerprint_forced = MetaKey[list[str]](list)
+    cell_runs = MetaKey[dict[str, int]](dict)
