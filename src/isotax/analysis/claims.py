@@ -132,19 +132,21 @@ class Relation(BaseModel):
 
     def words(self, higher_is_better: bool | None = None) -> str:
         """The relation as the report says it: 'equivalent within ±5%'."""
-        if self.equivalent_pct is not None:
-            return f"equivalent within ±{self.equivalent_pct:g}%"
-        if self.worse_by_at_least_pct is not None:
-            return f"worse by at least {self.worse_by_at_least_pct:g}%"
-        if self.better_by_at_least_pct is not None:
-            return f"better by at least {self.better_by_at_least_pct:g}%"
-        if self.at_most_worse_pct is not None:
-            return f"at most {self.at_most_worse_pct:g}% worse"
         if self.within is not None:
             return f"ratio within [{self.within[0]:g}, {self.within[1]:g}]"
-        if self.at_most is not None:
-            return f"at most {self.at_most:g}"
-        return f"at least {self.at_least:g}"
+        field, value = next((k, v) for k, v in self if v is not None)  # exactly one (_one)
+        return _RELATION_WORDS[field].format(value)
+
+
+# A relation's words by its field (`within`, two numbers, is worded apart).
+_RELATION_WORDS = {
+    "equivalent_pct": "equivalent within ±{:g}%",
+    "worse_by_at_least_pct": "worse by at least {:g}%",
+    "better_by_at_least_pct": "better by at least {:g}%",
+    "at_most_worse_pct": "at most {:g}% worse",
+    "at_most": "at most {:g}",
+    "at_least": "at least {:g}",
+}
 
 
 EnvSelector = str | dict[str, ParamValue | dict[str, ParamValue]]
