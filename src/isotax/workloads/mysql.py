@@ -227,10 +227,6 @@ def _check_client(done: Completed, what: str) -> None:
                           f"{(fatal[-1] if fatal else text.strip()[-200:])[:200]}")
 
 
-def _client_version(lg: LoadGen) -> str:
-    return client_tool_version(lg, ("sysbench", "--version"), parse_sysbench_version)
-
-
 @register
 class Mysql(BaseWorkload):
     name: ClassVar[str] = "mysql"
@@ -386,8 +382,9 @@ class Mysql(BaseWorkload):
         if after != tables * rows:
             raise SanityError(f"the tables hold {after} rows after the run, not {tables * rows}"
                               " (oltp_read_write's delete + insert keep the count)")
+        version = client_tool_version(lg, ("sysbench", "--version"), parse_sysbench_version)
         return self._samples(r, delta, params, {
-            "tool": f"sysbench {_client_version(lg)} oltp_read_write (client: {lg.where})",
+            "tool": f"sysbench {version} oltp_read_write (client: {lg.where})",
             "path": lg.path(inst), "threads": threads, "seconds": seconds, "tables": tables,
             "table_size": rows, "buffer_pool_mib": int(params["buffer_pool_mib"]),
             "flush_log_at_trx_commit": int(params["flush_log_at_trx_commit"]),

@@ -112,10 +112,6 @@ def _keys(lg: LoadGen, servers: Sequence[Instance], host: str, port: int) -> lis
     return out
 
 
-def _benchmark_version(lg: LoadGen) -> str:
-    return client_tool_version(lg, ("redis-benchmark", "--version"), parse_redis_version)
-
-
 @register
 class Redis(BaseWorkload):
     name: ClassVar[str] = "redis"
@@ -209,7 +205,8 @@ class Redis(BaseWorkload):
         if sum(keys) <= 0:
             raise SanityError(f"after SET the server{'s hold' if len(keys) > 1 else ' holds'} "
                               f"{sum(keys)} keys")
-        labels = {"tool": f"redis-benchmark {_benchmark_version(lg)} (client: {lg.where})",
+        version = client_tool_version(lg, ("redis-benchmark", "--version"), parse_redis_version)
+        labels = {"tool": f"redis-benchmark {version} (client: {lg.where})",
                   "path": lg.path(inst), "connections": conns, "pipeline": pipeline,
                   "in_flight": conns * pipeline, "value_bytes": value, "key_bytes": KEY_BYTES,
                   "keyspace": keyspace, "requests_per_test": requests, "keys_after": sum(keys),

@@ -72,10 +72,6 @@ LOST_DATAGRAM_RUNS = 3
 NETPERF_TESTS = {"tcp": "TCP_RR", "udp": "UDP_RR", "tcp_crr": "TCP_CRR"}
 
 
-def _netperf_version(lg: LoadGen) -> str:
-    return client_tool_version(lg, ("netperf", "-V"), parse_netperf_version)
-
-
 @register
 class RequestResponse(BaseWorkload):
     name: ClassVar[str] = "rr"
@@ -201,7 +197,8 @@ class RequestResponse(BaseWorkload):
         if r.protocol != transport.upper() or (r.request_bytes, r.response_bytes) != (100, 200):
             raise SanityError(f"netperf ran {r.protocol} {r.request_bytes}/{r.response_bytes}"
                               f" bytes, asked {transport.upper()} 100/200")
-        labels = {"tool": f"netperf {_netperf_version(lg)} {test}", "protocol": proto,
+        version = client_tool_version(lg, ("netperf", "-V"), parse_netperf_version)
+        labels = {"tool": f"netperf {version} {test}", "protocol": proto,
                   "request_bytes": 100, "response_bytes": 200, "path": path,
                   "transactions": r.transactions, "min_us": r.min_us, "max_us": r.max_us,
                   "busy_share": round(r.busy_share, 4), "stalled_runs": stalled}
