@@ -3,6 +3,7 @@ the store keeps of it, and what a report reads back, older runs' rows included."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -15,7 +16,9 @@ from isotax.host.facts.parity import Resources
 from isotax.protocols import ElsewhereNode, Evidence, Isolation, NodeIdentity, OwnCpuGroup
 
 RUNC = Facts("runc", Reach.BRIDGE, memory_limit_mib=512)
-PROBED = Resources(2, 512, "madvise", 1500, {"generic-receive-offload": "on"}, cgroup="v2")
+# Every field set, so that a field the record drops fails the round trip.
+PROBED = Resources(2, 512, "madvise", 1500, {"generic-receive-offload": "on"}, "2M",
+                   cpu_quota=1.5, cgroup="v2", shm_mib=64)
 
 
 SHOWN = Evidence(boot_id="0f1e2d3c-aaaa", pidns="pid:[4026532301]", release="6.12.0",
@@ -93,8 +96,18 @@ def test_what_the_telemetry_and_identity_check_ask_is_declared_not_guessed() -> 
      "record.evidence is not an object of the strings boot_id, pidns"),
     ({"kind": "runc", RECORD_KEY: {"version": 2, "resources": {"cpus": "2"}}},
      "record.resources.cpus is '2', not what the parity probe gives"),
+    ({"kind": "runc", RECORD_KEY: {"version": 2, "resources": {
+        **dataclasses.asdict(PROBED), "shm_mib": "64"}}},
+     "record.resources.shm_mib is '64', not what the parity probe gives"),
 ])
 def test_a_row_that_does_not_hold_a_record_is_refused_naming_the_field(
         stored: dict[str, object], words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace("[", r"\[")):
         EnvironmentDescription.from_stored(stored)
+
+
+def test_a_record_stored_before_the_shm_probe_reads_its_size_as_unknown() -> None:
+    row = json.loads(json.dumps(built().to_stored()))
+    del row[RECORD_KEY]["resources"]["shm_mib"]
+    back = EnvironmentDescription.from_stored(row).resources
+    assert back == dataclasses.replace(PROBED, shm_mib=None)

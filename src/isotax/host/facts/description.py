@@ -169,10 +169,13 @@ def _resources(raw: Any) -> Resources | None:
     offloads = raw["offloads"]
     if any(not isinstance(v, str) for v in offloads.values()):
         raise ValueError(f"{RECORD_KEY}.resources.offloads holds a value that is no word")
-    quota = raw["cpu_quota"]
+    quota, shm = raw["cpu_quota"], raw.get("shm_mib")  # no shm_mib: a record before it
+    if shm is not None and (isinstance(shm, bool) or not isinstance(shm, int)):
+        raise ValueError(f"{RECORD_KEY}.resources.shm_mib is {shm!r}, not what the parity "
+                         "probe gives")
     return Resources(raw["cpus"], raw["memory_mib"], raw["thp"], raw["mtu"], dict(offloads),
                      raw["hugepages"], float(quota) if quota is not None else None,
-                     raw["cgroup"])
+                     raw["cgroup"], shm)
 
 
 def _converted(lines: Mapping[str, str]) -> Resources | None:
