@@ -120,7 +120,7 @@ def test_spread_is_borrowed_from_this_hosts_block_paired_runs_only(tmp_path: Pat
     # Lent discounted: the history's sd 1.25 times what it measured.
     assert b.dof == 5 and b.ss == pytest.approx(ss * borrowing.DISCOUNT**2)
     assert borrowing.DISCOUNT == 1.25
-    assert "2 stored run(s)" in b.source
+    assert "2 stored run(s)" in b.source and sorted(b.runs) == ["a", "b"]
 
 
 def test_borrowed_dof_stop_at_the_cap(tmp_path: Path) -> None:
@@ -337,6 +337,14 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
     assert history_line(lent + asked) == (
         "History: 1 of 2 ratios borrowed a spread from this host's stored runs "
         "(run 20261128-x); the others stood on their own pairs.")
+    # With the runs named, each is said once, newest first, however many ratios it lent to.
+    runs = ("20261130-0555-quick", "20261130-0357-studies"), ("20261130-0555-quick",)
+    lent = [replace(r, borrowed=Borrowed(12.0, 0.1, "words", runs=rs))
+            for r, rs in zip(asked * 2, runs, strict=True)]
+    assert history_line(lent) == (
+        "History: 2 of 2 ratios borrowed a spread from this host's stored runs (2 of them, "
+        "newest 20261130-0555-quick, 20261130-0357-studies); the others stood on their own "
+        "pairs.")
 
 
 def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: Path) -> None:

@@ -95,8 +95,8 @@ def from_store(store: Store, host: Mapping[str, Any], exclude: str, baseline: st
             total[point] += sum(d)
             count[point] += len(d)
             runs[point].append(run.id)
-    return {p: Borrowed(dof[p], ss[p] * DISCOUNT**2, _source(runs[p]), total[p] / count[p])
-            for p in dof if dof[p] > 0}
+    return {p: Borrowed(dof[p], ss[p] * DISCOUNT**2, _source(runs[p]), total[p] / count[p],
+                        runs=tuple(runs[p])) for p in dof if dof[p] > 0}
 
 
 def for_run(stored: Mapping[Point, Borrowed], kinds: Mapping[str, str],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from isotax.analysis.sequential import RatioState
 from isotax.analysis.verdicts import ALPHA, Borrowed, bayes_factor
 
 
@@ -27,6 +28,13 @@ def e_value(n: int, mean: float, sd: float, margin: float, borrowed: Borrowed) -
     if not math.isfinite(mean) or abs(mean) <= m:
         return 1.0
     return bayes_factor(n, mean, sd, math.copysign(m, mean), borrowed=borrowed)
+
+
+def kept(ratios: Sequence[RatioState], alpha: float = ALPHA) -> list[RatioState]:
+    """The ratios whose worse/better verdicts e-BH keeps at alpha, each judged by e_value."""
+    evalues = [e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
+                       else math.nan, r.sd, r.verdict.margin, r.borrowed) for r in ratios]
+    return [ratios[i] for i in ebh(evalues, alpha)]
 
 
 def ebh(evalues: Sequence[float], alpha: float = ALPHA) -> list[int]:

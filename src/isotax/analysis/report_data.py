@@ -303,7 +303,8 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]
             return (Margin(r.margin, r.margin_source) if r is not None and r.margin is not None
                     else Margin(MIN_MARGIN, "minimum (not judged by the run)"))
         lent = {k: Borrowed(r.borrowed_dof or 0.0, r.borrowed_ss or 0.0, r.borrowed_from,
-                            g=PRIOR_G if r.prior_g is None else r.prior_g)
+                            g=PRIOR_G if r.prior_g is None else r.prior_g,
+                            runs=tuple(r.borrowed_runs))
                 for k, r in kept.items()}
         judge: Callable[[RowKey, str], Margin] = rules
     else:
@@ -313,10 +314,7 @@ def _apply_verdicts(d: ReportData, store: Store, records: Sequence[CellRecord]
             judge = margins_for(store, d.run.id, MIN_MARGIN, d.baseline, None, records)
     d.sequential = sequential.assess(records, d.baseline, judge, fixed, cap,
                                      settings.confidence, borrowed=lent)
-    evalues = [ebh.e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
-                           else math.nan, r.sd, r.verdict.margin, r.borrowed)
-               for r in d.sequential.ratios]
-    d.ebh_kept = [d.sequential.ratios[i] for i in ebh.ebh(evalues)]
+    d.ebh_kept = ebh.kept(d.sequential.ratios)
     for st in d.sequential.ratios:
         was = kept.get(st.point)
         if was is not None and was.verdict != st.verdict.verdict.value:

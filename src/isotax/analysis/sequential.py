@@ -356,7 +356,8 @@ def ratio_fields(r: RatioState, ended: str | None, cap: int, fixed: int) -> dict
             "projected_pairs": r.projected, "reason": why_undecided(r, ended, cap, fixed),
             "sd": _finite(r.sd), "lag1": _finite(r.lag1),
             "borrowed_dof": r.borrowed.dof, "borrowed_ss": r.borrowed.ss,
-            "borrowed_from": r.borrowed.source, "prior_g": r.borrowed.g}
+            "borrowed_from": r.borrowed.source, "borrowed_runs": list(r.borrowed.runs),
+            "prior_g": r.borrowed.g}
 
 
 def _finite(x: float) -> float | None:

@@ -97,15 +97,18 @@ MIN_PRIOR_G = 0.2
 @dataclass(frozen=True)
 class Borrowed:
     """Strength borrowed from outside the pairs: `dof` degrees of freedom of zero-mean
-    residuals with the pairs' sigma, and their sum of squares `ss`; `source` says where from;
-    `center`, the history's mean log ratio (NaN: none), and `g`, the mixture's width that
-    history chose (prior_width; PRIOR_G without history)."""
+    residuals with the pairs' sigma, and their sum of squares `ss`; `source` says where from,
+    in words, and `runs` names the stored runs it came from, newest first (empty where it
+    came from none, or from a run stored before they were kept); `center`, the history's mean
+    log ratio (NaN: none), and `g`, the mixture's width that history chose (prior_width;
+    PRIOR_G without history)."""
 
     dof: float
     ss: float
     source: str
     center: float = math.nan
     g: float = PRIOR_G
+    runs: tuple[str, ...] = ()
 
     @property
     def sd(self) -> float:

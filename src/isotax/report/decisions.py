@@ -90,8 +90,13 @@ def history_line(judged: Sequence[RatioState]) -> str:
                 f"stood on its own pairs, and none could be decided with fewer than {first} "
                 f"({reached} of {len(judged)} reached {first}); the next run of this plan "
                 "here borrows this run's spreads where they still fit.")
-    runs = sorted({r.borrowed.source for r in lent if r.borrowed.source})
-    named = f" ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})" if runs else ""
+    runs = sorted({run for r in lent for run in r.borrowed.runs}, reverse=True)
+    if runs:  # run ids begin with their start time: newest first
+        named = (f" ({len(runs)} of them, newest {', '.join(runs[:3])}"
+                 f"{', ...' if len(runs) > 3 else ''})")
+    else:  # a run stored before the runs were kept: its ratios' own words
+        words = sorted({r.borrowed.source for r in lent if r.borrowed.source})
+        named = f" ({'; '.join(words[:3])}{'; ...' if len(words) > 3 else ''})" if words else ""
     return (f"History: {len(lent)} of {len(judged)} ratios borrowed a spread from this host's "
             f"stored runs{named}; the others stood on their own pairs.")
 

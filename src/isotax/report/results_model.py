@@ -269,7 +269,10 @@ class VerdictRatio(_Part):
     borrowed_ss: float = 0.0
     """Their centred sum of squares of log ratios."""
     borrowed_from: str = ""
-    """Where the borrowed spread came from."""
+    """Where the borrowed spread came from, in words."""
+    borrowed_runs: list[str] = []
+    """The stored runs of this host it came from, newest first (empty before isotax kept
+    them, and where nothing was borrowed)."""
     prior_g: float = PRIOR_G
     """The width of the confidence sequence's mixture (chosen from this host's stored runs of
     the point; 10 without them)."""

@@ -125,6 +125,7 @@ class RatioMeta(_Part):
     borrowed_dof: float | None = None
     borrowed_ss: float | None = None
     borrowed_from: str = ""
+    borrowed_runs: list[str] = []  # the stored runs it came from, newest first (absent before)
     # The confidence sequence's mixture width (verdicts.prior_width): absent before it was
     # chosen per ratio, when every ratio had verdicts.PRIOR_G.
     prior_g: float | None = None
