@@ -142,3 +142,16 @@ def test_every_section_of_the_markdown_is_in_the_html(tmp_path: Path) -> None:
     assert HOSTILE_HOST not in page and "<td>SMT</td>" in page
     for name in ("Failures", "Outliers", "Verdicts"):
         assert f"see <a href=#{name.lower()}>{name}</a>" in page, name
+
+
+def test_a_warning_said_of_several_environments_is_one_block_the_rest_whole() -> None:
+    """One noisy host's alike warnings (outliers in six environments) fold into one block
+    that names the environments, the most important kinds first, nothing left out."""
+    from isotax.analysis.report_warnings import ReportWarning
+    said = [ReportWarning.OUTLIERS.say(env=e, count=3, metrics="xz throughput")
+            for e in ("runc", "crun")]
+    parity = ReportWarning.PARITY.say("qemu", problem="qemu has 2 CPUs")
+    blocks = html.warning_blocks([*said, parity, "a plain line"], {"Outliers": "outliers"})
+    assert len(blocks) == 3 and "qemu has 2 CPUs" in blocks[0] and "a plain line" in blocks[2]
+    assert "<summary><b>outlying values</b> in 2 environments: runc, crun" in blocks[1]
+    assert blocks[1].count("<p>") == 2 and "see <a href=#outliers>Outliers</a>" in blocks[1]

@@ -4,6 +4,7 @@ isotax.analysis.report_data; the terminal groups them by kind (isotax.report.ter
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
@@ -112,6 +113,22 @@ class Warned(str):
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the kind
         return Warned, (str(self), self.kind, self.subject)
+
+
+def by_kind(warnings: Sequence[str]) -> list[tuple[ReportWarning | None, list[str]]]:
+    """The warnings grouped by kind, the most important kind first (ReportWarning's order),
+    each kind's in the order they were said; warnings without a kind (plain str) last."""
+    groups: dict[ReportWarning | None, list[str]] = {}
+    for w in warnings:
+        groups.setdefault(w.kind if isinstance(w, Warned) else None, []).append(w)
+    order = list(ReportWarning)
+    return [(k, groups[k]) for k in sorted(
+        groups, key=lambda k: len(order) if k is None else order.index(k))]
+
+
+def subjects(said: Sequence[str]) -> list[str]:
+    """The environments a kind's warnings are about, each once, in order."""
+    return list(dict.fromkeys(w.subject for w in said if isinstance(w, Warned) and w.subject))
 
 
 HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust

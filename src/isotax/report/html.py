@@ -24,6 +24,7 @@ import re
 from html import escape
 
 from isotax.analysis.report_data import ReportData
+from isotax.analysis.report_warnings import by_kind, subjects
 from isotax.analysis.stats import Ratio
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report import (
@@ -327,8 +328,28 @@ def _render(d: ReportData) -> str:
     kept = [(lvl, t, body) for lvl, t, body in sections if body]
     ids = section_ids(kept)
     h2 = {t: a for (lvl, t, _), a in zip(kept, ids, strict=True) if lvl == 2}
-    warnings[:] = [f"<div class=warn>{_warning(w, h2)}</div>" for w in warnings]
+    warnings[:] = warning_blocks(warnings, h2)
     return page(head, kept, ids, "isotax")
+
+
+def warning_blocks(warnings: list[str], sections: dict[str, str]) -> list[str]:
+    """The warnings, most important kind first: a kind said of one environment or of the run
+    whole, in full; a kind said of several environments (outliers, variance), one block with
+    its title and those environments, each one's words under it, so that one noisy host's
+    six alike lines do not bury the rest."""
+    out = []
+    for kind, said in by_kind(warnings):
+        if kind is None or len(said) < 2:
+            out += [f"<div class=warn>{_warning(w, sections)}</div>" for w in said]
+            continue
+        about = subjects(said)
+        whom = f" in {len(about)} environments: {', '.join(about)}" if about \
+            else f" ({len(said)})"
+        out.append(f"<div class=warn><details><summary><b>{esc(kind.title)}</b>{esc(whom)} "
+                   "(open for each one's words)</summary>"
+                   + "".join(f"<p>{_warning(w, sections)}</p>" for w in said)
+                   + "</details></div>")
+    return out
 
 
 def _claims(d: ReportData) -> list[str]:

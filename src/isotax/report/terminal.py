@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from isotax.analysis.report_data import ReportData
-from isotax.analysis.report_warnings import HIGH_LAG1, ReportWarning, Warned
+from isotax.analysis.report_warnings import HIGH_LAG1, ReportWarning, by_kind, subjects
 from isotax.report.decisions import context_lines, counts_line
 
 WIDTH = 100
@@ -98,20 +98,13 @@ def grouped_warnings(warnings: Sequence[str], width: int = WIDTH,
     else its warnings), the environments it concerns and where to read them whole, within
     width where the title allows. A kind's only warning, if short, is its text in full; a
     warning without a kind (a plain str) is shown in full after the rest."""
-    groups: dict[ReportWarning | None, list[str]] = {}
-    for w in warnings:
-        groups.setdefault(w.kind if isinstance(w, Warned) else None, []).append(w)
-    order = list(ReportWarning)
     lines: list[str] = []
-    for kind in sorted(groups, key=lambda k: len(order) if k is None else order.index(k)):
-        said = groups[kind]
+    for kind, said in by_kind(warnings):
         if kind is None or (len(said) == 1 and len(said[0]) <= FULL):
             lines += [PREFIX + w for w in said]
             continue
-        subjects = list(dict.fromkeys(w.subject for w in said
-                                      if isinstance(w, Warned) and w.subject))
-        lines.append(_group_line(kind.title, (counts or {}).get(kind, len(said)), subjects,
-                                 width))
+        lines.append(_group_line(kind.title, (counts or {}).get(kind, len(said)),
+                                 subjects(said), width))
     return lines
 
 
