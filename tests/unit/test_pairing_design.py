@@ -262,6 +262,18 @@ def test_ebh_keeps_the_strong_evidence_and_controls_the_rate() -> None:
     assert strong == bayes_factor(10, math.log(0.7), 0.02, -math.log1p(0.02))
 
 
+
+def test_an_e_values_ceiling_is_what_no_effect_can_pass() -> None:
+    """One pair with a little history gives at most c^((n + dof - 1) / 2), however large the
+    effect (the report says so where e-BH leaves out a 50-fold slowdown); two pairs lift it."""
+    lent = Borrowed(3.0, 0.01, "h", g=10.0)
+    top = ebh.ceiling(1, lent)
+    assert top == pytest.approx(11 ** 1.5)
+    huge = ebh.e_value(1, math.log(0.02), math.nan, 0.02, lent)
+    assert top * 0.95 < huge <= top  # a 50-fold slowdown: near the ceiling, never past it
+    assert ebh.ceiling(1, lent) < ebh.bar(75, 23) < ebh.ceiling(2, lent)
+    assert ebh.ceiling(1, NOTHING_BORROWED) == 1.0  # one pair alone proves nothing
+
 # -- verdicts fixed when the run ends --------------------------------------------------------------
 
 def test_the_report_shows_the_verdict_the_run_ended_with(tmp_path: Path) -> None:
@@ -345,6 +357,18 @@ def test_the_first_screen_says_the_canary_the_reach_and_the_false_verdicts_to_ex
         "History: 2 of 2 ratios borrowed a spread from this host's stored runs (2 of them, "
         "newest 20261130-0555-quick, 20261130-0357-studies); the others stood on their own "
         "pairs.")
+    # A worse verdict decided on one pair with a little history cannot be kept by e-BH
+    # across the run's ratios whatever its effect, and the line says so, with what would.
+    assert "decided on one pair" not in lines[3]  # five pairs: e-BH kept it
+    one = [replace(r, borrowed=Borrowed(3.0, 0.01, "h", g=10.0),
+                   verdict=replace(r.verdict, n=1)) for r in asked]
+    same = [replace(r, verdict=replace(r.verdict, verdict=Verdict.EQUIVALENT)) for r in one]
+    d.sequential = replace(d.sequential, ratios=one * 10 + same * 30)
+    d.ebh_kept = []
+    capped = context_lines(d)[-1]
+    assert "e-BH keeps 0 of the 10 worse/better" in capped
+    assert "10 of the 10 were decided on one pair, too few for any effect to give the " \
+           "evidence e-BH asks across 40 ratios (an e-value of 80); more fixed rounds" in capped
 
 
 def test_a_run_starts_by_saying_what_this_hosts_last_run_could_decide(tmp_path: Path) -> None:

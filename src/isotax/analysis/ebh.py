@@ -30,6 +30,22 @@ def e_value(n: int, mean: float, sd: float, margin: float, borrowed: Borrowed) -
     return bayes_factor(n, mean, sd, math.copysign(m, mean), borrowed=borrowed)
 
 
+def ceiling(n: int, borrowed: Borrowed) -> float:
+    """The largest e-value n pairs can give, however far the mean is from the null: the
+    mixture's Bayes factor tends to c^((n + dof - 1) / 2), c = 1 + n g, as the distance grows.
+    A verdict decided on one pair with a little history (3 borrowed degrees of freedom, g = 10)
+    tops out at about 36, so across many ratios e-BH cannot keep it, whatever its effect."""
+    if n < 1 or (n < 2 and borrowed.dof <= 0):
+        return 1.0
+    c = 1 + n * borrowed.g
+    return math.exp(min((n + borrowed.dof - 1) / 2 * math.log(c), 700.0))
+
+
+def bar(total: int, kept: int, alpha: float = ALPHA) -> float:
+    """The e-value e-BH asks of each of `kept` ratios among `total` to keep them all."""
+    return total / (alpha * kept)
+
+
 def kept(ratios: Sequence[RatioState], alpha: float = ALPHA) -> list[RatioState]:
     """The ratios whose worse/better verdicts e-BH keeps at alpha, each judged by e_value."""
     evalues = [e_value(r.verdict.n, math.log(r.verdict.ratio) if r.verdict.ratio > 0
@@ -43,7 +59,7 @@ def ebh(evalues: Sequence[float], alpha: float = ALPHA) -> list[int]:
     order = sorted(range(total), key=lambda i: -evalues[i])
     keep = 0
     for k in range(1, total + 1):
-        if evalues[order[k - 1]] >= total / (alpha * k):
+        if evalues[order[k - 1]] >= bar(total, k, alpha):
             keep = k
     return sorted(order[:keep])
 
