@@ -155,3 +155,19 @@ def test_a_warning_said_of_several_environments_is_one_block_the_rest_whole() ->
     assert len(blocks) == 3 and "qemu has 2 CPUs" in blocks[0] and "a plain line" in blocks[2]
     assert "<summary><b>outlying values</b> in 2 environments: runc, crun" in blocks[1]
     assert blocks[1].count("<p>") == 2 and "see <a href=#outliers>Outliers</a>" in blocks[1]
+
+
+def test_the_markdown_folds_the_same_warnings_as_the_html(tmp_path: Path) -> None:
+    from isotax.analysis.report_warnings import ReportWarning
+    store, run_id = _rich_store(tmp_path)
+    d = analyze(store, run_id)
+    d.warnings = [*(ReportWarning.HIGH_VARIANCE.say(env=e, count=2, workload="compress",
+                                                    metric="throughput", cv=0.08)
+                    for e in ("runc", "runc-host")),
+                  ReportWarning.PARITY.say("runc", problem="runc has 1 CPU")]
+    md = markdown.render(d)
+    part = md[md.index("## Warnings"):]
+    assert part.index("- unequal resources: runc has 1 CPU") < part.index("<details>")
+    assert "<details><summary><b>high variance</b> in 2 environments: runc, runc-host" \
+           "</summary>" in part
+    assert part.count("- runc") == 2  # each environment's words, whole, under the fold

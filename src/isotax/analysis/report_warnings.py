@@ -131,6 +131,13 @@ def subjects(said: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(w.subject for w in said if isinstance(w, Warned) and w.subject))
 
 
+def whom(said: Sequence[str]) -> str:
+    """What follows a folded kind's title: " in 6 environments: runc, crun, ...", or how many
+    warnings where they name no environment."""
+    about = subjects(said)
+    return f" in {len(about)} environments: {', '.join(about)}" if about else f" ({len(said)})"
+
+
 HIGH_CV = 0.05  # above 5% a ratio of a few percent is hard to trust
 # Lag-1 autocorrelation of a ratio's pair log ratios above this is warned about: in
 # simulation a lag-1 of 0.3 already pushes false verdicts past 5% (docs/statistics.md).

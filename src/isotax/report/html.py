@@ -24,7 +24,7 @@ import re
 from html import escape
 
 from isotax.analysis.report_data import ReportData
-from isotax.analysis.report_warnings import by_kind, subjects
+from isotax.analysis.report_warnings import by_kind, whom
 from isotax.analysis.stats import Ratio
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report import (
@@ -342,10 +342,7 @@ def warning_blocks(warnings: list[str], sections: dict[str, str]) -> list[str]:
         if kind is None or len(said) < 2:
             out += [f"<div class=warn>{_warning(w, sections)}</div>" for w in said]
             continue
-        about = subjects(said)
-        whom = f" in {len(about)} environments: {', '.join(about)}" if about \
-            else f" ({len(said)})"
-        out.append(f"<div class=warn><details><summary><b>{esc(kind.title)}</b>{esc(whom)} "
+        out.append(f"<div class=warn><details><summary><b>{esc(kind.title)}</b>{esc(whom(said))} "
                    "(open for each one's words)</summary>"
                    + "".join(f"<p>{_warning(w, sections)}</p>" for w in said)
                    + "</details></div>")

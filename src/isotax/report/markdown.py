@@ -11,6 +11,7 @@ import datetime as dt
 import math
 
 from isotax.analysis.report_data import ReportData
+from isotax.analysis.report_warnings import by_kind, whom
 from isotax.host.facts import versions
 from isotax.host.facts.fingerprint import show_rows
 from isotax.report import (
@@ -282,9 +283,19 @@ def failures_blocks(d: ReportData) -> list[Block]:
 
 
 def warnings_blocks(d: ReportData) -> list[Block]:
+    """The warnings, most important kind first, as the HTML report has them: a kind said of
+    several environments (outliers, variance) folded under one line naming them."""
     if not d.warnings:
         return []
-    return [Heading(2, "Warnings"), Items([md_cell(w) for w in emulation.report_warnings(d)])]
+    whole: list[str] = []
+    folded: list[Block] = []
+    for kind, said in by_kind(emulation.report_warnings(d)):
+        if kind is None or len(said) < 2:
+            whole += [md_cell(w) for w in said]
+            continue
+        folded.append(Details(f"<b>{kind.title}</b>{md_cell(whom(said))}",
+                              (Items([md_cell(w) for w in said]),)))
+    return [Heading(2, "Warnings"), *([Items(whole)] if whole else []), *folded]
 
 
 def plan_blocks(d: ReportData) -> list[Block]:
