@@ -158,7 +158,8 @@ def _resources(raw: Any) -> Resources | None:
     kinds: dict[str, tuple[type, ...]] = {
         "cpus": (int,), "memory_mib": (int,), "thp": (str,), "mtu": (int, type(None)),
         "offloads": (dict,), "hugepages": (str,), "cpu_quota": (int, float, type(None)),
-        "cgroup": (str,)}
+        "cgroup": (str,),
+        "shm_mib": (int, type(None))}  # absent (None) in a record stored before the probe had it
     if not isinstance(raw, Mapping):
         raise ValueError(f"{RECORD_KEY}.resources is not an object")
     for name, types in kinds.items():
@@ -169,13 +170,10 @@ def _resources(raw: Any) -> Resources | None:
     offloads = raw["offloads"]
     if any(not isinstance(v, str) for v in offloads.values()):
         raise ValueError(f"{RECORD_KEY}.resources.offloads holds a value that is no word")
-    quota, shm = raw["cpu_quota"], raw.get("shm_mib")  # no shm_mib: a record before it
-    if shm is not None and (isinstance(shm, bool) or not isinstance(shm, int)):
-        raise ValueError(f"{RECORD_KEY}.resources.shm_mib is {shm!r}, not what the parity "
-                         "probe gives")
+    quota = raw["cpu_quota"]
     return Resources(raw["cpus"], raw["memory_mib"], raw["thp"], raw["mtu"], dict(offloads),
                      raw["hugepages"], float(quota) if quota is not None else None,
-                     raw["cgroup"], shm)
+                     raw["cgroup"], raw.get("shm_mib"))
 
 
 def _converted(lines: Mapping[str, str]) -> Resources | None:
