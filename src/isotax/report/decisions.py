@@ -65,7 +65,7 @@ def context_lines(d: ReportData) -> list[str]:
         out.append(f"This host: {reach.words}.")
     if length := cell_length.words(d.meta.cell_runs):
         out.append(f"Cell length: {length}.")
-    differ = sum(r.verdict.verdict.value in ("worse", "better") for r in judged)
+    differ = sum(map(_apart, judged))
     if judged:
         kept = sum(r.environment != aa for r in d.ebh_kept)
         # The two guarantees, each with the set it is about: one ratio's verdict alone, and
@@ -74,26 +74,28 @@ def context_lines(d: ReportData) -> list[str]:
                    f"ratios up to {expected_false(len(judged)):.1f} false worse/better are "
                    f"expected. As one set: e-BH keeps {kept} of the {differ} worse/better, "
                    f"at most 5% of them false on average (the run's false discovery rate)"
-                   + _capped_words(p.ratios, judged, d.ebh_kept) + ".")
+                   + _capped_words(p.ratios, judged, d.ebh_kept, differ) + ".")
     return out
 
 
+def _apart(r: RatioState) -> bool:
+    """The ratio's verdict is worse or better (what e-BH is about)."""
+    return r.verdict.verdict.value in ("worse", "better")
+
+
 def _capped_words(ratios: Sequence[RatioState], judged: Sequence[RatioState],
-                  kept: Sequence[RatioState]) -> str:
-    """Why e-BH left out worse/better verdicts (of judged) that no effect could have kept:
-    decided on so few pairs that their e-value's ceiling is below e-BH's bar across all the
-    run's ratios ("" when none was). Without it "keeps 0 of 23" reads as if a 50-fold
-    slowdown were in doubt."""
-    def differs(r: RatioState) -> bool:
-        return r.verdict.verdict.value in ("worse", "better")
-    asked = bar(len(ratios), max(sum(map(differs, ratios)), 1))
+                  kept: Sequence[RatioState], differ: int) -> str:
+    """Why e-BH left out worse/better verdicts (of judged, `differ` of them) that no effect
+    could have kept: decided on so few pairs that their e-value's ceiling is below e-BH's bar
+    across all the run's ratios ("" when none was). Without it "keeps 0 of 23" reads as if a
+    50-fold slowdown were in doubt."""
+    asked = bar(len(ratios), max(sum(map(_apart, ratios)), 1))
     kept_ids = {id(r) for r in kept}
-    capped = [r for r in judged if differs(r) and id(r) not in kept_ids
+    capped = [r for r in judged if _apart(r) and id(r) not in kept_ids
               and ceiling(r.verdict.n, r.borrowed) < asked]
     if not capped:
         return ""
     most = max(r.verdict.n for r in capped)
-    differ = sum(map(differs, judged))
     return (f"; {len(capped)} of the {differ} were decided on {most if most > 1 else 'one'} "
             f"pair{'s or fewer' if most > 1 else ''}, too few for any effect to give the "
             f"evidence e-BH asks across {len(ratios)} ratios (an e-value of {asked:.0f}); more "
