@@ -126,6 +126,19 @@ def by_kind(warnings: Sequence[str]) -> list[tuple[ReportWarning | None, list[st
         groups, key=lambda k: len(order) if k is None else order.index(k))]
 
 
+def folds(warnings: Sequence[str]) -> list[tuple[ReportWarning | None, list[str]]]:
+    """The warnings as the reports list them, most important kind first: a kind said several
+    times (outliers, variance in each environment) is one entry, to fold under its title and
+    whom(); every other warning is an entry of its own with no kind, shown whole."""
+    out: list[tuple[ReportWarning | None, list[str]]] = []
+    for kind, said in by_kind(warnings):
+        if kind is None or len(said) < 2:
+            out += [(None, [w]) for w in said]
+        else:
+            out.append((kind, said))
+    return out
+
+
 def subjects(said: Sequence[str]) -> list[str]:
     """The environments a kind's warnings are about, each once, in order."""
     return list(dict.fromkeys(w.subject for w in said if isinstance(w, Warned) and w.subject))

@@ -24,7 +24,7 @@ import re
 from html import escape
 
 from isotax.analysis.report_data import ReportData
-from isotax.analysis.report_warnings import by_kind, whom
+from isotax.analysis.report_warnings import folds, whom
 from isotax.analysis.stats import Ratio
 from isotax.analysis.verdicts import RatioVerdict
 from isotax.report import (
@@ -338,9 +338,9 @@ def warning_blocks(warnings: list[str], sections: dict[str, str]) -> list[str]:
     its title and those environments, each one's words under it, so that one noisy host's
     six alike lines do not bury the rest."""
     out = []
-    for kind, said in by_kind(warnings):
-        if kind is None or len(said) < 2:
-            out += [f"<div class=warn>{_warning(w, sections)}</div>" for w in said]
+    for kind, said in folds(warnings):
+        if kind is None:
+            out.append(f"<div class=warn>{_warning(said[0], sections)}</div>")
             continue
         out.append(f"<div class=warn><details><summary><b>{esc(kind.title)}</b>{esc(whom(said))} "
                    "(open for each one's words)</summary>"

@@ -11,7 +11,7 @@ import datetime as dt
 import math
 
 from isotax.analysis.report_data import ReportData
-from isotax.analysis.report_warnings import by_kind, whom
+from isotax.analysis.report_warnings import folds, whom
 from isotax.host.facts import versions
 from isotax.host.facts.fingerprint import show_rows
 from isotax.report import (
@@ -287,14 +287,11 @@ def warnings_blocks(d: ReportData) -> list[Block]:
     several environments (outliers, variance) folded under one line naming them."""
     if not d.warnings:
         return []
-    whole: list[str] = []
-    folded: list[Block] = []
-    for kind, said in by_kind(emulation.report_warnings(d)):
-        if kind is None or len(said) < 2:
-            whole += [md_cell(w) for w in said]
-            continue
-        folded.append(Details(f"<b>{kind.title}</b>{md_cell(whom(said))}",
-                              (Items([md_cell(w) for w in said]),)))
+    listed = folds(emulation.report_warnings(d))
+    whole = [md_cell(said[0]) for kind, said in listed if kind is None]
+    folded: list[Block] = [Details(f"<b>{kind.title}</b>{md_cell(whom(said))}",
+                                   (Items([md_cell(w) for w in said]),))
+                           for kind, said in listed if kind is not None]
     return [Heading(2, "Warnings"), *([Items(whole)] if whole else []), *folded]
 
 
