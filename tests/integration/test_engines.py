@@ -110,8 +110,8 @@ def _exercise(inst: Instance, loadgen: NamespaceLoadGen) -> dict[str, float]:
     assert inst.exec(["true"], 30).returncode == 0
     # A short redis run from the load generator, over the plan's network path.
     w = Redis()
-    params = {"connections": 2, "requests": 20000, "pipeline": 10, "value_bytes": 50,
-              "keyspace": 1000}
+    params = {**{p.name: p.default for p in Redis.params}, "connections": 2,
+              "requests": 20000, "pipeline": 10, "value_bytes": 50, "keyspace": 1000}
     w.prepare(inst, params, loadgen)
     samples = {s.metric: s for s in w.run(inst, params, loadgen)}
     path = samples["requests_per_s"].labels["path"]

@@ -47,8 +47,8 @@ def test_sweep(inst: Instance, loadgen: NamespaceLoadGen) -> None:
     # emulated VM answers ~100x slower, so a few thousand are plenty there.
     requests = 3000 if inst.facts().emulated else 30000
     for conns in (1, 10):
-        params = {"connections": conns, "requests": requests, "pipeline": 10,
-                  "value_bytes": 50, "keyspace": 10000}
+        params = {**{p.name: p.default for p in Redis.params}, "connections": conns,
+                  "requests": requests, "pipeline": 10, "value_bytes": 50, "keyspace": 10000}
         w.prepare(inst, params, loadgen)
         samples = {s.metric: s for s in w.run(inst, params, loadgen)}
         names = {f"{op}_{m}" for op in ("set", "get") for m in

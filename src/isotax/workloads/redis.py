@@ -164,9 +164,7 @@ class Redis(BaseWorkload):
         return 2.0 * params["requests"], "request"
 
     def not_applicable(self, inst: Instance, params: Params) -> str | None:
-        # keepalive came after the others: a caller's own parameters (a test's, a script's)
-        # may lack it, and then mean what they meant before, its default.
-        if not params.get("keepalive", True) and int(params["requests"]) > CRR_REQUESTS:
+        if not params["keepalive"] and int(params["requests"]) > CRR_REQUESTS:
             return (f"keepalive = false with requests = {params['requests']}: every request "
                     "a new connection, each holding a local port for 60 s after it closes "
                     f"(TIME_WAIT), so SET and GET would run out of ports; give requests <= "
@@ -181,7 +179,7 @@ class Redis(BaseWorkload):
         lg = need_loadgen(loadgen)
         conns, requests = int(params["connections"]), int(params["requests"])
         pipeline, value = int(params["pipeline"]), int(params["value_bytes"])
-        keyspace, keepalive = int(params["keyspace"]), bool(params.get("keepalive", True))
+        keyspace, keepalive = int(params["keyspace"]), bool(params["keepalive"])
         host, port = lg.target(inst, REDIS_PORT, "tcp")
         client = ["redis-benchmark", "-h", host, "-p", str(port), "-a", SERVER_SECRET,
                   "-t", "set,get", "-k", "1" if keepalive else "0",
